@@ -1,0 +1,1 @@
+"""Keras workloads on every backend, the harness that times them, and the runner CLI."""

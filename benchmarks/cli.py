@@ -1,0 +1,267 @@
+"""`python -m benchmarks`: run workloads, run a suite, list what exists, fetch dataset files.
+
+Frameworks are imported only after the backend is chosen (Keras reads KERAS_BACKEND once, at import), so this
+module imports none of them at the top.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks.harness.backends import BACKENDS, DEFAULTS, Settings
+from benchmarks.suites import SUITES, get_suite
+from benchmarks.workloads import WORKLOADS
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_DATA = 3
+EXIT_INTERRUPTED = 130
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _jit(text: str) -> bool | str:
+    choices = {"auto": "auto", "on": True, "off": False}
+    if text not in choices:
+        raise argparse.ArgumentTypeError(f"expected auto, on or off, got {text!r}")
+    return choices[text]
+
+
+def _name(text: str) -> str:
+    # Platform and run ids become folder names: keep them to safe characters.
+    if not text or not all(c.isalnum() or c in "-_." for c in text) or text.startswith("."):
+        raise argparse.ArgumentTypeError(f"{text!r}: use letters, digits, '-', '_' and '.' only")
+    return text
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--platform", type=_name, default="local", help="where this runs (catalog profile name)")
+    parser.add_argument("--out", type=Path, default=Path("logs"), help="log root (default: logs)")
+    parser.add_argument("--run-id", type=_name, help="folder for this run's logs (default: UTC time + random)")
+    parser.add_argument("--epochs", type=_positive, help="override the epochs of the workload or suite")
+    parser.add_argument("--train-limit", type=_positive, help="train on the first N samples only")
+    parser.add_argument("--val-limit", type=_positive, help="validate on the first N samples only")
+    parser.add_argument("--data-dir", help="offline folder searched first for dataset files (BENCH_DATA_DIR)")
+    parser.add_argument("--offline", action="store_true", help="never download; fail if a file is missing")
+    parser.add_argument("--seed", type=int, default=1337)
+    parser.add_argument("--jit-compile", type=_jit, help="auto, on or off (default: the backend's measured best)")
+    parser.add_argument("--steps-per-execution", type=_positive, help="default: the backend's measured best")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="train workloads on one backend in this process")
+    run.add_argument("--workload", required=True, help=f"comma-separated: {', '.join(WORKLOADS)}")
+    run.add_argument("--backend", required=True, choices=BACKENDS)
+    run.add_argument("--suite", choices=list(SUITES), help="take epochs and slices from this suite")
+    run.add_argument("--dataset", help="a dataset the workload accepts (e.g. fashion_mnist), or synthetic")
+    run.add_argument(
+        "--allow-synthetic", action="store_true", help="use labelled synthetic data where a real file is missing"
+    )
+    _common(run)
+
+    suite = sub.add_parser("suite", help="run a suite: one process per backend, then print the table")
+    suite.add_argument("--suite", default="quick", choices=list(SUITES))
+    suite.add_argument("--backends", help=f"comma-separated subset of {', '.join(BACKENDS)} (default: the suite's)")
+    suite.add_argument("--workloads", help="comma-separated subset of the suite's workloads")
+    suite.add_argument("--strict-data", action="store_true", help="fail instead of using synthetic stand-ins")
+    _common(suite)
+
+    sub.add_parser("list", help="list workloads and suites")
+
+    fetch = sub.add_parser("fetch-data", help="download and check dataset files into the Keras cache")
+    fetch.add_argument("--dataset", action="append", help="dataset name (default: all downloadable ones)")
+    fetch.add_argument("--data-dir", help="offline folder searched first")
+    return parser
+
+
+def _split(text: str, allowed: Sequence[str], what: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in allowed]
+    if unknown or not names:
+        raise SystemExit(
+            _usage_error(f"unknown {what} {', '.join(unknown) or text!r}; choose from {', '.join(allowed)}")
+        )
+    return names
+
+
+def _usage_error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _settings(args: argparse.Namespace, backend: str) -> Settings:
+    default = DEFAULTS[backend]
+    return Settings(
+        jit_compile=default.jit_compile if args.jit_compile is None else args.jit_compile,
+        steps_per_execution=args.steps_per_execution or default.steps_per_execution,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in WORKLOADS:  # `python -m benchmarks mnist_mlp --backend jax`: the image entrypoint
+        argv = ["run", "--workload", argv[0], *argv[1:]]
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "suite":
+            return cmd_suite(args)
+        if args.command == "fetch-data":
+            return cmd_fetch(args)
+        return cmd_list()
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+
+
+def cmd_list() -> int:
+    print("workloads:", ", ".join(WORKLOADS))
+    print("backends: ", ", ".join(BACKENDS))
+    print("suites:")
+    for suite in SUITES.values():
+        print(f"  {suite.name:24} {suite.description}")
+    return 0
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # `docker stop` sends SIGTERM: record the run as partial, like Ctrl-C
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    names = _split(args.workload, WORKLOADS, "workload")
+    os.environ["KERAS_BACKEND"] = args.backend
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    from benchmarks.data.files import DatasetUnavailable, FileLocations
+    from benchmarks.harness.runner import BadRunArguments, RunOptions, run_workload
+
+    suite = get_suite(args.suite) if args.suite else None
+    options = RunOptions(
+        backend=args.backend,
+        platform=args.platform,
+        run_id=args.run_id or new_run_id(),
+        out_dir=args.out,
+        locations=FileLocations.from_env(args.data_dir, True if args.offline else None),
+        settings=_settings(args, args.backend),
+        suite=args.suite,
+        cut=bool(suite and suite.cut),
+        epochs=args.epochs,
+        train_limit=args.train_limit,
+        val_limit=args.val_limit,
+        dataset=args.dataset,
+        allow_synthetic=args.allow_synthetic,
+        seed=args.seed,
+    )
+    notices: set[str] = set()
+    failed = 0
+    for name in names:
+        try:
+            print(f"wrote {run_workload(name, options, notices)}", flush=True)
+        except BadRunArguments as exc:
+            return _usage_error(str(exc))
+        except DatasetUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_DATA
+        except KeyboardInterrupt:
+            print(f"interrupted during {name}; finished epochs are kept", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except Exception as exc:  # one workload failing must not lose the others' results
+            print(f"error: {name} [{args.backend}] failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            failed += 1
+    return EXIT_FAILED if failed else 0
+
+
+def cmd_suite(args: argparse.Namespace) -> int:
+    from benchmarks.summary import print_table, summarize
+
+    suite = get_suite(args.suite)
+    backends = _split(args.backends, BACKENDS, "backend") if args.backends else list(suite.backends)
+    names = _split(args.workloads, suite.workloads, "workload") if args.workloads else list(suite.workloads)
+    run_id = args.run_id or new_run_id()
+    run_dir = args.out / args.platform / run_id
+    print(f"suite {suite.name}: {len(names)} workloads x {', '.join(backends)}; logs in {run_dir}")
+    seen_notes: set[str] = set()
+    codes = {}
+    for backend in backends:
+        command = [sys.executable, "-m", "benchmarks", "run", "--workload", ",".join(names), "--backend", backend]
+        command += ["--suite", suite.name, "--run-id", run_id, *_passthrough(args)]
+        codes[backend] = _stream(command, seen_notes)
+        if codes[backend] == EXIT_INTERRUPTED:
+            break
+    print_table(summarize(run_dir))
+    return max(codes.values(), default=0) if any(codes.values()) else 0
+
+
+def _passthrough(args: argparse.Namespace) -> list[str]:
+    out = ["--platform", args.platform, "--out", str(args.out), "--seed", str(args.seed)]
+    for flag in ("epochs", "train_limit", "val_limit", "data_dir", "steps_per_execution"):
+        value = getattr(args, flag)
+        if value is not None:
+            out += [f"--{flag.replace('_', '-')}", str(value)]
+    if args.jit_compile is not None:
+        out += ["--jit-compile", {True: "on", False: "off"}.get(args.jit_compile, "auto")]
+    if args.offline:
+        out.append("--offline")
+    if not args.strict_data:
+        out.append("--allow-synthetic")
+    return out
+
+
+def _stream(command: list[str], seen_notes: set[str]) -> int:
+    """Run a backend's process, passing its output through; a data notice is shown once per suite."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    assert process.stdout is not None
+    try:
+        for line in process.stdout:
+            if line.startswith("note: "):
+                if line in seen_notes:
+                    continue
+                seen_notes.add(line)
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        return process.wait()
+    except KeyboardInterrupt:
+        process.send_signal(signal.SIGINT)
+        process.wait()
+        return EXIT_INTERRUPTED
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from benchmarks.data.files import FILES, DatasetUnavailable, FileLocations, resolve_dataset
+
+    names = args.dataset or list(FILES)
+    unknown = [n for n in names if n not in FILES]
+    if unknown:
+        return _usage_error(f"unknown dataset {', '.join(unknown)}; choose from {', '.join(FILES)}")
+    where = FileLocations.from_env(args.data_dir, offline=False)
+    failed = 0
+    for name in names:
+        try:
+            for relpath, path in resolve_dataset(name, where).items():
+                print(f"{name}: {relpath} ok ({path})")
+        except DatasetUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            failed += 1
+    return EXIT_DATA if failed else 0

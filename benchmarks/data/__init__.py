@@ -1,0 +1,1 @@
+"""Dataset files (download, cache, checksum), real loaders and labelled synthetic stand-ins."""

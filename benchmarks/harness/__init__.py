@@ -1,0 +1,1 @@
+"""Timing, metadata and the loop that runs one workload on one backend."""

@@ -1,0 +1,157 @@
+"""What differs between backends: device synchronization, versions, accelerator facts, default settings.
+
+Imported only after KERAS_BACKEND is set; each function imports just the framework it is asked about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+BACKENDS: tuple[str, ...] = ("tensorflow", "jax", "torch")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Compile settings that change a number; recorded next to it."""
+
+    jit_compile: bool | str  # "auto" lets Keras decide (XLA on TF/JAX where supported; eager on torch)
+    steps_per_execution: int
+
+
+# The suite's default per backend: the fastest configuration measured that keeps the published hyperparameters.
+# `docs/results.md` holds the measurements behind these choices.
+DEFAULTS: dict[str, Settings] = {
+    "tensorflow": Settings(jit_compile="auto", steps_per_execution=1),
+    "jax": Settings(jit_compile="auto", steps_per_execution=1),
+    "torch": Settings(jit_compile="auto", steps_per_execution=1),
+}
+
+
+def synchronizer(backend: str, model: Any) -> Callable[[], None]:
+    """A function that returns once all work queued on the device has finished."""
+    if backend == "jax":
+        import jax
+
+        # Every update of an epoch feeds the model's variables: once they are ready, the device is idle.
+        return lambda: jax.block_until_ready([v.value for v in model.variables])
+    if backend == "torch":
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.synchronize
+        return lambda: None  # CPU ops run synchronously
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.test.experimental.sync_devices
+    raise ValueError(f"unknown backend {backend!r}")
+
+
+def gpu_available(backend: str) -> bool:
+    if backend == "jax":
+        import jax
+
+        return jax.default_backend() == "gpu"
+    if backend == "torch":
+        import torch
+
+        return torch.cuda.is_available()
+    import tensorflow as tf
+
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def framework_versions(backend: str) -> dict[str, Any]:
+    """Framework version and the CUDA/cuDNN it runs with (None on CPU builds)."""
+    if backend == "jax":
+        import jax
+        import jaxlib
+
+        device = jax.devices()[0]
+        return {
+            "framework": "jax",
+            "framework_version": jax.__version__,
+            "jaxlib": jaxlib.__version__,
+            "device_kind": device.device_kind,
+            "cuda": _jax_platform_version() if device.platform == "gpu" else None,
+            "cudnn": None,
+        }
+    if backend == "torch":
+        import torch
+
+        cuda = torch.version.cuda if torch.cuda.is_available() else None
+        cudnn = torch.backends.cudnn.version() if cuda else None
+        return {"framework": "torch", "framework_version": torch.__version__, "cuda": cuda, "cudnn": cudnn}
+    import tensorflow as tf
+
+    build = tf.sysconfig.get_build_info()
+    return {
+        "framework": "tensorflow",
+        "framework_version": tf.__version__,
+        "cuda": build.get("cuda_version"),
+        "cudnn": build.get("cudnn_version"),
+    }
+
+
+def _jax_platform_version() -> str | None:
+    try:
+        from jax.extend.backend import get_backend
+
+        return get_backend().platform_version
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+
+
+def lstm_kernel(model: Any, backend: str) -> str | None:
+    """Which LSTM implementation the model's LSTM layers run: "cudnn" or "generic" (Keras's step loop).
+
+    Keras picks cuDNN silently and falls back silently, so ask the backend's fused kernel directly, with the
+    layer's own weights, whether it accepts this configuration. None when the model has no LSTM.
+    """
+    lstms = list(_lstm_layers(model))
+    if not lstms:
+        return None
+    if not gpu_available(backend):
+        return "generic"
+    return "cudnn" if all(_fused_kernel_accepts(layer) for layer in lstms) else "generic"
+
+
+def _lstm_layers(model: Any):
+    import keras
+
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.Bidirectional):
+            yield from (layer.forward_layer, layer.backward_layer)
+        elif isinstance(layer, keras.layers.LSTM):
+            yield layer
+
+
+def _fused_kernel_accepts(layer: Any) -> bool:
+    from keras import ops
+    from keras.src import backend as keras_backend  # the fused-kernel entry point the LSTM layer itself calls
+
+    if layer.use_cudnn is False or layer.recurrent_dropout:
+        return False
+    cell = layer.cell
+    inputs = ops.zeros((2, 3, cell.kernel.shape[0]))
+    state = ops.zeros((2, cell.units))
+    try:
+        keras_backend.lstm(
+            inputs,
+            state,
+            state,
+            None,
+            kernel=cell.kernel,
+            recurrent_kernel=cell.recurrent_kernel,
+            bias=cell.bias,
+            activation=cell.activation,
+            recurrent_activation=cell.recurrent_activation,
+            return_sequences=layer.return_sequences,
+            go_backwards=layer.go_backwards,
+            unroll=layer.unroll,
+        )
+    except NotImplementedError:
+        return False
+    return True

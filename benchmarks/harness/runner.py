@@ -1,0 +1,255 @@
+"""Run one workload on the backend this process was started with, writing its CSV and metadata as it goes.
+
+The metadata is written before training (status "running"), after every failure (status "partial", with the
+error) and at the end (status "complete"), so an interrupted run leaves its finished epochs and says why.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import keras
+
+from benchmarks import workloads
+from benchmarks.data.files import DatasetUnavailable, FileLocations
+from benchmarks.data.loaders import SYNTHETIC_NAME
+from benchmarks.data.types import SYNTHETIC, Data, DataRequest
+from benchmarks.harness import backends, sysinfo
+from benchmarks.harness.gpu_monitor import GPUMonitor
+from benchmarks.harness.timing import EpochTimer
+from benchmarks.logs import (
+    STATUS_COMPLETE,
+    STATUS_PARTIAL,
+    STATUS_RUNNING,
+    EpochLogWriter,
+    EpochRecord,
+    write_metadata,
+)
+
+
+class BadRunArguments(ValueError):
+    """An argument that does not fit the workload (e.g. a dataset it does not accept)."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    backend: str
+    platform: str
+    run_id: str
+    out_dir: Path
+    locations: FileLocations
+    settings: backends.Settings
+    suite: str | None = None
+    cut: bool = False  # train on the workload's cut-down slice (quick suite)
+    epochs: int | None = None
+    train_limit: int | None = None
+    val_limit: int | None = None
+    dataset: str | None = None
+    allow_synthetic: bool = False
+    seed: int = 1337
+
+
+@dataclass
+class Plan:
+    """The resolved numbers of one run: what the user asked, filled in from the workload and the suite."""
+
+    epochs: int
+    request: DataRequest
+
+
+def plan(spec: workloads.WorkloadSpec, options: RunOptions) -> Plan:
+    dataset = options.dataset or spec.datasets[0]
+    if dataset not in (*spec.datasets, SYNTHETIC_NAME):
+        raise BadRunArguments(
+            f"--dataset {dataset!r} does not fit {spec.name}; choose from {', '.join((*spec.datasets, SYNTHETIC_NAME))}"
+        )
+    cut = spec.quick if options.cut else None
+    return Plan(
+        epochs=options.epochs or (cut.epochs if cut else spec.epochs),
+        request=DataRequest(
+            dataset=dataset,
+            train_limit=options.train_limit or (cut.train_limit if cut else None),
+            val_limit=options.val_limit or (cut.val_limit if cut else None),
+            seed=options.seed,
+        ),
+    )
+
+
+def load_data(module: Any, request: DataRequest, options: RunOptions, notices: set[str]) -> Data:
+    """Real data, or labelled synthetic data where the real file is unavailable and the user allowed it."""
+    try:
+        return module.load_data(request, options.locations)
+    except DatasetUnavailable as exc:
+        if not options.allow_synthetic:
+            raise
+        reason = str(exc)
+        if reason not in notices:  # say it once per process, not once per workload
+            notices.add(reason)
+            print(f"note: {reason}; using labelled synthetic data instead", file=sys.stderr, flush=True)
+        data = module.load_data(replace(request, dataset=SYNTHETIC_NAME), options.locations)
+        data.info.synthetic_reason = reason
+        return data
+
+
+def csv_path(options: RunOptions, workload: str, synthetic: bool) -> Path:
+    suffix = "_synthetic" if synthetic else ""
+    return options.out_dir / options.platform / options.run_id / f"{workload}_{options.backend}{suffix}.csv"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def run_workload(name: str, options: RunOptions, notices: set[str] | None = None) -> Path:
+    """Train one workload; return its CSV path. Raises after recording a partial run if training fails."""
+    module = workloads.load(name)
+    spec: workloads.WorkloadSpec = module.SPEC
+    run_plan = plan(spec, options)
+    keras.utils.set_random_seed(options.seed)
+    started_at = _now()
+    data = load_data(module, run_plan.request, options, notices if notices is not None else set())
+    model = module.build_model(data)
+    model.compile(
+        **module.compile_args(),
+        jit_compile=options.settings.jit_compile,
+        steps_per_execution=options.settings.steps_per_execution,
+    )
+    path = csv_path(options, name, data.info.source == SYNTHETIC)
+    records: list[EpochRecord] = []
+    meta = _metadata(spec, options, run_plan, data, model, started_at)
+    write_metadata(path, {**meta, "status": STATUS_RUNNING})
+    writer = EpochLogWriter(path)
+
+    def record(epoch: EpochRecord) -> None:
+        records.append(epoch)
+        writer.append(epoch)
+        _print_epoch(name, options.backend, epoch, run_plan.epochs)
+
+    timer = EpochTimer(
+        backends.synchronizer(options.backend, model),
+        record,
+        data.info.train_samples,
+        spec.loss_key,
+        spec.accuracy_key,
+    )
+    monitor = GPUMonitor()
+    try:
+        with monitor:
+            _fit(model, data, spec, run_plan.epochs, timer)
+        extra = module.after_training(model, data) if hasattr(module, "after_training") else None
+    except BaseException as exc:
+        write_metadata(path, _finish(meta, records, monitor, STATUS_PARTIAL, error=_describe(exc)))
+        raise
+    finally:
+        writer.close()
+    write_metadata(path, _finish(meta, records, monitor, STATUS_COMPLETE, extra=extra))
+    return path
+
+
+def _fit(model: keras.Model, data: Data, spec: workloads.WorkloadSpec, epochs: int, timer: EpochTimer) -> None:
+    validation = None
+    if spec.validates and data.has_validation:
+        validation = data.x_val if data.y_val is None else (data.x_val, data.y_val)
+    if isinstance(data.x_train, keras.utils.PyDataset):  # batches itself
+        model.fit(data.x_train, epochs=epochs, validation_data=validation, callbacks=[timer], verbose=0)
+        return
+    model.fit(
+        data.x_train,
+        data.y_train,
+        batch_size=spec.batch_size,
+        epochs=epochs,
+        validation_data=validation,
+        callbacks=[timer],
+        verbose=0,
+    )
+
+
+def _metadata(
+    spec: workloads.WorkloadSpec,
+    options: RunOptions,
+    run_plan: Plan,
+    data: Data,
+    model: keras.Model,
+    started_at: str,
+) -> dict[str, Any]:
+    return {
+        "run_id": options.run_id,
+        "workload": spec.name,
+        "backend": options.backend,
+        "platform": options.platform,
+        "suite": options.suite,
+        "epochs_planned": run_plan.epochs,
+        "seed": options.seed,
+        "started_at": started_at,
+        "git_commit": sysinfo.git_commit(),
+        "hyperparameters": {"epochs": run_plan.epochs, "batch_size": spec.batch_size, **spec.hyperparameters},
+        "cut_down": options.cut or bool(run_plan.request.train_limit),
+        "reference": spec.reference,
+        "data": data.info.as_dict(),
+        "settings": {
+            "jit_compile": model.jit_compile,
+            "jit_compile_requested": options.settings.jit_compile,
+            "steps_per_execution": options.settings.steps_per_execution,
+            "dtype_policy": keras.config.dtype_policy().name,
+            "lstm_kernel": backends.lstm_kernel(model, options.backend),
+            "use_cudnn": "auto" if spec.uses_lstm else None,
+        },
+        "software": sysinfo.software(backends.framework_versions(options.backend)),
+        "hardware": {**sysinfo.hardware(), "accelerator": "gpu" if backends.gpu_available(options.backend) else "cpu"},
+        "container": sysinfo.container(),
+        "parameters": model.count_params(),
+    }
+
+
+def _finish(
+    meta: dict[str, Any],
+    records: list[EpochRecord],
+    monitor: GPUMonitor,
+    status: str,
+    error: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    steady = [r.elapsed for r in records if not r.compiled]
+    last = records[-1] if records else None
+    return {
+        **meta,
+        "status": status,
+        "error": error,
+        "ended_at": _now(),
+        "epochs_completed": len(records),
+        "timing": {
+            "first_epoch_s": records[0].elapsed if records else None,
+            "steady_median_s": statistics.median(steady) if steady else None,
+            "steady_epochs": len(steady),
+            "total_s": sum(r.elapsed for r in records),
+        },
+        "final": {
+            "loss": last.loss if last else None,
+            "acc": last.acc if last else None,
+            "val_loss": last.val_loss if last else None,
+            "val_acc": last.val_acc if last else None,
+        },
+        "gpu_utilization": monitor.summary(),
+        "after_training": extra,
+    }
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+
+
+def _print_epoch(name: str, backend: str, epoch: EpochRecord, planned: int) -> None:
+    parts = [f"{name} [{backend}] epoch {epoch.epoch + 1}/{planned}: {epoch.elapsed:.2f} s"]
+    if epoch.compiled:
+        parts.append("(compile)")
+    for label, value in (("loss", epoch.loss), ("acc", epoch.acc), ("val_acc", epoch.val_acc)):
+        if value is not None:
+            parts.append(f"{label} {value:.4f}")
+    print(" ".join(parts), flush=True)

@@ -1,0 +1,100 @@
+"""The system description recorded beside every result (in the spirit of MLPerf's system description)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+
+@cache
+def hardware() -> dict[str, Any]:
+    import cpuinfo
+
+    cpu = cpuinfo.get_cpu_info()
+    return {
+        "cpu_model": cpu.get("brand_raw") or platform.processor() or None,
+        "cpu_flags": sorted(cpu.get("flags", [])),
+        "cpu_cores_logical": psutil.cpu_count(logical=True),
+        "cpu_cores_physical": psutil.cpu_count(logical=False),
+        # Cores this process may use (a container's or taskset's limit), which is what the frameworks use.
+        "cpu_cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "memory_bytes": psutil.virtual_memory().total,
+        "machine": platform.machine(),
+        "os": platform.platform(),
+        "gpus": gpus(),
+    }
+
+
+def gpus() -> list[dict[str, Any]]:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no NVIDIA driver here
+        return []
+    try:
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        found = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            found.append(
+                {
+                    "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                    "driver": driver,
+                    "memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
+                }
+            )
+        return found
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def software(framework: dict[str, Any]) -> dict[str, Any]:
+    import keras
+
+    return {
+        "python": platform.python_version(),
+        "keras": keras.__version__,
+        "numpy": np.__version__,
+        **framework,
+    }
+
+
+def container() -> dict[str, Any] | None:
+    image = os.environ.get("BENCH_IMAGE")
+    if not image and not Path("/.dockerenv").exists():
+        return None
+    return {"image": image, "digest": os.environ.get("BENCH_IMAGE_DIGEST")}
+
+
+@cache
+def git_commit() -> str | None:
+    """The commit the code came from: baked into images at build time, else read from the checkout."""
+    if commit := os.environ.get("BENCH_GIT_COMMIT"):
+        return commit
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{commit}-dirty" if dirty else commit

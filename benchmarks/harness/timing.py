@@ -1,0 +1,71 @@
+"""The epoch clock: a Keras callback that reads the time after device synchronization."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import keras
+
+from benchmarks.logs import EpochRecord
+
+
+class EpochTimer(keras.callbacks.Callback):
+    """Times each epoch from begin to end (validation included, as in the published logs).
+
+    The device is synchronized before the clock starts and before it stops, so queued asynchronous work is
+    counted in the epoch that queued it. The first epoch of a fit is marked as the compiling one.
+    """
+
+    def __init__(
+        self,
+        sync: Callable[[], None],
+        on_record: Callable[[EpochRecord], None],
+        train_samples: int,
+        loss_key: str,
+        accuracy_key: str | None,
+    ) -> None:
+        super().__init__()
+        self._sync = sync
+        self._on_record = on_record
+        self._train_samples = train_samples
+        self._loss_key = loss_key
+        self._accuracy_key = accuracy_key
+        self._fit_start = 0.0
+        self._epoch_start = 0.0
+        self._first_epoch: int | None = None
+
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        self._fit_start = time.perf_counter()
+        self._first_epoch = None
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self._sync()
+        self._epoch_start = time.perf_counter()
+        if self._first_epoch is None:
+            self._first_epoch = epoch
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self._sync()
+        elapsed = time.perf_counter() - self._epoch_start
+        logs = logs or {}
+        acc = self._accuracy_key
+        self._on_record(
+            EpochRecord(
+                epoch=epoch,
+                elapsed=elapsed,
+                loss=_number(logs.get(self._loss_key)),
+                acc=_number(logs.get(acc)) if acc else None,
+                val_loss=_number(logs.get("val_" + self._loss_key)),
+                val_acc=_number(logs.get("val_" + acc)) if acc else None,
+                samples_per_sec=self._train_samples / elapsed if elapsed > 0 else None,
+                compiled=epoch == self._first_epoch,
+                train_samples=self._train_samples,
+                started_at=self._epoch_start - self._fit_start,
+            )
+        )
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -1,0 +1,68 @@
+"""The workload registry. Each workload is one short module: SPEC, load_data, build_model, compile_args.
+
+A workload module defines:
+- `SPEC`: a WorkloadSpec with the published hyperparameters;
+- `load_data(request: DataRequest, where: FileLocations) -> Data`;
+- `build_model(data: Data) -> keras.Model` (uncompiled);
+- `compile_args() -> dict` (optimizer, loss, metrics, ...: the harness adds jit and steps-per-execution);
+- optionally `after_training(model, data) -> dict`, run outside the timed epochs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+WORKLOADS: tuple[str, ...] = (
+    "mnist_mlp",
+    "mnist_cnn",
+    "cifar10_cnn",
+    "imdb_fasttext",
+    "imdb_bidirectional_lstm",
+    "lstm_text_generation",
+    "text_generator_keras",
+    "twitter_sentiment_bilstm",
+    "siamese_lstm",
+)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """How a cut-down suite shrinks a workload: fewer epochs and the first N samples."""
+
+    epochs: int
+    train_limit: int | None
+    val_limit: int | None
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str
+    epochs: int  # as published
+    batch_size: int
+    datasets: tuple[str, ...]  # real datasets it accepts; the first is the default
+    hyperparameters: dict[str, Any]  # recorded in the metadata
+    quick: Cut
+    uses_lstm: bool = False
+    validates: bool = True  # False where the published script fit without validation data
+    loss_key: str = "loss"  # the Keras log key written to the CSV's `loss` column
+    accuracy_key: str | None = "accuracy"
+    reference: str = ""  # where the published version of this workload is described
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class UnknownWorkload(ValueError):
+    pass
+
+
+def load(name: str) -> ModuleType:
+    if name not in WORKLOADS:
+        raise UnknownWorkload(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
+    return importlib.import_module(f"benchmarks.workloads.{name}")
+
+
+def spec(name: str) -> WorkloadSpec:
+    return load(name).SPEC

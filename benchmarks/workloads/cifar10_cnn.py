@@ -1,0 +1,80 @@
+"""CIFAR-10 convnet with real-time augmentation (Keras example `cifar10_cnn.py`, as benchmarked in 2017).
+
+The original augmented with `ImageDataGenerator` (shifts of 0.1, horizontal flips, nearest fill). Here the same
+augmentation is done by Keras preprocessing layers inside the model, which run on every backend and are active
+only in training.
+"""
+
+import keras
+import numpy as np
+from keras import layers
+
+from benchmarks.data import loaders
+from benchmarks.data.types import Data
+from benchmarks.workloads import Cut, WorkloadSpec
+
+SPEC = WorkloadSpec(
+    name="cifar10_cnn",
+    epochs=20,
+    batch_size=32,
+    datasets=("cifar10",),
+    hyperparameters={
+        "optimizer": "RMSprop",
+        "learning_rate": 1e-4,
+        "decay": 1e-6,
+        "augmentation": "RandomTranslation(0.1, 0.1, nearest) + RandomFlip(horizontal), in-model",
+    },
+    quick=Cut(epochs=3, train_limit=500, val_limit=250),
+    reference="keras/examples/cifar10_cnn.py (Keras 2.0, data_augmentation=True)",
+)
+
+
+def load_data(request, where) -> Data:
+    (x_train, y_train), (x_val, y_val) = loaders.cifar10(request, where)
+    return Data(
+        _images(x_train),
+        keras.utils.to_categorical(y_train, 10),
+        _images(x_val),
+        keras.utils.to_categorical(y_val, 10),
+        loaders.info_for(request, "cifar10", x_train, x_val),
+    )
+
+
+def _images(images: np.ndarray) -> np.ndarray:
+    return images.astype("float32") / 255
+
+
+def _block(filters: int) -> list[layers.Layer]:
+    return [
+        layers.Conv2D(filters, (3, 3), padding="same", activation="relu"),
+        layers.Conv2D(filters, (3, 3), activation="relu"),
+        layers.MaxPooling2D(pool_size=(2, 2)),
+        layers.Dropout(0.25),
+    ]
+
+
+def build_model(data: Data) -> keras.Model:
+    return keras.Sequential(
+        [
+            keras.Input(shape=(32, 32, 3)),
+            layers.RandomTranslation(0.1, 0.1, fill_mode="nearest"),
+            layers.RandomFlip("horizontal"),
+            *_block(32),
+            *_block(64),
+            layers.Flatten(),
+            layers.Dense(512, activation="relu"),
+            layers.Dropout(0.5),
+            layers.Dense(10, activation="softmax"),
+        ]
+    )
+
+
+def compile_args() -> dict:
+    return {
+        "loss": "categorical_crossentropy",
+        # Keras 2's `decay=1e-6`: lr / (1 + decay * iterations).
+        "optimizer": keras.optimizers.RMSprop(
+            learning_rate=keras.optimizers.schedules.InverseTimeDecay(1e-4, decay_steps=1, decay_rate=1e-6)
+        ),
+        "metrics": ["accuracy"],
+    }

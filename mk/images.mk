@@ -1,0 +1,119 @@
+# Docker images and lock files (docs/images.md). Included by the top-level Makefile (`include mk/*.mk`).
+#   make lock                 recompile requirements/*.lock from requirements/*.in (keeps pins unless LOCK_UPGRADE)
+#   make image-cpu            pip CPU builds of TensorFlow, JAX, PyTorch          -> $(IMAGE_CPU)
+#   make image-gpu            CUDA builds for NVIDIA hosts                         -> $(IMAGE_GPU)
+#   make image-gpu-resolve    resolve the GPU lock inside the base image only (minutes, no CUDA downloads)
+#   make tf-wheel             compile TensorFlow for TARGET_ARCH (hours)           -> wheelhouse/tf-VERSION-ARCH/
+#   make image-cpu-compiled   CPU image with that wheel (compiles it first if absent) -> $(IMAGE_CPU_COMPILED)
+#   make bench-docker         quick suite inside $(IMAGE_CPU), logs to ./logs through a mount
+
+VENV ?= .venv
+DOCKER ?= docker
+UV ?= $(VENV)/bin/uv
+
+IMAGE_REPO ?= keras-cloud-bench
+IMAGE_CPU ?= $(IMAGE_REPO):cpu
+IMAGE_GPU ?= $(IMAGE_REPO):gpu
+# A -march value, or native (the CPU of the machine that builds); see docker/tf-copts.sh --list.
+TARGET_ARCH ?= native
+IMAGE_CPU_COMPILED ?= $(IMAGE_REPO):cpu-compiled-$(TARGET_ARCH)
+# Any Debian-based CPython 3.11 image; CI uses the offline stand-in from shared/tools/docker-offline.sh.
+BASE_IMAGE ?= python:3.11-slim-bookworm
+# keras: bake the Keras datasets into the image; none: mount a cache at run time (KERAS_CACHE below).
+DATASETS ?= keras
+# Bazel parallelism for the TensorFlow compile (memory grows with it: about 2 GB per job).
+BAZEL_JOBS ?= auto
+
+# Local wheels the Dockerfiles read from the build context (gitignored).
+WHEELHOUSE := wheelhouse
+# Offline machines: a folder holding the torch +cpu wheel replaces the PyTorch CPU index (which serves it online).
+TORCH_CPU_WHEEL_DIR ?= $(patsubst %/,%,$(dir $(firstword $(wildcard /opt/wheels/torch-*+cpu-*.whl))))
+TORCH_CPU_INDEX ?= $(if $(TORCH_CPU_WHEEL_DIR),,https://download.pytorch.org/whl/cpu)
+# What `pip install -r requirements/bench-cpu.lock` needs besides PyPI (used by the venv target too).
+PIP_TORCH_CPU_ARGS = $(if $(TORCH_CPU_WHEEL_DIR),--find-links $(TORCH_CPU_WHEEL_DIR)) \
+                     $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX))
+
+# The commit the image is built from; -dirty when tracked files differ from it.
+GIT_COMMIT ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD -- || c="$$c-dirty"; } \
+                || c=unknown; echo "$$c")
+
+# bench-docker: where logs go, and optional dataset folders mounted into the container.
+BENCH_SUITE ?= quick
+BENCH_PLATFORM ?= docker-cpu
+LOGS_DIR ?= $(CURDIR)/logs
+KERAS_CACHE ?=
+BENCH_DATA_DIR ?=
+# More `suite` options, e.g. BENCH_ARGS="--backends jax --workloads mnist_mlp".
+BENCH_ARGS ?=
+
+lock_pin = $(shell sed -n 's/^$(1)==\([^ ]*\).*/\1/p' requirements/$(2).lock)
+CPU_VERSION_ARGS = --build-arg KERAS_VERSION=$(call lock_pin,keras,bench-cpu) \
+                   --build-arg TENSORFLOW_VERSION=$(call lock_pin,tensorflow-cpu,bench-cpu) \
+                   --build-arg JAX_VERSION=$(call lock_pin,jax,bench-cpu) \
+                   --build-arg TORCH_VERSION=$(call lock_pin,torch,bench-cpu)
+GPU_VERSION_ARGS = --build-arg KERAS_VERSION=$(call lock_pin,keras,bench-gpu) \
+                   --build-arg TENSORFLOW_VERSION=$(call lock_pin,tensorflow,bench-gpu) \
+                   --build-arg JAX_VERSION=$(call lock_pin,jax,bench-gpu) \
+                   --build-arg TORCH_VERSION=$(call lock_pin,torch,bench-gpu)
+COMMON_BUILD_ARGS = --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg GIT_COMMIT=$(GIT_COMMIT) \
+                    --build-arg DATASETS=$(DATASETS)
+
+TF_VERSION = $(call lock_pin,tensorflow-cpu,bench-cpu)
+TF_WHEEL_DIR = $(WHEELHOUSE)/tf-$(TF_VERSION)-$(TARGET_ARCH)
+# A wheel already compiled for TARGET_ARCH, as a path inside the build context; found in TF_WHEEL_DIR by default.
+TF_WHEEL ?= $(firstword $(wildcard $(TF_WHEEL_DIR)/tensorflow*.whl))
+
+UV_COMPILE = $(UV) pip compile --quiet --no-config --python-version 3.11 \
+             --python-platform x86_64-manylinux_2_28 --custom-compile-command 'make lock' $(LOCK_UPGRADE)
+UV_TORCH_CPU_ARGS = $(if $(TORCH_CPU_WHEEL_DIR),--find-links $(TORCH_CPU_WHEEL_DIR)) \
+                    $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX) --index-strategy unsafe-best-match)
+
+.PHONY: lock image-cpu image-gpu image-gpu-resolve tf-wheel image-cpu-compiled bench-docker wheelhouse
+
+lock:
+	$(UV_COMPILE) $(UV_TORCH_CPU_ARGS) requirements/bench-cpu.in -o requirements/bench-cpu.lock
+	$(UV_COMPILE) requirements/bench-gpu.in -o requirements/bench-gpu.lock
+	$(UV_COMPILE) -c requirements/bench-cpu.lock requirements/dev.in -o requirements/dev.lock
+
+# The build context's wheelhouse, with the torch CPU wheel when it comes from a local folder.
+wheelhouse:
+	mkdir -p $(WHEELHOUSE)
+	$(if $(TORCH_CPU_WHEEL_DIR),cp -u $(TORCH_CPU_WHEEL_DIR)/torch-*+cpu-*.whl $(WHEELHOUSE)/)
+
+image-cpu: wheelhouse
+	$(DOCKER) build -f Dockerfile.cpu -t $(IMAGE_CPU) $(COMMON_BUILD_ARGS) $(CPU_VERSION_ARGS) \
+	  --build-arg IMAGE_NAME=$(IMAGE_CPU) --build-arg TORCH_INDEX_URL=$(TORCH_CPU_INDEX) .
+
+image-gpu:
+	$(DOCKER) build -f Dockerfile.gpu -t $(IMAGE_GPU) $(COMMON_BUILD_ARGS) $(GPU_VERSION_ARGS) \
+	  --build-arg IMAGE_NAME=$(IMAGE_GPU) .
+
+image-gpu-resolve:
+	$(DOCKER) build -f Dockerfile.gpu --target resolve -t $(IMAGE_GPU)-resolve \
+	  --build-arg BASE_IMAGE=$(BASE_IMAGE) .
+
+# The compiled image needs BuildKit (it skips the stages it does not use); `docker buildx` or Docker >= 23.
+tf-wheel:
+	DOCKER_BUILDKIT=1 $(DOCKER) build -f Dockerfile.cpu-compiled --target tf-wheel-export \
+	  --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg TARGET_ARCH=$(TARGET_ARCH) \
+	  --build-arg TF_VERSION=$(TF_VERSION) --build-arg BAZEL_JOBS=$(BAZEL_JOBS) \
+	  --output type=local,dest=$(TF_WHEEL_DIR) .
+
+image-cpu-compiled: wheelhouse
+	$(if $(filter /%,$(TF_WHEEL)),$(error TF_WHEEL must be a path inside the build context, e.g. $(TF_WHEEL_DIR)/x.whl))
+	$(if $(TF_WHEEL),,$(MAKE) -f $(firstword $(MAKEFILE_LIST)) tf-wheel)
+	DOCKER_BUILDKIT=1 $(DOCKER) build -f Dockerfile.cpu-compiled -t $(IMAGE_CPU_COMPILED) \
+	  $(COMMON_BUILD_ARGS) $(CPU_VERSION_ARGS) --build-arg IMAGE_NAME=$(IMAGE_CPU_COMPILED) \
+	  --build-arg TORCH_INDEX_URL=$(TORCH_CPU_INDEX) --build-arg TARGET_ARCH=$(TARGET_ARCH) \
+	  --build-arg TF_WHEEL_SOURCE=prebuilt \
+	  --build-arg TF_WHEEL=$(or $(TF_WHEEL),$$(ls $(TF_WHEEL_DIR)/tensorflow*.whl | head -n 1)) .
+
+# The image ID stands in for the digest when the image was never pushed to a registry.
+bench-docker:
+	@$(DOCKER) image inspect $(IMAGE_CPU) >/dev/null 2>&1 || { echo "no image $(IMAGE_CPU): run make image-cpu" >&2; exit 2; }
+	mkdir -p $(LOGS_DIR)
+	$(DOCKER) run --rm --user "$$(id -u):$$(id -g)" -v $(abspath $(LOGS_DIR)):/logs \
+	  $(if $(KERAS_CACHE),-v $(abspath $(KERAS_CACHE)):/data/keras) \
+	  $(if $(BENCH_DATA_DIR),-v $(abspath $(BENCH_DATA_DIR)):/data/offline:ro -e BENCH_DATA_DIR=/data/offline) \
+	  -e BENCH_IMAGE_DIGEST="$$($(DOCKER) image inspect --format '{{if .RepoDigests}}{{index .RepoDigests 0}}{{else}}{{.Id}}{{end}}' $(IMAGE_CPU))" \
+	  $(IMAGE_CPU) suite --suite $(BENCH_SUITE) --platform $(BENCH_PLATFORM) --out /logs $(BENCH_ARGS)

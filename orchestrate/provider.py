@@ -1,0 +1,128 @@
+"""The provider interface: the few things the lifecycle needs from a place that runs machines.
+
+A provider is one module with one class implementing `Provider`, registered under the entry-point group
+`keras_cloud_bench.providers` (see `docs/providers.md`). The lifecycle never reaches past this interface, so a
+third-party package can add a cloud without editing this project. `tests/provider_contract.py` is the contract
+suite a provider runs against itself.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Self
+
+if TYPE_CHECKING:
+    from orchestrate.catalog import Profile
+
+PROJECT_TAG = "keras-cloud-bench"  # value of the `project` tag/label on everything this project creates
+
+
+class ProviderError(RuntimeError):
+    """A provider failure with a message fit to show the user as one line."""
+
+
+class CredentialsError(ProviderError):
+    """Credentials missing or unusable; raised before anything is launched."""
+
+
+class CapacityError(ProviderError):
+    """The zone/region has no capacity (or quota) for this machine now; the lifecycle tries the next zone."""
+
+
+class InstanceState(enum.StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    PREEMPTED = "preempted"  # spot/preemptible reclaim: the lifecycle relaunches and resumes
+    TERMINATED = "terminated"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class SSHTarget:
+    host: str
+    user: str | None = None
+    port: int | None = None
+    key_filename: str | None = None  # None: let ~/.ssh/config and the agent decide
+
+    def display(self) -> str:
+        user = f"{self.user}@" if self.user else ""
+        port = f":{self.port}" if self.port else ""
+        return f"{user}{self.host}{port}"
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    run_id: str
+    profile: Profile
+    zone: str | None  # one of profile.zones (None for providers without zones)
+    spot: bool
+    max_lifetime_s: int  # the instance must end itself after this, even if the orchestrator is gone
+    tags: dict[str, str] = field(default_factory=dict)  # project, run-id, owner, expiry (epoch seconds)
+
+
+@dataclass
+class Instance:
+    provider: str
+    instance_id: str
+    zone: str | None
+    ssh: SSHTarget | None  # filled once the provider knows the address
+    spot: bool = False
+    launched_at: float | None = None  # epoch seconds, as the provider reports it where it can
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class Provider(abc.ABC):
+    """One place that runs machines: a cloud, an SSH host, or this machine.
+
+    Every method that changes something must be idempotent: teardown may run twice (Ctrl-C during teardown,
+    then the sweep) and must not fail the second time.
+    """
+
+    name: ClassVar[str]
+    # Whether `launch` creates billable machines (False for local and ssh): the CLI shows cost only then.
+    creates_machines: ClassVar[bool] = True
+    # Whether the machine is this one: the lifecycle then runs its commands here instead of over SSH.
+    runs_locally: ClassVar[bool] = False
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str]) -> Self:
+        """Build the provider from the user's settings (CLI `--provider-setting KEY=VALUE`, e.g. host, port).
+
+        Raise ProviderError naming an unknown or bad key. Providers that need no settings keep this default.
+        """
+        if settings:
+            raise ProviderError(f"provider '{cls.name}' takes no settings; got {', '.join(sorted(settings))}")
+        return cls()
+
+    def validate_profile(self, profile: Profile) -> None:  # noqa: B027 - optional hook, nothing by default
+        """Raise ProviderError when this provider cannot use `profile` (e.g. no machine type); no I/O."""
+
+    @abc.abstractmethod
+    def check_credentials(self) -> None:
+        """Raise CredentialsError with a clear message when the credentials chain has nothing usable."""
+
+    @abc.abstractmethod
+    def launch(self, request: LaunchRequest) -> Instance:
+        """Start one machine in request.zone. Raise CapacityError when that zone cannot serve it now."""
+
+    @abc.abstractmethod
+    def wait_until_running(self, instance: Instance, timeout_s: float) -> Instance:
+        """Block until the machine runs and has an SSH address; return the instance with `ssh` filled."""
+
+    @abc.abstractmethod
+    def state(self, instance: Instance) -> InstanceState:
+        """The machine's state now; PREEMPTED when the provider reclaimed it."""
+
+    @abc.abstractmethod
+    def terminate(self, instance: Instance) -> None:
+        """Stop billing for the machine and delete what was created for it. Idempotent."""
+
+    @abc.abstractmethod
+    def list_instances(self) -> list[Instance]:
+        """Every live machine this project launched (found by its project tag/label), for the sweep."""
+
+    def release_run(self, run_id: str) -> None:  # noqa: B027 - optional hook, nothing to do by default
+        """Delete per-run resources that outlive instances (key pairs, security groups). Idempotent."""

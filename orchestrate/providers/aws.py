@@ -1,0 +1,510 @@
+"""Amazon EC2: on-demand and spot instances, one key pair and one security group per run and region.
+
+Credentials come from boto3's standard chain (environment, `AWS_PROFILE`, SSO, instance roles); the
+endpoint can be redirected with boto3's own `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_EC2` variables (VPC
+endpoints, LocalStack, moto). Every resource carries the project, run-id, owner and expiry tags, so the sweep
+finds it even when the orchestrator died before writing the ledger. The instance powers itself off after
+`max_lifetime_s` (user data runs `shutdown -h +N`) and powering off terminates it
+(`InstanceInitiatedShutdownBehavior=terminate`).
+
+Profile `extra` settings: `disk_gb` (root volume size), `ssh_address` (see `ssh_address_for`).
+Environment: `KCB_SSH_INGRESS_CIDR`, the CIDR allowed to reach port 22 (default: this machine's public
+address as https://checkip.amazonaws.com reports it); `KCB_AWS_REGIONS`, the regions the sweep searches
+(default: every region enabled for the account).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, WaiterError
+
+from orchestrate.provider import (
+    PROJECT_TAG,
+    CapacityError,
+    CredentialsError,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    Provider,
+    ProviderError,
+    SSHTarget,
+)
+from orchestrate.providers.cloud import (
+    ensure_run_key,
+    forget_run_key,
+    poll_intervals,
+    run_key_path,
+    ssh_address_for,
+    validate_disk_gb,
+    validate_ssh_address,
+)
+
+if TYPE_CHECKING:
+    from orchestrate.catalog import Profile
+
+CHECKIP_URL = "https://checkip.amazonaws.com"
+INGRESS_CIDR_ENV = "KCB_SSH_INGRESS_CIDR"
+REGIONS_ENV = "KCB_AWS_REGIONS"  # regions the sweep searches (default: all enabled)
+EXTRA_SETTINGS = frozenset({"disk_gb", "ssh_address"})
+
+# AMIs when the profile names none: the Deep Learning Base AMI has the NVIDIA driver, Docker and the NVIDIA
+# container toolkit; CPU hosts get plain Ubuntu (the lifecycle installs Docker).
+GPU_AMI_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+)
+CPU_AMI_PARAMETER = "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"
+SSM_PREFIX = "resolve:ssm:"  # EC2's own syntax for "the AMI id this SSM parameter holds"
+
+# RunInstances errors that mean "not here, not now": the lifecycle tries the profile's next zone.
+CAPACITY_ERRORS = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "InsufficientCapacity",
+        "InsufficientHostCapacity",
+        "InsufficientReservedInstanceCapacity",
+        "Unsupported",  # the instance type is not offered in this availability zone
+        "SpotMaxPriceTooLow",
+    }
+)
+QUOTA_ERRORS = frozenset({"VcpuLimitExceeded", "MaxSpotInstanceCountExceeded", "InstanceLimitExceeded"})
+PREEMPTION_REASONS = frozenset({"Server.SpotInstanceTermination", "Server.SpotInstanceShutdown"})
+LIVE_STATES = ("pending", "running", "shutting-down", "stopping", "stopped")
+# botocore retries throttling (RequestLimitExceeded) and 5xx answers with exponential backoff and jitter.
+RETRY_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4})
+
+
+def region_of(zone: str) -> str:
+    """`us-east-1a` -> `us-east-1` (availability zone names are the region plus one letter)."""
+    return zone[:-1]
+
+
+def self_destruct_minutes(max_lifetime_s: int) -> int:
+    return max(1, math.ceil(max_lifetime_s / 60))
+
+
+def _error_code(error: ClientError) -> str:
+    return error.response.get("Error", {}).get("Code", "")
+
+
+def _error_message(error: ClientError) -> str:
+    return error.response.get("Error", {}).get("Message", str(error))
+
+
+def _tag_list(tags: dict[str, str]) -> list[dict[str, str]]:
+    return [{"Key": key, "Value": value} for key, value in tags.items()]
+
+
+def _tag_dict(tags: list[dict[str, str]] | None) -> dict[str, str]:
+    return {tag["Key"]: tag["Value"] for tag in tags or []}
+
+
+class AWSProvider(Provider):
+    name: ClassVar[str] = "aws"
+
+    def __init__(self, session: boto3.Session | None = None) -> None:
+        self._session = session or boto3.Session()
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients_lock = threading.Lock()
+        self._regions_used: set[str] = set()
+        self._profiles: dict[str, Profile] = {}  # instance id -> the profile it was launched with
+        self._ingress_cidr: str | None = None
+
+    # -- validation and credentials ------------------------------------------------------------------------
+
+    @staticmethod
+    def validate_profile(profile: Profile) -> None:
+        """Raise ProviderError naming the field when the profile cannot be launched on EC2."""
+        if not profile.machine_type:
+            raise ProviderError(f"profile {profile.name}: machine_type is required for aws")
+        if not profile.zones:
+            raise ProviderError(f"profile {profile.name}: zones is required for aws (e.g. ['us-east-1a'])")
+        for zone in profile.zones:
+            if not (len(zone) > 2 and zone[-1].isalpha() and zone[-2].isdigit()):
+                raise ProviderError(
+                    f"profile {profile.name}: zones entry {zone!r} is not an availability zone"
+                )
+        if profile.image and not profile.image.startswith(("ami-", SSM_PREFIX)):
+            raise ProviderError(
+                f"profile {profile.name}: image {profile.image!r} is neither an AMI id (ami-...) "
+                f"nor {SSM_PREFIX}<parameter>"
+            )
+        unknown = sorted(set(profile.extra) - EXTRA_SETTINGS)
+        if unknown:
+            raise ProviderError(
+                f"profile {profile.name}: unknown extra setting(s) for aws: {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(EXTRA_SETTINGS))})"
+            )
+        validate_disk_gb(profile)
+        validate_ssh_address(profile)
+
+    def check_credentials(self) -> None:
+        if self._session.get_credentials() is None:
+            raise CredentialsError(
+                "no AWS credentials found: set AWS_PROFILE (after `aws configure` or `aws sso login`) "
+                "or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
+            )
+        try:
+            self._client("sts", self._session.region_name or "us-east-1").get_caller_identity()
+        except NoCredentialsError:
+            raise CredentialsError("no AWS credentials found (boto3's credential chain is empty)") from None
+        except ClientError as error:
+            raise CredentialsError(
+                f"AWS rejected the credentials ({_error_code(error)}): {_error_message(error)}"
+            ) from None
+        except BotoCoreError as error:
+            raise CredentialsError(f"AWS credentials unusable: {error}") from None
+
+    # -- launch ----------------------------------------------------------------------------------------------
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        profile = request.profile
+        self.validate_profile(profile)
+        if request.zone not in profile.zones:
+            raise ProviderError(
+                f"profile {profile.name}: zone {request.zone!r} is not one of {profile.zones}"
+            )
+        region = region_of(request.zone)
+        self._regions_used.add(region)
+        ec2 = self._client("ec2", region)
+        image_id, root_device = self._resolve_image(region, profile)
+        tags = self._tags(request)
+        key_name = self._ensure_key_pair(ec2, request.run_id, tags)
+        group_id = self._ensure_security_group(ec2, request.run_id, tags)
+        parameters = self._run_parameters(request, image_id, root_device, key_name, group_id, tags)
+        try:
+            reservation = ec2.run_instances(**parameters)
+        except ClientError as error:
+            raise self._launch_error(request, error) from None
+        described = reservation["Instances"][0]
+        self._profiles[described["InstanceId"]] = profile
+        return Instance(
+            provider=self.name,
+            instance_id=described["InstanceId"],
+            zone=request.zone,
+            ssh=None,
+            spot=request.spot,
+            launched_at=described["LaunchTime"].timestamp(),
+            tags=tags,
+        )
+
+    def _run_parameters(
+        self,
+        request: LaunchRequest,
+        image_id: str,
+        root_device: str | None,
+        key_name: str,
+        group_id: str,
+        tags: dict[str, str],
+    ) -> dict[str, Any]:
+        profile = request.profile
+        tagged = ["instance", "volume"] + (["spot-instances-request"] if request.spot else [])
+        parameters: dict[str, Any] = {
+            "ImageId": image_id,
+            "InstanceType": profile.machine_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "KeyName": key_name,
+            "SecurityGroupIds": [group_id],
+            "Placement": {"AvailabilityZone": request.zone},
+            "InstanceInitiatedShutdownBehavior": "terminate",
+            "UserData": (
+                "#!/bin/sh\n# keras-cloud-bench self-destruct: powering off terminates this instance\n"
+                f"shutdown -h +{self_destruct_minutes(request.max_lifetime_s)}\n"
+            ),
+            "TagSpecifications": [
+                {"ResourceType": kind, "Tags": _tag_list({**tags, "Name": f"kcb-{request.run_id}"})}
+                for kind in tagged
+            ],
+        }
+        if request.spot:
+            parameters["InstanceMarketOptions"] = {
+                "MarketType": "spot",
+                "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
+            }
+        if "disk_gb" in profile.extra and root_device:
+            parameters["BlockDeviceMappings"] = [
+                {
+                    "DeviceName": root_device,
+                    "Ebs": {
+                        "VolumeSize": int(profile.extra["disk_gb"]),
+                        "VolumeType": "gp3",
+                        "DeleteOnTermination": True,
+                    },
+                }
+            ]
+        return parameters
+
+    def _launch_error(self, request: LaunchRequest, error: ClientError) -> ProviderError:
+        code, message = _error_code(error), _error_message(error)
+        market = "spot" if request.spot else "on-demand"
+        where = f"aws {request.profile.machine_type} {market} in {request.zone}"
+        if code in CAPACITY_ERRORS:
+            return CapacityError(f"{where}: no capacity ({code}): {message}")
+        if code in QUOTA_ERRORS:
+            return CapacityError(
+                f"{where}: quota exceeded ({code}): {message} - ask for a higher {market} vCPU quota "
+                f"for this instance family in Service Quotas (Amazon EC2, {region_of(request.zone)})"
+            )
+        return ProviderError(f"{where}: RunInstances failed ({code}): {message}")
+
+    def _tags(self, request: LaunchRequest) -> dict[str, str]:
+        return {**request.tags, "project": PROJECT_TAG, "run-id": request.run_id}
+
+    def _resolve_image(self, region: str, profile: Profile) -> tuple[str, str | None]:
+        """(AMI id, root device name); SSM parameters are resolved here so a bad name fails before launch."""
+        image = profile.image or SSM_PREFIX + (GPU_AMI_PARAMETER if profile.has_gpu else CPU_AMI_PARAMETER)
+        if image.startswith(SSM_PREFIX):
+            parameter = image.removeprefix(SSM_PREFIX)
+            try:
+                image = self._client("ssm", region).get_parameter(Name=parameter)["Parameter"]["Value"]
+            except ClientError as error:
+                raise ProviderError(
+                    f"profile {profile.name}: image parameter {parameter} unreadable in {region} "
+                    f"({_error_code(error)}): {_error_message(error)}"
+                ) from None
+        try:
+            images = self._client("ec2", region).describe_images(ImageIds=[image])["Images"]
+        except ClientError as error:
+            raise ProviderError(
+                f"profile {profile.name}: image {image} unusable in {region} ({_error_code(error)}): "
+                f"{_error_message(error)}"
+            ) from None
+        if not images:
+            raise ProviderError(f"profile {profile.name}: image {image} not found in {region}")
+        return image, images[0].get("RootDeviceName")
+
+    def _ensure_key_pair(self, ec2: Any, run_id: str, tags: dict[str, str]) -> str:
+        """Import the run's public key (the private key never leaves this machine)."""
+        key_name = f"kcb-{run_id}"
+        _, public_key = ensure_run_key(run_id)
+        try:
+            ec2.import_key_pair(
+                KeyName=key_name,
+                PublicKeyMaterial=public_key.encode(),
+                TagSpecifications=[{"ResourceType": "key-pair", "Tags": _tag_list(tags)}],
+            )
+        except ClientError as error:
+            if _error_code(error) != "InvalidKeyPair.Duplicate":
+                raise ProviderError(
+                    f"aws: cannot import key pair {key_name}: {_error_message(error)}"
+                ) from None
+        return key_name
+
+    def _ensure_security_group(self, ec2: Any, run_id: str, tags: dict[str, str]) -> str:
+        name = f"kcb-{run_id}"
+        existing = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": [name]}])
+        if existing["SecurityGroups"]:
+            return existing["SecurityGroups"][0]["GroupId"]
+        try:
+            group_id = ec2.create_security_group(
+                GroupName=name,
+                Description=f"keras-cloud-bench run {run_id}: SSH from the orchestrator only",
+                TagSpecifications=[{"ResourceType": "security-group", "Tags": _tag_list(tags)}],
+            )["GroupId"]
+            ec2.authorize_security_group_ingress(
+                GroupId=group_id,
+                IpPermissions=[
+                    {
+                        "IpProtocol": "tcp",
+                        "FromPort": 22,
+                        "ToPort": 22,
+                        "IpRanges": [{"CidrIp": self._caller_cidr(), "Description": "keras-cloud-bench"}],
+                    }
+                ],
+            )
+        except ClientError as error:
+            raise ProviderError(
+                f"aws: cannot create security group {name}: {_error_message(error)}"
+            ) from None
+        return group_id
+
+    def _caller_cidr(self) -> str:
+        if self._ingress_cidr is None:
+            self._ingress_cidr = caller_cidr()
+        return self._ingress_cidr
+
+    # -- running instances -----------------------------------------------------------------------------------
+
+    def wait_until_running(self, instance: Instance, timeout_s: float) -> Instance:
+        deadline = time.monotonic() + timeout_s
+        for interval in poll_intervals():
+            described = self._describe(instance)
+            state = described["State"]["Name"] if described else "terminated"
+            if state == "running":
+                target = self._ssh_target(instance, described)
+                if target is not None:
+                    return replace(instance, ssh=target)
+            elif state != "pending":
+                reason = (described or {}).get("StateReason", {}).get("Message") or "no longer listed"
+                raise ProviderError(f"aws: {instance.instance_id} ended before it ran ({state}: {reason})")
+            if time.monotonic() > deadline:
+                raise ProviderError(
+                    f"aws: {instance.instance_id} not reachable after {timeout_s:.0f}s ({state})"
+                )
+            time.sleep(interval)
+        raise AssertionError("poll_intervals never ends")
+
+    def _ssh_target(self, instance: Instance, described: dict[str, Any]) -> SSHTarget | None:
+        profile = self._profiles.get(instance.instance_id)
+        public_ip, private_ip = described.get("PublicIpAddress"), described.get("PrivateIpAddress")
+        if profile is None:
+            host, port = public_ip or "", None
+        else:
+            host, port = ssh_address_for(profile, public_ip, private_ip)
+        if not host:
+            return None
+        user = (profile.ssh_user if profile else None) or "ubuntu"  # the default AMIs are Ubuntu
+        key = run_key_path(instance.tags["run-id"])
+        return SSHTarget(host=host, user=user, port=port, key_filename=str(key))
+
+    def state(self, instance: Instance) -> InstanceState:
+        described = self._describe(instance)
+        if described is None:
+            return InstanceState.TERMINATED
+        name = described["State"]["Name"]
+        if name in ("pending", "running"):
+            return InstanceState(name)
+        if described.get("StateReason", {}).get("Code") in PREEMPTION_REASONS:
+            return InstanceState.PREEMPTED
+        if name in ("shutting-down", "terminated", "stopping", "stopped"):
+            return InstanceState.TERMINATED
+        return InstanceState.UNKNOWN
+
+    def _describe(self, instance: Instance) -> dict[str, Any] | None:
+        """The instance as DescribeInstances reports it; None once AWS no longer lists it."""
+        ec2 = self._client("ec2", region_of(instance.zone or ""))
+        try:
+            reservations = ec2.describe_instances(InstanceIds=[instance.instance_id])["Reservations"]
+        except ClientError as error:
+            if _error_code(error) == "InvalidInstanceID.NotFound":
+                return None
+            raise ProviderError(
+                f"aws: cannot describe {instance.instance_id}: {_error_message(error)}"
+            ) from None
+        found = [item for reservation in reservations for item in reservation["Instances"]]
+        return found[0] if found else None
+
+    # -- teardown and the sweep ------------------------------------------------------------------------------
+
+    def terminate(self, instance: Instance) -> None:
+        region = region_of(instance.zone or "")
+        self._regions_used.add(region)
+        ec2 = self._client("ec2", region)
+        try:
+            ec2.terminate_instances(InstanceIds=[instance.instance_id])
+            ec2.get_waiter("instance_terminated").wait(
+                InstanceIds=[instance.instance_id],
+                WaiterConfig={"Delay": 5, "MaxAttempts": 120},
+            )
+        except ClientError as error:
+            if _error_code(error) != "InvalidInstanceID.NotFound":
+                raise ProviderError(
+                    f"aws: cannot terminate {instance.instance_id}: {_error_message(error)}"
+                ) from None
+        except WaiterError as error:
+            raise ProviderError(f"aws: {instance.instance_id} did not terminate: {error}") from None
+
+    def list_instances(self) -> list[Instance]:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            per_region = pool.map(self._list_region, self._all_regions())
+        return [instance for instances in per_region for instance in instances]
+
+    def _list_region(self, region: str) -> list[Instance]:
+        paginator = self._client("ec2", region).get_paginator("describe_instances")
+        pages = paginator.paginate(
+            Filters=[
+                {"Name": "tag:project", "Values": [PROJECT_TAG]},
+                {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+            ]
+        )
+        return [
+            self._as_instance(item)
+            for page in pages
+            for reservation in page["Reservations"]
+            for item in reservation["Instances"]
+        ]
+
+    def _as_instance(self, described: dict[str, Any]) -> Instance:
+        public_ip = described.get("PublicIpAddress")
+        return Instance(
+            provider=self.name,
+            instance_id=described["InstanceId"],
+            zone=described["Placement"]["AvailabilityZone"],
+            ssh=SSHTarget(host=public_ip) if public_ip else None,
+            spot=described.get("InstanceLifecycle") == "spot",
+            launched_at=described["LaunchTime"].timestamp(),
+            tags=_tag_dict(described.get("Tags")),
+        )
+
+    def release_run(self, run_id: str) -> None:
+        """Delete the run's security groups and key pairs in the regions it used (all when unknown)."""
+        regions = sorted(self._regions_used) or self._all_regions()
+        for region in regions:
+            ec2 = self._client("ec2", region)
+            run_filter = [
+                {"Name": "tag:project", "Values": [PROJECT_TAG]},
+                {"Name": "tag:run-id", "Values": [run_id]},
+            ]
+            for group in ec2.describe_security_groups(Filters=run_filter)["SecurityGroups"]:
+                self._delete_security_group(ec2, group["GroupId"])
+            for key in ec2.describe_key_pairs(Filters=run_filter)["KeyPairs"]:
+                ec2.delete_key_pair(KeyName=key["KeyName"])
+        forget_run_key(run_id)
+
+    def _delete_security_group(self, ec2: Any, group_id: str) -> None:
+        try:
+            ec2.delete_security_group(GroupId=group_id)
+        except ClientError as error:
+            if _error_code(error) == "InvalidGroup.NotFound":
+                return
+            raise ProviderError(
+                f"aws: cannot delete security group {group_id} ({_error_code(error)}): "
+                f"{_error_message(error)}"
+            ) from None
+
+    def _all_regions(self) -> list[str]:
+        """$KCB_AWS_REGIONS (comma-separated), else every region enabled for the account."""
+        configured = os.environ.get(REGIONS_ENV, "")
+        if configured.strip():
+            return sorted({region.strip() for region in configured.split(",") if region.strip()})
+        ec2 = self._client("ec2", self._session.region_name or "us-east-1")
+        return sorted(region["RegionName"] for region in ec2.describe_regions()["Regions"])
+
+    def _client(self, service: str, region: str) -> Any:
+        key = (service, region)
+        with self._clients_lock:  # boto3 clients are thread-safe once made; making them is not
+            if key not in self._clients:
+                self._clients[key] = self._session.client(service, region_name=region, config=RETRY_CONFIG)
+            return self._clients[key]
+
+
+def caller_cidr() -> str:
+    """The CIDR allowed to SSH in: $KCB_SSH_INGRESS_CIDR, else this machine's public IPv4 address /32."""
+    configured = os.environ.get(INGRESS_CIDR_ENV)
+    if configured:
+        try:
+            return str(ipaddress.ip_network(configured.strip(), strict=False))
+        except ValueError:
+            raise ProviderError(
+                f"{INGRESS_CIDR_ENV}={configured!r} is not a CIDR (e.g. 203.0.113.7/32)"
+            ) from None
+    try:
+        with urllib.request.urlopen(CHECKIP_URL, timeout=10) as response:
+            address = ipaddress.ip_address(response.read().decode().strip())
+    except (OSError, ValueError) as error:
+        raise ProviderError(
+            f"cannot discover this machine's public address from {CHECKIP_URL} ({error}); "
+            f"set {INGRESS_CIDR_ENV} to the CIDR allowed to SSH in"
+        ) from None
+    return f"{address}/{address.max_prefixlen}"

@@ -1,0 +1,5 @@
+"""`python -m report`: see report/cli.py."""
+
+from report.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,319 @@
+"""The report pipeline: logs -> runs -> results (and a study's published figures) -> tables, charts, pages."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from report import format as fmt
+from report.charts import Bar, relative_chart
+from report.costs import PriceBook
+from report.loading import LoadResult, Run, Skipped, load_runs
+from report.machines import machine_table, read_ledger
+from report.studies import Published, Study, compare, measured_setups, published_results
+from report.tables import ReportError, group_runs, partial_runs_table, resolve_base, runs_table, summarize
+
+CHARTS_DIR = "charts"
+
+
+@dataclass(frozen=True)
+class Request:
+    logdir: Path | None  # None: the study's published figures alone
+    base: str | None
+    prices: PriceBook
+    study: Study | None
+    ledger: Path | None = None  # None: the orchestrator's default ledger
+    suite: str | None = None  # only runs whose metadata names this suite
+
+
+@dataclass
+class Chart:
+    title: str
+    png: str  # path relative to the report folder
+    svg: str
+
+
+@dataclass
+class WorkloadSection:
+    workload: str
+    results: pd.DataFrame
+    time_chart: Chart | None = None
+    cost_chart: Chart | None = None
+    partial: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StudySection:
+    published: Published
+    comparison: pd.DataFrame  # empty when there are no measured runs
+    measured_setups: pd.DataFrame
+    charts: dict[str, list[Chart]] = field(default_factory=dict)  # workload -> time (and cost) chart
+
+    @property
+    def study(self) -> Study:
+        return self.published.study
+
+
+@dataclass
+class Report:
+    request: Request
+    base_label: str
+    results: pd.DataFrame
+    runs: pd.DataFrame
+    partial: pd.DataFrame
+    skipped: list[Skipped]
+    sections: list[WorkloadSection]
+    study: StudySection | None
+    measured: bool  # False: the results are the study's published figures
+    machines: pd.DataFrame = field(default_factory=pd.DataFrame)  # billed time per machine session
+    ledger_note: str | None = None  # why no ledger figures, if none
+
+    @property
+    def unpriced_reasons(self) -> list[str]:
+        return sorted(
+            {n for notes in self.results["notes"] for n in notes.split("; ") if n.startswith("no price")}
+        )
+
+    @property
+    def cost_rules(self) -> list[str]:
+        return sorted({str(r) for r in self.results["cost_rule"].dropna()})
+
+    @property
+    def price_sources(self) -> list[str]:
+        return sorted({str(r) for r in self.results["price_source"].dropna()})
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counted = int(self.runs["counted"].sum()) if not self.runs.empty else 0
+        return {"complete": counted, "partial": len(self.partial), "skipped": len(self.skipped)}
+
+    def differences(self) -> str:
+        """One sentence: the published base's setup against the measured ones."""
+        if self.study is None:
+            return ""
+        setups = self.study.published.setups
+        base = setups[setups["config"] == self.study.study.base]
+        published = (
+            f"{base.iloc[0]['hardware']}, {base.iloc[0]['software']}"
+            if not base.empty
+            else self.study.study.base
+        )
+        text = f"Published base {self.study.study.base} ({self.study.study.date}): {published}."
+        measured = self.study.measured_setups
+        if self.measured and not measured.empty:
+            mine = "; ".join(
+                f"{r['config']}: {r['hardware']}, {r['software']}" for _, r in measured.iterrows()
+            )
+            text += f" Measured: {mine}."
+        return text
+
+
+def build(request: Request) -> Report:
+    """Read, summarise and compare; nothing is written yet."""
+    if request.logdir is None:
+        if request.study is None:
+            raise ReportError("give a log folder, or --study NAME for a published study alone")
+        return _published_only(request, request.study)
+    loaded = load_runs(request.logdir)
+    if request.suite is not None:
+        loaded = _of_suite(loaded, request.suite, request.logdir)
+    if not loaded.runs:
+        raise ReportError(_nothing_found(request.logdir, loaded))
+    groups = group_runs(loaded.runs)
+    if not groups:
+        raise ReportError(
+            f"{request.logdir}: no complete runs "
+            f"({len(loaded.partial_runs)} partial, {len(loaded.skipped)} unreadable)"
+        )
+    base = resolve_base(request.base, [g.config for g in groups])
+    results = summarize(groups, base, request.prices.pricing)
+    study = _study_section(request.study, results, loaded) if request.study else None
+    ledger, ledger_note = read_ledger(request.ledger)
+    return Report(
+        request=request,
+        base_label=base.label,
+        results=results,
+        runs=runs_table(loaded.runs, groups),
+        partial=partial_runs_table(loaded.runs),
+        skipped=loaded.skipped,
+        sections=_sections(results, loaded.partial_runs),
+        study=study,
+        measured=True,
+        machines=machine_table(loaded.runs, request.prices.pricing, ledger),
+        ledger_note=ledger_note,
+    )
+
+
+def _of_suite(loaded: LoadResult, suite: str, logdir: Path) -> LoadResult:
+    runs = [r for r in loaded.runs if r.metadata.get("suite") == suite]
+    if loaded.runs and not runs:
+        raise ReportError(f"{logdir}: no runs of suite {suite!r} ({len(loaded.runs)} runs of other suites)")
+    return LoadResult(runs=runs, skipped=loaded.skipped)
+
+
+def _nothing_found(logdir: Path, loaded: LoadResult) -> str:
+    if loaded.skipped:
+        return (
+            f"{logdir}: no readable logs ({len(loaded.skipped)} unreadable: {loaded.skipped[0].reason} ...)"
+        )
+    return f"{logdir}: no epoch logs (*.csv) found"
+
+
+def _published_only(request: Request, study: Study) -> Report:
+    published = published_results(study)
+    results = published.results
+    return Report(
+        request=request,
+        base_label=str(results.loc[results["is_base"], "config"].iloc[0]),
+        results=results,
+        runs=pd.DataFrame(),
+        partial=partial_runs_table([]),
+        skipped=[],
+        sections=_sections(results, []),
+        study=StudySection(published, pd.DataFrame(), measured_setups([])),
+        measured=False,
+    )
+
+
+def _sections(results: pd.DataFrame, partial_runs: Sequence[Run]) -> list[WorkloadSection]:
+    sections = []
+    for workload, rows in results.groupby("workload", sort=True):
+        partial = [
+            f"{r.config.label} run {r.run_id}: {r.status}, {r.epochs_completed}"
+            + (f"/{r.epochs_planned}" if r.epochs_planned else "")
+            + " epochs"
+            for r in partial_runs
+            if r.workload == workload
+        ]
+        sections.append(WorkloadSection(str(workload), rows.reset_index(drop=True), partial=partial))
+    return sections
+
+
+def _study_section(study: Study, measured: pd.DataFrame, loaded: LoadResult) -> StudySection:
+    published = published_results(study)
+    mine = measured[measured["workload"].isin(list(study.workloads))]
+    datasets = {
+        (r.workload, r.config.label): str((r.metadata.get("data") or {}).get("dataset") or "")
+        for r in loaded.complete_runs
+    }
+    runs = [r for r in loaded.complete_runs if r.workload in study.workloads]
+    setups = measured_setups(runs)
+    prices = mine.drop_duplicates("config").set_index("config")["usd_per_hour"]
+    setups["usd_per_hour"] = setups["config"].map(prices)
+    return StudySection(published, compare(published, mine, datasets), setups)
+
+
+def safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._") or "chart"
+
+
+def draw_charts(report: Report, out: Path, charts_dir: str = CHARTS_DIR) -> None:
+    """Every chart of the report, written under `out/<charts_dir>/`; the sections and the study keep their
+    paths (relative to `out`)."""
+    for section in report.sections:
+        section.time_chart, section.cost_chart = _workload_charts(report, section, out, charts_dir)
+    if report.study is not None and not report.study.comparison.empty:
+        for workload, rows in report.study.comparison.groupby("workload", sort=True):
+            report.study.charts[str(workload)] = _study_charts(
+                report.study, str(workload), rows, out, charts_dir
+            )
+
+
+def _workload_charts(
+    report: Report, section: WorkloadSection, out: Path, charts_dir: str
+) -> tuple[Chart, Chart | None]:
+    """The time chart, and the cost chart where at least one configuration has a cost."""
+    rows = section.results
+    base = rows[rows["is_base"]]
+    footnotes = []
+    if not base.empty:
+        b = base.iloc[0]
+        cost = "" if fmt.missing(b["cost_usd"]) else f", {fmt.usd(b['cost_usd'])}"
+        footnotes.append(
+            f"1.0x = {b['config']}: {fmt.seconds(b['total_s'])} s{cost} (median of {int(b['n_runs'])} run(s))"
+        )
+    else:
+        footnotes.append(
+            f"the base {report.base_label} has no complete run of this workload: no relative figures"
+        )
+    if section.partial:
+        footnotes.append("left out (partial): " + "; ".join(section.partial))
+    if (rows["n_runs"] < 3).any():
+        footnotes.append("no interval where a configuration has fewer than 3 repeats")
+    stem = out / charts_dir / safe_name(section.workload)
+    source = "published " if not report.measured else ""
+    time_bars = [_bar(r, "rel_time", "time", published=not report.measured) for _, r in rows.iterrows()]
+    cost_bars = [_bar(r, "rel_cost", "cost", published=not report.measured) for _, r in rows.iterrows()]
+    priced = rows["rel_cost"].notna().any()
+    return (
+        _chart(
+            time_bars,
+            f"{section.workload}: {source}training time relative to {report.base_label} (lower is better)",
+            "training time relative to the base",
+            footnotes,
+            stem.with_name(stem.name + "_time"),
+            out,
+        ),
+        _chart(
+            cost_bars,
+            f"{section.workload}: {source}training cost relative to {report.base_label} (lower is better)",
+            "training cost relative to the base",
+            footnotes,
+            stem.with_name(stem.name + "_cost"),
+            out,
+        )
+        if priced
+        else None,
+    )
+
+
+def _bar(row: pd.Series, column: str, what: str, published: bool, label: str | None = None) -> Bar:
+    value = row[column]
+    missing = ""
+    if fmt.missing(value):
+        notes = [n for n in str(row.get("notes") or "").split("; ") if n]
+        missing = next((n for n in notes if n.startswith(("no price", "no relative"))), f"no relative {what}")
+    low, high = (row.get("rel_time_low"), row.get("rel_time_high")) if column == "rel_time" else (None, None)
+    return Bar(
+        label=label or str(row["config"]),
+        value=None if fmt.missing(value) else float(value),
+        backend=str(row["backend"]),
+        low=None if fmt.missing(low) else float(low),
+        high=None if fmt.missing(high) else float(high),
+        synthetic=row["data_source"] == "synthetic",
+        published=published,
+        missing=missing,
+    )
+
+
+def _chart(bars: list[Bar], title: str, xlabel: str, footnotes: list[str], stem: Path, out: Path) -> Chart:
+    png, svg = relative_chart(bars, title, xlabel, footnotes, stem)
+    return Chart(title, png.relative_to(out).as_posix(), svg.relative_to(out).as_posix())
+
+
+def _study_charts(
+    section: StudySection, workload: str, rows: pd.DataFrame, out: Path, charts_dir: str
+) -> list[Chart]:
+    study = section.study
+    base = rows[(rows["source"] == "published") & rows["is_base"].fillna(False).astype(bool)]
+    footnotes = [
+        f"1.0x = published {study.base}"
+        + (f": {fmt.seconds(base.iloc[0]['total_s'])} s" if not base.empty else ""),
+        f"published: {study.title} ({study.date}); pale bars are published, solid bars measured",
+    ]
+    charts = []
+    for column, what in (("rel_time_vs_published_base", "time"), ("rel_cost_vs_published_base", "cost")):
+        bars = [
+            _bar(r, column, what, published=r["source"] == "published", label=f"{r['source']}: {r['config']}")
+            for _, r in rows.iterrows()
+        ]
+        stem = out / charts_dir / f"study_{safe_name(study.name)}_{safe_name(workload)}_{what}"
+        title = f"{workload}: training {what} relative to published {study.base} (lower is better)"
+        charts.append(
+            _chart(bars, title, f"training {what} relative to the published base", footnotes, stem, out)
+        )
+    return charts

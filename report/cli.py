@@ -1,0 +1,148 @@
+"""`python -m report LOGDIR [--base CONFIG] [--out DIR] [--price PLATFORM=USD] [--study NAME] [--markdown F]`.
+
+Exit codes: 0 written; 1 nothing to report (no readable complete run); 2 bad arguments. Errors are one line.
+Unreadable log files are skipped with a one-line reason each (stderr and the page); the rest is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from report.build import Report, Request, build
+from report.costs import (
+    BILLING_RULES,
+    PROFILE_BILLING,
+    PriceBook,
+    PriceError,
+    load_catalog_profiles,
+    parse_price_arguments,
+)
+from report.html import write_report
+from report.markdown import write_markdown
+from report.studies import StudyDataError, get_study, load_studies
+from report.tables import ReportError
+
+EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
+DEFAULT_OUT = Path("report-out")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, not argparse's usage block
+        self.exit(EXIT_USAGE, f"error: {message} (see --help)\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m report",
+        description="Turn benchmark logs into time and cost tables, charts and an HTML page, "
+        "optionally next to a published study.",
+    )
+    p.add_argument("logdir", nargs="?", type=Path, help="folder of logs (e.g. logs/ or logs/<platform>)")
+    p.add_argument(
+        "--base",
+        help="configuration everything is divided by, e.g. local-tensorflow (default: the "
+        "first real-data TensorFlow configuration)",
+    )
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"report folder (default: {DEFAULT_OUT}/)")
+    p.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="PLATFORM=USD_PER_HOUR",
+        help="hourly price for a platform (overrides the catalog); repeatable",
+    )
+    p.add_argument(
+        "--billing",
+        choices=BILLING_RULES,
+        default=PROFILE_BILLING,
+        help="profile: the catalog profile's billing increment and minimum per workload (default); "
+        "training-time: seconds x price, as the published studies",
+    )
+    p.add_argument(
+        "--study",
+        help="published study to compare with (see --list-studies); without LOGDIR, the "
+        "published study alone",
+    )
+    p.add_argument("--suite", help="only runs made by this suite (their metadata names it), e.g. quick")
+    p.add_argument(
+        "--markdown",
+        type=Path,
+        metavar="FILE",
+        help="write a markdown document (charts in FILE's folder) instead of the HTML report",
+    )
+    p.add_argument(
+        "--ledger",
+        type=Path,
+        metavar="FILE",
+        help="orchestrator ledger for billed machine time (default: $KCB_LEDGER, else "
+        "~/.keras-cloud-bench/ledger.jsonl)",
+    )
+    p.add_argument("--list-studies", action="store_true", help="list the published studies and exit")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.list_studies:
+            for name, study in load_studies().items():
+                print(f"{name}: {study.title} ({study.date})")
+            return EXIT_OK
+        request = _request(args)
+    except (PriceError, ReportError, StudyDataError) as exc:
+        return _fail(EXIT_USAGE, str(exc))
+    try:
+        report = build(request)
+    except ReportError as exc:
+        return _fail(EXIT_NOTHING, str(exc))
+    for skipped in report.skipped:
+        print(f"skipped: {skipped.reason}", file=sys.stderr)
+    if not report.partial.empty:
+        print(
+            f"note: {len(report.partial)} partial run(s) left out of the results (listed in the report)",
+            file=sys.stderr,
+        )
+    _warn_unused_prices(request.prices, set(report.results["platform"]))
+    return _write(report, args)
+
+
+def _request(args: argparse.Namespace) -> Request:
+    if args.logdir is None and args.study is None:
+        raise ReportError("give a log folder (e.g. logs/), or --study NAME for a published study alone")
+    if args.logdir is not None and not args.logdir.is_dir():
+        raise ReportError(f"log folder {str(args.logdir)!r} does not exist or is not a folder")
+    if args.markdown is not None and args.markdown.suffix.lower() != ".md":
+        raise ReportError(f"--markdown {str(args.markdown)!r}: expected a .md file name")
+    overrides = parse_price_arguments(args.price)
+    profiles, problem = load_catalog_profiles()
+    return Request(
+        logdir=args.logdir,
+        base=args.base,
+        prices=PriceBook(overrides, args.billing, profiles, problem),
+        study=get_study(args.study) if args.study else None,
+        ledger=args.ledger,
+        suite=args.suite,
+    )
+
+
+def _warn_unused_prices(prices: PriceBook, platforms: set[str]) -> None:
+    for platform in prices.unused_overrides(platforms):
+        print(f"warning: --price {platform}=...: no run on platform {platform!r}", file=sys.stderr)
+
+
+def _write(report: Report, args: argparse.Namespace) -> int:
+    if args.markdown is not None:
+        path = write_markdown(report, args.markdown)
+        print(f"markdown: {path.resolve()}")
+        return EXIT_OK
+    page = write_report(report, args.out)
+    print(f"report: {page.resolve()}")
+    return EXIT_OK
+
+
+def _fail(code: int, message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code

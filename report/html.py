@@ -1,0 +1,109 @@
+"""Write the report folder: charts, the tables as CSV, and a self-contained HTML page (relative links)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pandas as pd
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from report import format as fmt
+from report.build import Report, draw_charts, safe_name
+
+TEMPLATES = Path(__file__).parent / "templates"
+PAGE = "index.html"
+
+
+def write_report(report: Report, out: Path) -> Path:
+    """Everything into `out`; returns the page's path."""
+    out.mkdir(parents=True, exist_ok=True)
+    draw_charts(report, out)
+    files = write_tables(report, out)
+    page = out / PAGE
+    page.write_text(render_page(report, files))
+    return page
+
+
+def write_tables(report: Report, out: Path) -> list[str]:
+    """The tables as CSV (full precision); returns their names relative to `out`."""
+    tables: dict[str, pd.DataFrame] = {"results.csv": report.results}
+    if report.measured:
+        tables["runs.csv"] = report.runs
+        tables["machines.csv"] = report.machines
+    if not report.partial.empty:
+        tables["partial_runs.csv"] = report.partial
+    if report.skipped:
+        tables["skipped_files.csv"] = pd.DataFrame(
+            {"path": [str(s.path) for s in report.skipped], "reason": [s.reason for s in report.skipped]}
+        )
+    if report.study is not None:
+        name = safe_name(report.study.study.name)
+        tables[f"study_{name}_published.csv"] = report.study.published.results
+        if not report.study.comparison.empty:
+            tables[f"study_{name}_comparison.csv"] = report.study.comparison
+    for name, table in tables.items():
+        table.to_csv(out / name, index=False)
+    return list(tables)
+
+
+def _html_table(table: pd.DataFrame) -> Markup:
+    # pandas escapes cell text (escape=True); the markup it returns is therefore safe to insert.
+    return Markup(table.to_html(index=False, border=0, classes="data", na_rep=fmt.NA, escape=True))
+
+
+def render_page(report: Report, files: list[str]) -> str:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(["html", "j2"]),
+        undefined=StrictUndefined,
+    )
+    env.filters["table"] = _html_table
+    study = report.study.study if report.study else None
+    context = {
+        "report": report,
+        "title": _title(report),
+        "subtitle": _subtitle(report),
+        "counts": report.counts,
+        "cost_rules": report.cost_rules,
+        "price_sources": report.price_sources,
+        "unpriced": report.unpriced_reasons,
+        "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "partial_table": fmt.partial_display(report.partial),
+        "workload_tables": {s.workload: fmt.results_display(s.results) for s in report.sections},
+        "study": study,
+        "differences": report.differences(),
+        "published_setups": fmt.setups_display(report.study.published.setups) if report.study else None,
+        "measured_setups": fmt.setups_display(report.study.measured_setups) if report.study else None,
+        "comparison_tables": _comparison_tables(report),
+        "study_charts": report.study.charts if report.study else {},
+        "files": files,
+        "machines_table": fmt.machines_display(report.machines),
+    }
+    return env.get_template("report.html.j2").render(**context)
+
+
+def _title(report: Report) -> str:
+    if not report.measured and report.study is not None:
+        return f"Published: {report.study.study.title}"
+    return "Benchmark report"
+
+
+def _subtitle(report: Report) -> str:
+    if not report.measured and report.study is not None:
+        study = report.study.study
+        by = f"{study.author}, {study.date}" if study.author else study.date
+        return f"{by}. The published figures, recomputed by this report from the bundled published data."
+    workloads = len(report.sections)
+    configs = report.results["config"].nunique()
+    return f"{workloads} workload(s) x {configs} configuration(s), relative to {report.base_label}"
+
+
+def _comparison_tables(report: Report) -> dict[str, pd.DataFrame]:
+    if report.study is None or report.study.comparison.empty:
+        return {}
+    return {
+        str(workload): fmt.comparison_display(rows)
+        for workload, rows in report.study.comparison.groupby("workload", sort=True)
+    }

@@ -1,0 +1,416 @@
+"""The published studies, from the project's bundled copy of their logs and tables (report/data/), and the
+comparison of measured runs with them.
+
+A study's published figures go through the same pipeline as measured runs (group, median, ratio to the base,
+cost = training seconds x the study's hourly price / 3600), so the published relative figures are reproduced,
+not copied. The provider table of 2018 has totals only; its relative figures are computed from those totals.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmarks.logs import EpochLog, EpochRecord, LogFormatError, read_epoch_log
+from report.costs import TRAINING_TIME, Pricing, Unpriced
+from report.loading import Configuration, Run
+from report.tables import RESULT_COLUMNS, ReportError, group_runs, resolve_base, summarize
+
+DATA_DIR = Path(__file__).parent / "data"
+PUBLISHED_DIR = DATA_DIR / "published"
+STUDIES_FILE = DATA_DIR / "studies.toml"
+KINDS = ("epoch-logs", "epoch-table", "provider-table")
+PUBLISHED_RUN_ID = "published"
+
+
+class StudyDataError(ValueError):
+    """The bundled study data is inconsistent; the message names the study and the field or file."""
+
+
+@dataclass(frozen=True)
+class PublishedConfig:
+    name: str
+    backends: tuple[str, ...]
+    hardware: str
+    software: Mapping[str, str]  # by backend
+    usd_per_hour: float | None = None
+    logs: str | None = None  # epoch-logs: folder of <workload>_<backend>.csv
+    rows: str | None = None  # epoch-table: value of the table's `config` column
+    matches: tuple[str, ...] = ()  # catalog profiles whose runs reproduce this configuration
+
+    def label(self, backend: str) -> str:
+        return Configuration(self.name, backend).label
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    title: str
+    author: str
+    date: str
+    url: str
+    source: str
+    kind: str
+    base: str
+    price_note: str
+    notes: tuple[str, ...]
+    workloads: Mapping[str, int]  # workload -> published epochs
+    configs: tuple[PublishedConfig, ...] = ()
+    table: str | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)  # kind-specific keys (provider-table)
+
+    def matching_label(self, platform: str, backend: str) -> str | None:
+        """The published configuration a measured platform+backend reproduces, if the study names one."""
+        for config in self.configs:
+            if platform in config.matches and backend in config.backends:
+                return config.label(backend)
+        for label, profiles in self.raw.get("matches", {}).items():
+            if platform in profiles and backend == self.raw.get("backend"):
+                return label
+        return None
+
+
+def load_studies(path: Path = STUDIES_FILE) -> dict[str, Study]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise StudyDataError(f"{path}: cannot read ({exc})") from exc
+    return {name: _study(path, name, entry) for name, entry in data.items()}
+
+
+def _study(path: Path, name: str, entry: Mapping[str, Any]) -> Study:
+    def text(key: str, required: bool = True) -> str:
+        value = entry.get(key, None if required else "")
+        if not isinstance(value, str):
+            raise StudyDataError(f"{path}: study {name!r}: field {key!r} must be a string")
+        return value
+
+    kind = text("kind")
+    if kind not in KINDS:
+        raise StudyDataError(f"{path}: study {name!r}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    if kind == "provider-table":
+        workloads = {text("workload"): int(entry["epochs"])}
+    else:
+        workloads = {str(w): int(e) for w, e in dict(entry.get("workloads", {})).items()}
+    if not workloads:
+        raise StudyDataError(f"{path}: study {name!r}: no workloads")
+    return Study(
+        name=name,
+        title=text("title"),
+        author=text("author"),
+        date=text("date"),
+        url=text("url"),
+        source=text("source"),
+        kind=kind,
+        base=text("base"),
+        price_note=text("price_note"),
+        notes=tuple(entry.get("notes", ())),
+        workloads=workloads,
+        configs=tuple(_config(path, name, c) for c in entry.get("configs", ())),
+        table=entry.get("table"),
+        raw=entry,
+    )
+
+
+def _config(path: Path, study: str, entry: Mapping[str, Any]) -> PublishedConfig:
+    try:
+        backends = tuple(entry["backends"])
+        software = entry["software"]
+        return PublishedConfig(
+            name=entry["name"],
+            backends=backends,
+            hardware=entry["hardware"],
+            software=software if isinstance(software, dict) else dict.fromkeys(backends, software),
+            usd_per_hour=entry.get("usd_per_hour"),
+            logs=entry.get("logs"),
+            rows=entry.get("rows"),
+            matches=tuple(entry.get("matches", ())),
+        )
+    except KeyError as exc:
+        raise StudyDataError(f"{path}: study {study!r}: a configuration lacks field {exc}") from None
+
+
+@dataclass
+class Published:
+    """A study's published figures in the report's result columns, and each configuration's setup."""
+
+    study: Study
+    results: pd.DataFrame
+    setups: pd.DataFrame  # config, hardware, software, price
+
+
+def published_results(study: Study, root: Path = PUBLISHED_DIR) -> Published:
+    if study.kind == "provider-table":
+        return Published(study, _provider_results(study, root), _provider_setups(study, root))
+    runs = _epoch_log_runs(study, root) if study.kind == "epoch-logs" else _epoch_table_runs(study, root)
+    groups = group_runs(runs)
+    base = resolve_base(study.base, [g.config for g in groups])
+    results = summarize(groups, base, lambda platform: _published_pricing(study, platform))
+    labels = [c.label(b) for c in study.configs for b in c.backends]
+    order = {label: i for i, label in enumerate(labels)}
+    results = results.sort_values(
+        ["workload", "config"], key=lambda s: s.map(order) if s.name == "config" else s, kind="stable"
+    ).reset_index(drop=True)
+    return Published(study, results, _setups(study))
+
+
+def _published_pricing(study: Study, platform: str) -> Pricing | Unpriced:
+    config = next(c for c in study.configs if c.name == platform)
+    if config.usd_per_hour is None:
+        return Unpriced("no hourly price published")
+    return Pricing(config.usd_per_hour, f"published ({study.price_note})", TRAINING_TIME)
+
+
+def _published_run(workload: str, config: PublishedConfig, backend: str, log: EpochLog) -> Run:
+    return Run(
+        workload=workload,
+        config=Configuration(config.name, backend),
+        run_id=PUBLISHED_RUN_ID,
+        log=log,
+        data_source="real",
+        epochs_planned=len(log.epochs),
+    )
+
+
+def _epoch_log_runs(study: Study, root: Path) -> list[Run]:
+    runs = []
+    for config in study.configs:
+        for backend in config.backends:
+            for workload in study.workloads:
+                path = root / str(config.logs) / f"{workload}_{backend}.csv"
+                try:
+                    log = read_epoch_log(path, with_metadata=False)
+                except LogFormatError as exc:
+                    raise StudyDataError(f"study {study.name!r}: bundled log unreadable: {exc}") from exc
+                runs.append(_published_run(workload, config, backend, log))
+    return runs
+
+
+def _epoch_table_runs(study: Study, root: Path) -> list[Run]:
+    """The transcribed per-epoch table (several configurations in one CSV) as one run per configuration."""
+    path = root / str(study.table)
+    table = pd.read_csv(path)
+    (workload,) = study.workloads
+    runs = []
+    for config in study.configs:
+        rows = table[table["config"] == config.rows]
+        if rows.empty:
+            raise StudyDataError(f"{path}: no rows with config {config.rows!r} (study {study.name!r})")
+        epochs = [
+            EpochRecord(
+                epoch=int(r.epoch),
+                elapsed=float(r.elapsed),
+                loss=float(r.loss),
+                acc=float(r.acc),
+                val_loss=float(r.val_loss),
+                val_acc=float(r.val_acc),
+            )
+            for r in rows.itertuples()
+        ]
+        log = EpochLog(path=path, epochs=epochs, columns=tuple(table.columns))
+        runs.extend(_published_run(workload, config, backend, log) for backend in config.backends)
+    return runs
+
+
+def _setups(study: Study) -> pd.DataFrame:
+    rows = [
+        {
+            "config": config.label(backend),
+            "hardware": config.hardware,
+            "software": config.software.get(backend, ""),
+            "usd_per_hour": config.usd_per_hour,
+        }
+        for config in study.configs
+        for backend in config.backends
+    ]
+    return pd.DataFrame(rows, columns=["config", "hardware", "software", "usd_per_hour"])
+
+
+def _provider_label(row: Any) -> str:
+    label = f"{row.provider} {row.gpu}"
+    return f"{label} x{row.gpus_used}" if row.gpus_used > 1 else label
+
+
+def _provider_table(study: Study, root: Path) -> pd.DataFrame:
+    table = pd.read_csv(root / str(study.table), keep_default_na=False)
+    return table.assign(config=[_provider_label(r) for r in table.itertuples()])
+
+
+def _provider_results(study: Study, root: Path) -> pd.DataFrame:
+    table = _provider_table(study, root)
+    (workload,) = study.workloads
+    base_rows = table[table["config"] == study.base]
+    if len(base_rows) != 1:
+        raise StudyDataError(
+            f"study {study.name!r}: base {study.base!r} is not exactly one row of {study.table}"
+        )
+    base = base_rows.iloc[0]
+    rows = []
+    for r in table.itertuples():
+        hours, cost = float(r.train_time_h), float(r.cost_usd)
+        rows.append(
+            {
+                "workload": workload,
+                "config": r.config,
+                "platform": r.config,
+                "backend": study.raw["backend"],
+                "variant": "",
+                "data_source": "real",
+                "is_base": r.config == study.base,
+                "n_runs": 1,
+                "run_ids": PUBLISHED_RUN_ID,
+                "epochs": study.workloads[workload],
+                "total_s": hours * 3600,
+                "final_acc": float(r.final_accuracy_pct) / 100,
+                "final_acc_metric": "held-out acc",
+                "rel_time": hours / float(base.train_time_h),
+                "usd_per_hour": cost / hours,
+                "billed_s": hours * 3600,
+                "cost_usd": cost,
+                "cost_rule": "cost of one run as published",
+                "price_source": f"published ({study.price_note})",
+                "rel_cost": cost / float(base.cost_usd),
+                "gpu_util_pct": float(r.avg_gpu_util_pct),
+                "cut_down": False,
+                "notes": r.note,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+
+
+def _provider_setups(study: Study, root: Path) -> pd.DataFrame:
+    table = _provider_table(study, root)
+    columns = study.raw["hardware_columns"]
+    rows = [
+        {
+            "config": r["config"],
+            "hardware": ", ".join(f"{c}: {r[c]}" for c in columns),
+            "software": study.raw["software"],
+            "usd_per_hour": float(r["cost_usd"]) / float(r["train_time_h"]),
+        }
+        for _, r in table.iterrows()
+    ]
+    return pd.DataFrame(rows, columns=["config", "hardware", "software", "usd_per_hour"])
+
+
+def get_study(name: str) -> Study:
+    studies = load_studies()
+    if name not in studies:
+        raise ReportError(f"--study {name!r} is not a published study; choose from {', '.join(studies)}")
+    return studies[name]
+
+
+# fmt: off
+COMPARISON_COLUMNS = (
+    "workload", "source", "config", "is_base", "backend", "data_source", "dataset", "cut_down",
+    "n_runs", "epochs", "train_samples", "total_s", "total_low", "total_high", "total_coverage",
+    "steady_epoch_s",
+    "final_acc", "final_acc_metric", "gpu_util_pct", "basis", "rel_time_vs_published_base", "matches",
+    "time_vs_match", "usd_per_hour", "cost_usd", "rel_cost_vs_published_base", "cost_rule", "notes",
+)
+# fmt: on
+
+
+def compare(
+    published: Published, measured: pd.DataFrame, datasets: Mapping[tuple[str, str], str]
+) -> pd.DataFrame:
+    """Published rows, then measured rows of the study's workloads, both relative to the published base.
+
+    Measured runs with the published number of epochs compare on total time; others on the median steady-epoch
+    time (flagged as such). Cut-down runs (a slice of the data) are shown but not compared.
+    """
+    study = published.study
+    rows: list[dict[str, Any]] = []
+    for workload, epochs in study.workloads.items():
+        pub = published.results[published.results["workload"] == workload]
+        base = pub[pub["is_base"]]
+        if base.empty:
+            continue
+        base_row = base.iloc[0]
+        mine = measured[measured["workload"] == workload]
+        if mine.empty:
+            continue
+        rows.extend(_published_row(r) for _, r in pub.iterrows())
+        for _, r in mine.iterrows():
+            rows.append(
+                _measured_row(study, r, base_row, pub, epochs, datasets.get((workload, r["config"]), ""))
+            )
+    return pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
+
+
+def _published_row(r: pd.Series) -> dict[str, Any]:
+    return {
+        **{k: r.get(k) for k in COMPARISON_COLUMNS if k in r.index},
+        "source": "published",
+        "basis": "total",
+        "rel_time_vs_published_base": r["rel_time"],
+        "rel_cost_vs_published_base": r["rel_cost"],
+        "dataset": "",
+    }
+
+
+def _measured_row(
+    study: Study, r: pd.Series, base: pd.Series, pub: pd.DataFrame, epochs: int, dataset: str
+) -> dict[str, Any]:
+    row = {k: r.get(k) for k in COMPARISON_COLUMNS if k in r.index}
+    row |= {"source": "measured", "dataset": dataset, "is_base": False}
+    notes = [str(r["notes"])] if r["notes"] else []
+    match = study.matching_label(r["platform"], r["backend"])
+    match_row = pub[pub["config"] == match].iloc[0] if match in set(pub["config"]) else None
+    if r["cut_down"]:
+        basis, column = "", ""
+        notes.append("cut-down run (a slice of the data): not compared with the published full-data figures")
+    elif r["epochs"] == epochs:
+        basis, column = "total", "total_s"
+    elif pd.notna(r["steady_epoch_s"]) and pd.notna(base["steady_epoch_s"]):
+        basis, column = "steady epoch", "steady_epoch_s"
+        notes.append(f"{int(r['epochs'])} epochs vs {epochs} published: compared per steady epoch")
+    else:
+        basis, column = "", ""
+        notes.append(
+            f"{int(r['epochs'])} epochs vs {epochs} published and no per-epoch figures: not compared"
+        )
+    row["basis"] = basis
+    if column:
+        row["rel_time_vs_published_base"] = r[column] / base[column]
+        if match_row is not None and pd.notna(match_row[column]):
+            row["matches"] = match
+            row["time_vs_match"] = r[column] / match_row[column]
+    if basis == "total" and pd.notna(r["cost_usd"]) and pd.notna(base["cost_usd"]):
+        row["rel_cost_vs_published_base"] = r["cost_usd"] / base["cost_usd"]
+    row["notes"] = "; ".join(notes)
+    return row
+
+
+def measured_setups(runs: Sequence[Run]) -> pd.DataFrame:
+    """Hardware and software of the measured configurations, from their metadata (first run of each)."""
+    seen: dict[str, Run] = {}
+    for run in runs:
+        seen.setdefault(run.config.label, run)
+    rows = [{"config": label, **describe_setup(run)} for label, run in sorted(seen.items())]
+    return pd.DataFrame(rows, columns=["config", "hardware", "software", "usd_per_hour"])
+
+
+def describe_setup(run: Run) -> dict[str, str]:
+    meta = run.metadata
+    hardware = meta.get("hardware") or {}
+    software = meta.get("software") or {}
+    gpus = ", ".join(str(g.get("name")) for g in hardware.get("gpus") or [] if isinstance(g, dict))
+    cores = hardware.get("cpu_cores_logical")
+    cpu = f"{hardware.get('cpu_model') or 'unknown CPU'}" + (f" ({cores} logical cores)" if cores else "")
+    parts = [
+        f"{software.get('framework') or run.config.backend} {software.get('framework_version') or '?'}",
+        f"Keras {software.get('keras') or '?'}",
+        f"Python {software.get('python') or '?'}",
+    ]
+    if software.get("cuda"):
+        parts.append(f"CUDA {software['cuda']}, cuDNN {software.get('cudnn') or '?'}")
+    container = meta.get("container") or {}
+    if container.get("image"):
+        parts.append(f"image {container['image']}")
+    return {"hardware": f"{gpus} + {cpu}" if gpus else cpu, "software": ", ".join(parts)}
