@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.harness.backends import BACKENDS, DEFAULTS, Settings
@@ -66,6 +67,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument("--jit-compile", type=_jit, help="auto, on or off (default: the backend's measured best)")
     parser.add_argument("--steps-per-execution", type=_positive, help="default: the backend's measured best")
+    parser.add_argument(
+        "--lstm-kernel", choices=("auto", "generic"), help="auto: cuDNN where Keras can use it; generic: Keras's loop"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workload", required=True, help=f"comma-separated: {', '.join(WORKLOADS)}")
     run.add_argument("--backend", required=True, choices=BACKENDS)
     run.add_argument("--suite", choices=list(SUITES), help="take epochs and slices from this suite")
-    run.add_argument("--dataset", help="a dataset the workload accepts (e.g. fashion_mnist), or synthetic")
+    run.add_argument(
+        "--dataset",
+        help="a dataset the workload accepts (e.g. fashion_mnist), or synthetic; with several workloads, "
+        "those that accept it",
+    )
     run.add_argument(
         "--allow-synthetic", action="store_true", help="use labelled synthetic data where a real file is missing"
     )
@@ -114,9 +122,11 @@ def _usage_error(message: str) -> int:
 
 def _settings(args: argparse.Namespace, backend: str) -> Settings:
     default = DEFAULTS[backend]
+    kernel = {"auto": "auto", "generic": False, None: default.use_cudnn}[args.lstm_kernel]
     return Settings(
         jit_compile=default.jit_compile if args.jit_compile is None else args.jit_compile,
         steps_per_execution=args.steps_per_execution or default.steps_per_execution,
+        use_cudnn=kernel,
     )
 
 
@@ -152,6 +162,9 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     names = _split(args.workload, WORKLOADS, "workload")
+    settings = _settings(args, args.backend)
+    if args.backend == "torch" and settings.steps_per_execution > 1:
+        return _usage_error("--steps-per-execution must be 1 on the torch backend (Keras supports no other value)")
     os.environ["KERAS_BACKEND"] = args.backend
     signal.signal(signal.SIGTERM, _raise_interrupt)
     from benchmarks.data.files import DatasetUnavailable, FileLocations
@@ -164,9 +177,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_id=args.run_id or new_run_id(),
         out_dir=args.out,
         locations=FileLocations.from_env(args.data_dir, True if args.offline else None),
-        settings=_settings(args, args.backend),
+        settings=settings,
         suite=args.suite,
-        cut=bool(suite and suite.cut),
+        cut=suite.cut if suite else None,
         epochs=args.epochs,
         train_limit=args.train_limit,
         val_limit=args.val_limit,
@@ -178,7 +191,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     failed = 0
     for name in names:
         try:
-            print(f"wrote {run_workload(name, options, notices)}", flush=True)
+            workload_options = replace(options, dataset=_dataset_for(name, args.dataset, several=len(names) > 1))
+            print(f"wrote {run_workload(name, workload_options, notices)}", flush=True)
         except BadRunArguments as exc:
             return _usage_error(str(exc))
         except DatasetUnavailable as exc:
@@ -191,6 +205,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"error: {name} [{args.backend}] failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             failed += 1
     return EXIT_FAILED if failed else 0
+
+
+def _dataset_for(workload: str, dataset: str | None, several: bool) -> str | None:
+    """With several workloads, --dataset applies to those that accept it; with one, a misfit is an error."""
+    from benchmarks.workloads import spec
+
+    if dataset is None or not several or dataset == "synthetic" or dataset in spec(workload).datasets:
+        return dataset
+    return None
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
@@ -216,7 +239,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 def _passthrough(args: argparse.Namespace) -> list[str]:
     out = ["--platform", args.platform, "--out", str(args.out), "--seed", str(args.seed)]
-    for flag in ("epochs", "train_limit", "val_limit", "data_dir", "steps_per_execution"):
+    for flag in ("epochs", "train_limit", "val_limit", "data_dir", "steps_per_execution", "lstm_kernel"):
         value = getattr(args, flag)
         if value is not None:
             out += [f"--{flag.replace('_', '-')}", str(value)]

@@ -26,7 +26,7 @@ class Suite:
     name: str
     workloads: tuple[str, ...]
     backends: tuple[str, ...]
-    cut: bool  # True: each workload's quick cut; False: published epochs on the full data
+    cut: str | None  # "quick" or "bounded": each workload's cut of that name; None: published epochs, full data
     description: str
     published_backends: tuple[str, ...] = ()  # the study's own backends, where they differ (CNTK is gone)
 
@@ -38,22 +38,29 @@ SUITES: dict[str, Suite] = {
             "quick",
             WORKLOADS,
             BACKENDS,
-            cut=True,
+            cut="quick",
             description="every workload cut down (3 epochs, small slices): a smoke benchmark, minutes on a laptop",
         ),
-        Suite("full", WORKLOADS, BACKENDS, cut=False, description="every workload with its published epochs"),
+        Suite(
+            "bounded",
+            WORKLOADS,
+            BACKENDS,
+            cut="bounded",
+            description="published epochs; sample counts capped only where a full run takes hours (GPU sessions)",
+        ),
+        Suite("full", WORKLOADS, BACKENDS, cut=None, description="every workload with its published epochs"),
         Suite(
             "cpu-or-gpu-2017-07",
             KERAS_2017,
             ("tensorflow",),
-            cut=False,
+            cut=None,
             description="Woolf, 'Benchmarking TensorFlow on Cloud CPUs', July 2017: K80 vs 8-64 vCPU, pip vs compiled",
         ),
         Suite(
             "benchmark-gpus-2017-11",
             KERAS_2017[:-1],
             ("tensorflow",),
-            cut=False,
+            cut=None,
             description="Woolf, 'Benchmarking Modern GPUs for Maximum Cloud Cost Efficiency', Nov 2017: K80/P100/CPU",
             published_backends=("tensorflow", "cntk"),
         ),
@@ -61,7 +68,7 @@ SUITES: dict[str, Suite] = {
             "keras-cntk-2017-06",
             KERAS_2017,
             ("tensorflow",),
-            cut=False,
+            cut=None,
             description="Woolf, 'Benchmarking CNTK on Keras', June 2017: TensorFlow vs CNTK on a K80",
             published_backends=("tensorflow", "cntk"),
         ),
@@ -69,14 +76,14 @@ SUITES: dict[str, Suite] = {
             "gpu-providers-2018",
             ("twitter_sentiment_bilstm",),
             ("tensorflow",),
-            cut=False,
+            cut=None,
             description="RaRe Technologies, 'Machine learning mega-benchmark: GPU providers', Feb 2018",
         ),
         Suite(
             "home-server-2018",
             ("siamese_lstm",),
             ("tensorflow",),
-            cut=False,
+            cut=None,
             description="'Building and benchmarking my own Deep-Learning server', Jan 2018: GTX 1070 Ti vs p2.xlarge",
         ),
     )

@@ -57,6 +57,7 @@ GPU_VERSION_ARGS = --build-arg KERAS_VERSION=$(call lock_pin,keras,bench-gpu) \
                    --build-arg TORCH_VERSION=$(call lock_pin,torch,bench-gpu)
 COMMON_BUILD_ARGS = --build-arg BASE_IMAGE=$(BASE_IMAGE) --build-arg GIT_COMMIT=$(GIT_COMMIT) \
                     --build-arg DATASETS=$(DATASETS)
+check_datasets = $(if $(filter keras none,$(DATASETS)),,$(error DATASETS must be keras or none, got '$(DATASETS)'))
 
 TF_VERSION = $(call lock_pin,tensorflow-cpu,bench-cpu)
 TF_WHEEL_DIR = $(WHEELHOUSE)/tf-$(TF_VERSION)-$(TARGET_ARCH)
@@ -81,10 +82,12 @@ wheelhouse:
 	$(if $(TORCH_CPU_WHEEL_DIR),cp -u $(TORCH_CPU_WHEEL_DIR)/torch-*+cpu-*.whl $(WHEELHOUSE)/)
 
 image-cpu: wheelhouse
+	$(check_datasets)
 	$(DOCKER) build -f Dockerfile.cpu -t $(IMAGE_CPU) $(COMMON_BUILD_ARGS) $(CPU_VERSION_ARGS) \
 	  --build-arg IMAGE_NAME=$(IMAGE_CPU) --build-arg TORCH_INDEX_URL=$(TORCH_CPU_INDEX) .
 
 image-gpu:
+	$(check_datasets)
 	$(DOCKER) build -f Dockerfile.gpu -t $(IMAGE_GPU) $(COMMON_BUILD_ARGS) $(GPU_VERSION_ARGS) \
 	  --build-arg IMAGE_NAME=$(IMAGE_GPU) .
 
@@ -100,6 +103,7 @@ tf-wheel:
 	  --output type=local,dest=$(TF_WHEEL_DIR) .
 
 image-cpu-compiled: wheelhouse
+	$(check_datasets)
 	$(if $(filter /%,$(TF_WHEEL)),$(error TF_WHEEL must be a path inside the build context, e.g. $(TF_WHEEL_DIR)/x.whl))
 	$(if $(TF_WHEEL),,$(MAKE) -f $(firstword $(MAKEFILE_LIST)) tf-wheel)
 	DOCKER_BUILDKIT=1 $(DOCKER) build -f Dockerfile.cpu-compiled -t $(IMAGE_CPU_COMPILED) \

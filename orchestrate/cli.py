@@ -53,18 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a suite on a profile: launch, run, pull logs, tear down")
     run.add_argument("--profile", required=True, help="catalog profile (python -m orchestrate profiles)")
     run.add_argument("--suite", default="quick", help=f"one of {', '.join(SUITES)} (default: quick)")
-    run.add_argument(
-        "--backends", help=f"comma-separated subset of {', '.join(BACKENDS)} (default: the suite's)"
-    )
+    run.add_argument("--backends", help=f"comma-separated subset of {', '.join(BACKENDS)} (default: the suite's)")
     run.add_argument("--workloads", help="comma-separated subset of the suite's workloads")
-    run.add_argument(
-        "--dry-run", action="store_true", help="print the plan and cost estimate; launch nothing"
-    )
+    run.add_argument("--dry-run", action="store_true", help="print the plan and cost estimate; launch nothing")
     run.add_argument("--host", help="ssh profiles: user@box or an ~/.ssh/config alias")
     run.add_argument("--port", help="ssh profiles: SSH port (default: ~/.ssh/config, else 22)")
-    run.add_argument(
-        "--identity", help="ssh profiles: private key file (default: ~/.ssh/config and the agent)"
-    )
+    run.add_argument("--identity", help="ssh profiles: private key file (default: ~/.ssh/config and the agent)")
     run.add_argument("--ssh-config", type=Path, help="SSH config file to use instead of ~/.ssh/config")
     run.add_argument(
         "--provider-setting",
@@ -81,13 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--image", help="image reference (default: keras-cloud-bench:cpu or :gpu)")
     run.add_argument("--image-source", choices=IMAGE_SOURCES, default="auto", help="how the image gets there")
     run.add_argument("--epochs", type=_positive_int, help="runner --epochs: override the suite's epochs")
-    run.add_argument(
-        "--train-limit", type=_positive_int, help="runner --train-limit: first N training samples"
-    )
+    run.add_argument("--train-limit", type=_positive_int, help="runner --train-limit: first N training samples")
     run.add_argument("--val-limit", type=_positive_int, help="runner --val-limit: first N validation samples")
-    run.add_argument(
-        "--strict-data", action="store_true", help="fail instead of using labelled synthetic data"
-    )
+    run.add_argument("--strict-data", action="store_true", help="fail instead of using labelled synthetic data")
     run.add_argument("--logs", type=Path, default=Path("logs"), help="local log root (default: logs)")
     run.add_argument("--ledger", type=Path, help=f"ledger file (default: {default_ledger_path()})")
     run.add_argument("--run-id", help="name of this run's log folder (default: UTC time + random)")
@@ -97,9 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--max-lifetime", type=_positive_int, default=240, help="minutes after which the machine ends itself"
     )
-    run.add_argument(
-        "--max-preemptions", type=_non_negative_int, default=3, help="relaunches after preemption"
-    )
+    run.add_argument("--max-preemptions", type=_non_negative_int, default=3, help="relaunches after preemption")
     run.add_argument(
         "--install-host-software",
         action="store_true",
@@ -110,9 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     profiles = sub.add_parser("profiles", help="list the catalog's profiles")
     profiles.add_argument("--names", action="store_true", help="names only, one a line")
 
-    targets = sub.add_parser(
-        "make-targets", help="write mk/profiles.mk (make bench-<profile>) from the catalog"
-    )
+    targets = sub.add_parser("make-targets", help="write mk/profiles.mk (make bench-<profile>) from the catalog")
     targets.add_argument("--output", type=Path, default=makefile.DEFAULT_OUTPUT)
     targets.add_argument("--check", action="store_true", help="exit 1 if the file is out of date")
 
@@ -175,9 +161,7 @@ def _make_provider(profile: Profile, args: argparse.Namespace) -> Provider:
     for key, value in (("host", args.host), ("port", args.port), ("identity_file", args.identity)):
         if value is not None:
             if profile.provider != "ssh":
-                raise UsageError(
-                    f"--{key.split('_')[0]} applies to ssh profiles; {profile.name} is {profile.provider}"
-                )
+                raise UsageError(f"--{key.split('_')[0]} applies to ssh profiles; {profile.name} is {profile.provider}")
             settings[key] = value
     if args.ssh_config is not None and not args.ssh_config.is_file():
         raise UsageError(f"--ssh-config {args.ssh_config}: no such file")
@@ -350,10 +334,7 @@ def _print_cost(plan: RunPlan, ledger: Ledger) -> None:
     history = [
         r.billed_seconds
         for r in ledger.runs().values()
-        if r.profile == profile.name
-        and r.suite == plan.suite
-        and r.status == STATUS_COMPLETE
-        and r.billed_seconds
+        if r.profile == profile.name and r.suite == plan.suite and r.status == STATUS_COMPLETE and r.billed_seconds
     ]
     if history:
         typical = statistics.median(history)
@@ -405,11 +386,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         return 0
     for profile in catalog.values():
         price = profile.hourly_price()
-        cost = (
-            f"${price.usd_per_hour:.4f}/h{' spot' if profile.use_spot else ''} ({price.date})"
-            if price
-            else "-"
-        )
+        cost = f"${price.usd_per_hour:.4f}/h{' spot' if profile.use_spot else ''} ({price.date})" if price else "-"
         retired = f"  RETIRED {profile.retired_on}, use {profile.replacement}" if profile.retired else ""
         print(f"{profile.name:<20} {profile.provider:<6} {cost:<30} {profile.description}{retired}")
     return 0

@@ -110,10 +110,7 @@ def prepare_host(host: Host, *, remote_dir: str, run_id: str, gpu: bool, install
 
 def _docker_command(host: Host) -> str | None:
     for candidate in ("docker", "sudo -n docker"):
-        if (
-            host.run(f"{candidate} info --format '{{{{.ServerVersion}}}}'", check=False, timeout=60).exit_code
-            == 0
-        ):
+        if host.run(f"{candidate} info --format '{{{{.ServerVersion}}}}'", check=False, timeout=60).exit_code == 0:
             return candidate
     return None
 

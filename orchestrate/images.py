@@ -146,9 +146,7 @@ def _stream(host: Host, docker_cmd: str, ref: str, log: Log) -> None:
     chunks: Iterator[bytes] = client.images.get(ref).save(chunk_size=1 << 20, named=True)
     code = host.stream(f"{docker_cmd} load", log, stdin=chunks)
     if code != 0:
-        raise ImageError(
-            f"`docker load` of {ref} on {host.description} exited {code}; see the run's image.log"
-        )
+        raise ImageError(f"`docker load` of {ref} on {host.description} exited {code}; see the run's image.log")
 
 
 def _build(host: Host, docker_cmd: str, ref: str, spec: BuildSpec, log: Log) -> None:

@@ -220,9 +220,7 @@ class Lifecycle:
             self._finish(STATUS_FAILED, self.abort_reason)
         elif failed:
             labels = ", ".join(f"{i.workload} [{i.backend}] ({i.status})" for i in failed)
-            self._finish(
-                STATUS_FAILED, f"{len(failed)} of {len(self.plan.items)} container runs failed: {labels}"
-            )
+            self._finish(STATUS_FAILED, f"{len(failed)} of {len(self.plan.items)} container runs failed: {labels}")
         else:
             self._finish(STATUS_COMPLETE, f"all {len(self.plan.items)} container runs complete")
 
@@ -299,17 +297,13 @@ class Lifecycle:
         if self.provider.runs_locally:
             return LocalHost()
         if instance.ssh is None:
-            raise LifecycleError(
-                f"provider {self.provider.name} returned no SSH address for {instance.instance_id}"
-            )
+            raise LifecycleError(f"provider {self.provider.name} returned no SSH address for {instance.instance_id}")
         host = SSHHost(
             instance.ssh,
             ssh_config=self.plan.ssh_config,
             verify_known_hosts=not self.provider.creates_machines,  # fresh machines reuse addresses
         )
-        wait_for_ssh(
-            host, self.plan.ssh_timeout_s, on_retry=lambda e: self.reporter.note(f"SSH not ready: {e}")
-        )
+        wait_for_ssh(host, self.plan.ssh_timeout_s, on_retry=lambda e: self.reporter.note(f"SSH not ready: {e}"))
         return host
 
     def _ensure_image(self, session: _Session) -> ImageInfo:
@@ -446,17 +440,13 @@ class Lifecycle:
     def _check_preempted(self, session: _Session, item: WorkItem, record: ItemRecord, error: str) -> None:
         if self._state(session) == InstanceState.PREEMPTED:
             record.status, record.ended_at = "preempted", time.time()
-            raise InstancePreempted(
-                f"{self.provider.name} preempted {session.instance.instance_id} ({error})"
-            )
+            raise InstancePreempted(f"{self.provider.name} preempted {session.instance.instance_id} ({error})")
 
     def _pull_logs(self, session: _Session, item: WorkItem | None = None) -> list[str]:
         assert session.host is not None and session.info is not None
         started = time.time()
         copied = session.host.fetch_tree(session.info.logs_dir(self.plan.run_id), self.plan.logs_dir)
-        self.record.stages.append(
-            StageRecord("pull_logs", started, time.time(), detail=item.label if item else "")
-        )
+        self.record.stages.append(StageRecord("pull_logs", started, time.time(), detail=item.label if item else ""))
         return [str(path) for path in copied]
 
     def _item_status(self, item: WorkItem, code: int, console: Path) -> str:
@@ -529,9 +519,7 @@ class Lifecycle:
             if not self.provider.creates_machines:  # a rented machine takes its disk with it
                 try:
                     clean_run_dir(host, session.info, self.plan.run_id)
-                    torn_down.append(
-                        f"removed {session.info.run_dir(self.plan.run_id)} on {host.description}"
-                    )
+                    torn_down.append(f"removed {session.info.run_dir(self.plan.run_id)} on {host.description}")
                 except RemoteError as exc:
                     failures.append(f"could not remove the run folder on {host.description}: {exc}")
         if host is not None:
@@ -540,9 +528,7 @@ class Lifecycle:
             self.provider.terminate(session.instance)
             if self.provider.creates_machines:
                 zone = f" in {session.instance.zone}" if session.instance.zone else ""
-                torn_down.append(
-                    f"terminated {self.provider.name} instance {session.instance.instance_id}{zone}"
-                )
+                torn_down.append(f"terminated {self.provider.name} instance {session.instance.instance_id}{zone}")
         except ProviderError as exc:
             failures.append(f"could not terminate {session.instance.instance_id}: {exc}")
         finally:
@@ -556,9 +542,7 @@ class Lifecycle:
             listed = host.run(f"{info.docker} ps -q --filter name={pattern}", check=False, timeout=60)
         except RemoteError as exc:
             if session.running_container:
-                failures.append(
-                    f"could not reach {host.description} to stop {session.running_container}: {exc}"
-                )
+                failures.append(f"could not reach {host.description} to stop {session.running_container}: {exc}")
             return
         for container_id in listed.stdout.split():
             result = host.run(f"{info.docker} stop -t {STOP_GRACE_S} {container_id}", check=False, timeout=60)
@@ -567,9 +551,7 @@ class Lifecycle:
             if result.exit_code == 0:
                 torn_down.append(f"stopped container {name} on {host.description}")
             else:
-                failures.append(
-                    f"could not stop container {name} on {host.description}: {result.stderr.strip()}"
-                )
+                failures.append(f"could not stop container {name} on {host.description}: {result.stderr.strip()}")
 
     def _sweep_own_instances(self, outcome: Outcome) -> None:
         """An interrupt during `launch` can leave a machine the run never heard of: find it by its tag."""

@@ -26,8 +26,6 @@ def render(catalog: Mapping[str, Profile]) -> str:
         if profile.retired:
             summary += f" (retired {profile.retired_on}: use bench-{profile.replacement})"
         lines.append(f"bench-{name}:  ## {summary}")
-        lines.append(
-            f"\t$(ORCHESTRATE) run --profile {name} $(BENCH_FLAGS_{profile.provider}) $(BENCH_FLAGS)"
-        )
+        lines.append(f"\t$(ORCHESTRATE) run --profile {name} $(BENCH_FLAGS_{profile.provider}) $(BENCH_FLAGS)")
         lines.append("")
     return "\n".join(lines)

@@ -96,9 +96,7 @@ class LiveReporter(Reporter):
             self.live.stop()
 
     def _render(self) -> Group:
-        return Group(
-            _table("stage", self.stages), _table("workload [backend]", self.items), *map(Text, self.notes)
-        )
+        return Group(_table("stage", self.stages), _table("workload [backend]", self.items), *map(Text, self.notes))
 
 
 def _table(title: str, rows: dict[str, list]) -> Table:

@@ -41,13 +41,9 @@ def load_provider_class(name: str) -> type[Provider]:
     try:
         cls = EntryPoint(name=name, group=ENTRY_POINT_GROUP, value=target).load()
     except (ImportError, AttributeError) as exc:
-        raise ProviderError(
-            f"provider '{name}' ({target}) cannot be loaded: {exc}. Is its package installed?"
-        ) from exc
+        raise ProviderError(f"provider '{name}' ({target}) cannot be loaded: {exc}. Is its package installed?") from exc
     if not (isinstance(cls, type) and issubclass(cls, Provider)):
-        raise ProviderError(
-            f"provider '{name}' ({target}) is not a subclass of orchestrate.provider.Provider"
-        )
+        raise ProviderError(f"provider '{name}' ({target}) is not a subclass of orchestrate.provider.Provider")
     if getattr(cls, "name", None) != name:
         raise ProviderError(f"provider '{name}' ({target}) declares name={getattr(cls, 'name', None)!r}")
     return cls

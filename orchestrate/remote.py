@@ -194,9 +194,7 @@ class SSHHost(Host):
                 next_poll = time.monotonic() + poll_interval_s
         code = channel.recv_exit_status()
         if code == -1:  # the server closed the channel without an exit status: the session died
-            raise ConnectionLost(
-                f"the command's SSH session on {self.description} ended without an exit status"
-            )
+            raise ConnectionLost(f"the command's SSH session on {self.description} ended without an exit status")
         return code
 
     def fetch_tree(self, remote_dir: str, local_dir: Path) -> list[Path]:

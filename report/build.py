@@ -74,9 +74,7 @@ class Report:
 
     @property
     def unpriced_reasons(self) -> list[str]:
-        return sorted(
-            {n for notes in self.results["notes"] for n in notes.split("; ") if n.startswith("no price")}
-        )
+        return sorted({n for notes in self.results["notes"] for n in notes.split("; ") if n.startswith("no price")})
 
     @property
     def cost_rules(self) -> list[str]:
@@ -98,16 +96,12 @@ class Report:
         setups = self.study.published.setups
         base = setups[setups["config"] == self.study.study.base]
         published = (
-            f"{base.iloc[0]['hardware']}, {base.iloc[0]['software']}"
-            if not base.empty
-            else self.study.study.base
+            f"{base.iloc[0]['hardware']}, {base.iloc[0]['software']}" if not base.empty else self.study.study.base
         )
         text = f"Published base {self.study.study.base} ({self.study.study.date}): {published}."
         measured = self.study.measured_setups
         if self.measured and not measured.empty:
-            mine = "; ".join(
-                f"{r['config']}: {r['hardware']}, {r['software']}" for _, r in measured.iterrows()
-            )
+            mine = "; ".join(f"{r['config']}: {r['hardware']}, {r['software']}" for _, r in measured.iterrows())
             text += f" Measured: {mine}."
         return text
 
@@ -126,8 +120,7 @@ def build(request: Request) -> Report:
     groups = group_runs(loaded.runs)
     if not groups:
         raise ReportError(
-            f"{request.logdir}: no complete runs "
-            f"({len(loaded.partial_runs)} partial, {len(loaded.skipped)} unreadable)"
+            f"{request.logdir}: no complete runs ({len(loaded.partial_runs)} partial, {len(loaded.skipped)} unreadable)"
         )
     base = resolve_base(request.base, [g.config for g in groups])
     results = summarize(groups, base, request.prices.pricing)
@@ -157,9 +150,7 @@ def _of_suite(loaded: LoadResult, suite: str, logdir: Path) -> LoadResult:
 
 def _nothing_found(logdir: Path, loaded: LoadResult) -> str:
     if loaded.skipped:
-        return (
-            f"{logdir}: no readable logs ({len(loaded.skipped)} unreadable: {loaded.skipped[0].reason} ...)"
-        )
+        return f"{logdir}: no readable logs ({len(loaded.skipped)} unreadable: {loaded.skipped[0].reason} ...)"
     return f"{logdir}: no epoch logs (*.csv) found"
 
 
@@ -218,9 +209,7 @@ def draw_charts(report: Report, out: Path, charts_dir: str = CHARTS_DIR) -> None
         section.time_chart, section.cost_chart = _workload_charts(report, section, out, charts_dir)
     if report.study is not None and not report.study.comparison.empty:
         for workload, rows in report.study.comparison.groupby("workload", sort=True):
-            report.study.charts[str(workload)] = _study_charts(
-                report.study, str(workload), rows, out, charts_dir
-            )
+            report.study.charts[str(workload)] = _study_charts(report.study, str(workload), rows, out, charts_dir)
 
 
 def _workload_charts(
@@ -237,9 +226,7 @@ def _workload_charts(
             f"1.0x = {b['config']}: {fmt.seconds(b['total_s'])} s{cost} (median of {int(b['n_runs'])} run(s))"
         )
     else:
-        footnotes.append(
-            f"the base {report.base_label} has no complete run of this workload: no relative figures"
-        )
+        footnotes.append(f"the base {report.base_label} has no complete run of this workload: no relative figures")
     if section.partial:
         footnotes.append("left out (partial): " + "; ".join(section.partial))
     if (rows["n_runs"] < 3).any():
@@ -276,7 +263,8 @@ def _bar(row: pd.Series, column: str, what: str, published: bool, label: str | N
     missing = ""
     if fmt.missing(value):
         notes = [n for n in str(row.get("notes") or "").split("; ") if n]
-        missing = next((n for n in notes if n.startswith(("no price", "no relative"))), f"no relative {what}")
+        reasons = ("no price", "no relative", "cut-down run")
+        missing = next((n for n in notes if n.startswith(reasons)), _default_missing(row, what))
     low, high = (row.get("rel_time_low"), row.get("rel_time_high")) if column == "rel_time" else (None, None)
     return Bar(
         label=label or str(row["config"]),
@@ -295,25 +283,31 @@ def _chart(bars: list[Bar], title: str, xlabel: str, footnotes: list[str], stem:
     return Chart(title, png.relative_to(out).as_posix(), svg.relative_to(out).as_posix())
 
 
-def _study_charts(
-    section: StudySection, workload: str, rows: pd.DataFrame, out: Path, charts_dir: str
-) -> list[Chart]:
+def _study_charts(section: StudySection, workload: str, rows: pd.DataFrame, out: Path, charts_dir: str) -> list[Chart]:
     study = section.study
     base = rows[(rows["source"] == "published") & rows["is_base"].fillna(False).astype(bool)]
     footnotes = [
-        f"1.0x = published {study.base}"
-        + (f": {fmt.seconds(base.iloc[0]['total_s'])} s" if not base.empty else ""),
+        f"1.0x = published {study.base}" + (f": {fmt.seconds(base.iloc[0]['total_s'])} s" if not base.empty else ""),
         f"published: {study.title} ({study.date}); pale bars are published, solid bars measured",
     ]
     charts = []
     for column, what in (("rel_time_vs_published_base", "time"), ("rel_cost_vs_published_base", "cost")):
         bars = [
-            _bar(r, column, what, published=r["source"] == "published", label=f"{r['source']}: {r['config']}")
+            _bar(r, column, what, published=r["source"] == "published", label=_study_label(r))
             for _, r in rows.iterrows()
         ]
         stem = out / charts_dir / f"study_{safe_name(study.name)}_{safe_name(workload)}_{what}"
         title = f"{workload}: training {what} relative to published {study.base} (lower is better)"
-        charts.append(
-            _chart(bars, title, f"training {what} relative to the published base", footnotes, stem, out)
-        )
+        charts.append(_chart(bars, title, f"training {what} relative to the published base", footnotes, stem, out))
     return charts
+
+
+def _study_label(row: pd.Series) -> str:
+    label = f"{row['source']}: {row['config']}"
+    return f"{label} (per steady epoch)" if row["basis"] == "steady epoch" else label
+
+
+def _default_missing(row: pd.Series, what: str) -> str:
+    if what == "cost" and row.get("basis") == "steady epoch":
+        return "cost is compared only for runs of the published epochs"
+    return f"no relative {what}"

@@ -28,6 +28,7 @@ OTHER_COLOUR = "#80868b"
 SYNTHETIC_HATCH = "//"
 PUBLISHED_ALPHA = 0.45
 FORMATS = ("png", "svg")
+FOOTNOTE_WIDTH = 115  # characters per footnote line at 8 pt on an 8.5 in wide figure
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ def relative_chart(
     bars: Sequence[Bar], title: str, xlabel: str, footnotes: Sequence[str], out_stem: Path
 ) -> list[Path]:
     """Draw `bars` top to bottom and save `<out_stem>.png` and `.svg`; returns the paths written."""
-    height = 1.6 + 0.42 * len(bars) + 0.22 * len(footnotes)
+    notes = [line for note in footnotes for line in textwrap.wrap(note, FOOTNOTE_WIDTH)]
+    height = 1.6 + 0.42 * len(bars) + 0.16 * len(notes)
     fig, ax = plt.subplots(figsize=(8.5, height), layout="constrained")
     positions = list(range(len(bars)))[::-1]
     present = [v for v in (b.value for b in bars) if v is not None and math.isfinite(v)]
@@ -57,17 +59,25 @@ def relative_chart(
     ax.axvline(1.0, color="black", linestyle="--", linewidth=1.2, zorder=3)
     ax.set_yticks(positions, [b.label for b in bars], fontsize=10)
     ax.set_xlim(0, reach * 1.22)
+    ax.set_ylim(-0.7, len(bars) - 0.3)
     ax.set_xlabel(xlabel, fontsize=10)
-    ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=11, loc="left")
+    fig.suptitle("\n".join(textwrap.wrap(title, 90)), x=0.01, ha="left", fontsize=11)
     ax.grid(axis="x", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
     ax.spines[["top", "right"]].set_visible(False)
-    ax.legend(handles=_legend(bars, mixed), loc="best", fontsize=8, framealpha=0.9)
-    if footnotes:
-        fig.text(0.01, 0.0, "\n".join(footnotes), fontsize=8, color="#444444", va="bottom", ha="left")
-        fig.get_layout_engine().set(
-            rect=(0, 0.22 * len(footnotes) / height, 1, 1 - 0.22 * len(footnotes) / height)
-        )
+    handles = _legend(bars, mixed)
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.14 - 0.5 / height),
+        ncols=len(handles),
+        fontsize=8,
+        frameon=False,
+    )  # below the axis, never over a bar
+    if notes:
+        fig.text(0.01, 0.0, "\n".join(notes), fontsize=8, color="#444444", va="bottom", ha="left")
+        reserved = (0.16 * len(notes) + 0.1) / height
+        fig.get_layout_engine().set(rect=(0, reserved, 1, 1 - reserved))
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     written = []
     for fmt in FORMATS:
@@ -121,9 +131,7 @@ def _legend(bars: Sequence[Bar], mixed: bool) -> list[Patch]:
     backends = sorted({b.backend for b in bars if b.value is not None})
     handles = [Patch(color=BACKEND_COLOURS.get(b, OTHER_COLOUR), label=b) for b in backends]
     if any(b.synthetic for b in bars):
-        handles.append(
-            Patch(facecolor="white", edgecolor="black", hatch=SYNTHETIC_HATCH, label="synthetic data")
-        )
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch=SYNTHETIC_HATCH, label="synthetic data"))
     if mixed:
         handles.append(Patch(facecolor="#999999", alpha=PUBLISHED_ALPHA, label="published (pale)"))
     return handles

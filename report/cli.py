@@ -23,7 +23,7 @@ from report.costs import (
 from report.html import write_report
 from report.markdown import write_markdown
 from report.studies import StudyDataError, get_study, load_studies
-from report.tables import ReportError
+from report.tables import BadArgumentError, ReportError
 
 EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
 DEFAULT_OUT = Path("report-out")
@@ -63,8 +63,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--study",
-        help="published study to compare with (see --list-studies); without LOGDIR, the "
-        "published study alone",
+        help="published study to compare with (see --list-studies); without LOGDIR, the published study alone",
     )
     p.add_argument("--suite", help="only runs made by this suite (their metadata names it), e.g. quick")
     p.add_argument(
@@ -92,10 +91,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}: {study.title} ({study.date})")
             return EXIT_OK
         request = _request(args)
-    except (PriceError, ReportError, StudyDataError) as exc:
+    except (PriceError, BadArgumentError, StudyDataError) as exc:
         return _fail(EXIT_USAGE, str(exc))
     try:
         report = build(request)
+    except BadArgumentError as exc:
+        return _fail(EXIT_USAGE, str(exc))
     except ReportError as exc:
         return _fail(EXIT_NOTHING, str(exc))
     for skipped in report.skipped:
@@ -111,11 +112,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _request(args: argparse.Namespace) -> Request:
     if args.logdir is None and args.study is None:
-        raise ReportError("give a log folder (e.g. logs/), or --study NAME for a published study alone")
+        raise BadArgumentError("give a log folder (e.g. logs/), or --study NAME for a published study alone")
     if args.logdir is not None and not args.logdir.is_dir():
-        raise ReportError(f"log folder {str(args.logdir)!r} does not exist or is not a folder")
+        raise BadArgumentError(f"log folder {str(args.logdir)!r} does not exist or is not a folder")
     if args.markdown is not None and args.markdown.suffix.lower() != ".md":
-        raise ReportError(f"--markdown {str(args.markdown)!r}: expected a .md file name")
+        raise BadArgumentError(f"--markdown {str(args.markdown)!r}: expected a .md file name")
     overrides = parse_price_arguments(args.price)
     profiles, problem = load_catalog_profiles()
     return Request(

@@ -122,9 +122,7 @@ class PriceBook:
             return Unpriced(f"no price: {missing} (give --price {platform}=USD_PER_HOUR)")
         price = profile.hourly_price()
         if price is None:
-            return Unpriced(
-                f"no price: catalog profile {platform!r} has none (give --price {platform}=USD_PER_HOUR)"
-            )
+            return Unpriced(f"no price: catalog profile {platform!r} has none (give --price {platform}=USD_PER_HOUR)")
         market = "spot" if profile.use_spot else "on-demand"
         return Pricing(
             price.usd_per_hour,

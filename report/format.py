@@ -109,9 +109,7 @@ def comparison_display(comparison: pd.DataFrame) -> pd.DataFrame:
                 "time vs published base": ratio(r["rel_time_vs_published_base"])
                 + (f" ({r['basis']})" if measured and r["basis"] else ""),
                 "time vs same published config": (
-                    f"{ratio(r['time_vs_match'])} of {r['matches']}"
-                    if not missing(r["time_vs_match"])
-                    else ""
+                    f"{ratio(r['time_vs_match'])} of {r['matches']}" if not missing(r["time_vs_match"]) else ""
                 ),
                 "cost": usd(r["cost_usd"]),
                 "cost vs published base": ratio(r["rel_cost_vs_published_base"]),

@@ -22,9 +22,7 @@ if TYPE_CHECKING:
     from orchestrate.ledger import RunRecord
 
 MACHINE_COLUMNS = ["platform", "run_id", "runs", "training_s", "billed_s", "overhead_s", "cost_usd", "source"]
-ESTIMATE = (
-    "estimate: billing rule applied to the logged training time (boot, setup and data loading not seen)"
-)
+ESTIMATE = "estimate: billing rule applied to the logged training time (boot, setup and data loading not seen)"
 
 
 def read_ledger(path: Path | None) -> tuple[dict[str, RunRecord], str | None]:
@@ -42,9 +40,7 @@ def read_ledger(path: Path | None) -> tuple[dict[str, RunRecord], str | None]:
         return {}, f"ledger unreadable: {exc}"
 
 
-def machine_table(
-    runs: Sequence[Run], pricing: PricingLookup, ledger: Mapping[str, RunRecord]
-) -> pd.DataFrame:
+def machine_table(runs: Sequence[Run], pricing: PricingLookup, ledger: Mapping[str, RunRecord]) -> pd.DataFrame:
     sessions: dict[tuple[str, str], list[Run]] = defaultdict(list)
     for run in runs:
         if run.run_id != NO_RUN_ID:

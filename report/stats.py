@@ -41,9 +41,7 @@ class Estimate:
         if not self.has_interval:
             return f"n={self.n}, no interval"
         assert self.low is not None and self.high is not None and self.coverage is not None
-        return (
-            f"{fmt.format(self.low)}–{fmt.format(self.high)} ({self.coverage:.0%} {self.method}, n={self.n})"
-        )
+        return f"{fmt.format(self.low)}–{fmt.format(self.high)} ({self.coverage:.0%} {self.method}, n={self.n})"
 
 
 def _binomial_half_cdf(k: int, n: int) -> float:
@@ -96,11 +94,7 @@ def ratio_of_medians(numerator: Sequence[float], denominator: Sequence[float]) -
         return Estimate(value=value, n=n)
     rng = np.random.default_rng(BOOTSTRAP_SEED)
     top = np.median(rng.choice(np.asarray(numerator, float), (BOOTSTRAP_RESAMPLES, len(numerator))), axis=1)
-    bottom = np.median(
-        rng.choice(np.asarray(denominator, float), (BOOTSTRAP_RESAMPLES, len(denominator))), axis=1
-    )
+    bottom = np.median(rng.choice(np.asarray(denominator, float), (BOOTSTRAP_RESAMPLES, len(denominator))), axis=1)
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(top / bottom, [tail, 100 - tail])
-    return Estimate(
-        value=value, n=n, low=float(low), high=float(high), coverage=CONFIDENCE, method="bootstrap"
-    )
+    return Estimate(value=value, n=n, low=float(low), high=float(high), coverage=CONFIDENCE, method="bootstrap")

@@ -19,7 +19,7 @@ import pandas as pd
 from benchmarks.logs import EpochLog, EpochRecord, LogFormatError, read_epoch_log
 from report.costs import TRAINING_TIME, Pricing, Unpriced
 from report.loading import Configuration, Run
-from report.tables import RESULT_COLUMNS, ReportError, group_runs, resolve_base, summarize
+from report.tables import RESULT_COLUMNS, BadArgumentError, group_runs, resolve_base, summarize
 
 DATA_DIR = Path(__file__).parent / "data"
 PUBLISHED_DIR = DATA_DIR / "published"
@@ -246,9 +246,7 @@ def _provider_results(study: Study, root: Path) -> pd.DataFrame:
     (workload,) = study.workloads
     base_rows = table[table["config"] == study.base]
     if len(base_rows) != 1:
-        raise StudyDataError(
-            f"study {study.name!r}: base {study.base!r} is not exactly one row of {study.table}"
-        )
+        raise StudyDataError(f"study {study.name!r}: base {study.base!r} is not exactly one row of {study.table}")
     base = base_rows.iloc[0]
     rows = []
     for r in table.itertuples():
@@ -301,7 +299,7 @@ def _provider_setups(study: Study, root: Path) -> pd.DataFrame:
 def get_study(name: str) -> Study:
     studies = load_studies()
     if name not in studies:
-        raise ReportError(f"--study {name!r} is not a published study; choose from {', '.join(studies)}")
+        raise BadArgumentError(f"--study {name!r} is not a published study; choose from {', '.join(studies)}")
     return studies[name]
 
 
@@ -316,9 +314,7 @@ COMPARISON_COLUMNS = (
 # fmt: on
 
 
-def compare(
-    published: Published, measured: pd.DataFrame, datasets: Mapping[tuple[str, str], str]
-) -> pd.DataFrame:
+def compare(published: Published, measured: pd.DataFrame, datasets: Mapping[tuple[str, str], str]) -> pd.DataFrame:
     """Published rows, then measured rows of the study's workloads, both relative to the published base.
 
     Measured runs with the published number of epochs compare on total time; others on the median steady-epoch
@@ -337,9 +333,7 @@ def compare(
             continue
         rows.extend(_published_row(r) for _, r in pub.iterrows())
         for _, r in mine.iterrows():
-            rows.append(
-                _measured_row(study, r, base_row, pub, epochs, datasets.get((workload, r["config"]), ""))
-            )
+            rows.append(_measured_row(study, r, base_row, pub, epochs, datasets.get((workload, r["config"]), "")))
     return pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
 
 
@@ -372,9 +366,7 @@ def _measured_row(
         notes.append(f"{int(r['epochs'])} epochs vs {epochs} published: compared per steady epoch")
     else:
         basis, column = "", ""
-        notes.append(
-            f"{int(r['epochs'])} epochs vs {epochs} published and no per-epoch figures: not compared"
-        )
+        notes.append(f"{int(r['epochs'])} epochs vs {epochs} published and no per-epoch figures: not compared")
     row["basis"] = basis
     if column:
         row["rel_time_vs_published_base"] = r[column] / base[column]

@@ -49,7 +49,11 @@ MINIMUM_NOTE = "billed the profile's minimum"
 
 
 class ReportError(ValueError):
-    """A problem with the request (bad base, nothing to report); the message is one line."""
+    """Nothing to report (no readable complete run, ...); the message is one line."""
+
+
+class BadArgumentError(ReportError):
+    """An argument that does not fit the logs (e.g. a --base that names no configuration); one line."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +122,8 @@ def resolve_base(spec: str | None, configs: Sequence[Configuration]) -> Configur
             return matches[0]
         if len(matches) > 1:
             names = ", ".join(c.label for c in matches)
-            raise ReportError(f"--base {spec!r} is ambiguous: it matches {names}")
-    raise ReportError(
+            raise BadArgumentError(f"--base {spec!r} is ambiguous: it matches {names}")
+    raise BadArgumentError(
         f"--base {spec!r} matches no configuration; configurations: {', '.join(c.label for c in ordered)}"
     )
 
@@ -137,9 +141,9 @@ def summarize(groups: Sequence[Group], base: Configuration, pricing: PricingLook
 def order_rows(table: pd.DataFrame, base_label: str) -> pd.DataFrame:
     """Workloads alphabetically, the base first within each, then configurations by label."""
     key = table["config"].map(lambda label: (label != base_label, label))
-    return (
-        table.assign(_key=key).sort_values(["workload", "_key"], kind="stable").drop(columns="_key")
-    ).reset_index(drop=True)
+    return (table.assign(_key=key).sort_values(["workload", "_key"], kind="stable").drop(columns="_key")).reset_index(
+        drop=True
+    )
 
 
 def _row(group: Group, pricing: Pricing | Unpriced) -> dict[str, object]:
@@ -197,9 +201,7 @@ def _estimate_columns(prefix: str, estimate: Estimate | None, value_key: str) ->
     }
 
 
-def _add_relative(
-    table: pd.DataFrame, groups: dict[tuple[str, str], Group], base: Configuration
-) -> pd.DataFrame:
+def _add_relative(table: pd.DataFrame, groups: dict[tuple[str, str], Group], base: Configuration) -> pd.DataFrame:
     table = table.copy()
     table["is_base"] = table["config"] == base.label
     for index, row in table.iterrows():

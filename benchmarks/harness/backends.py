@@ -14,10 +14,11 @@ BACKENDS: tuple[str, ...] = ("tensorflow", "jax", "torch")
 
 @dataclass(frozen=True)
 class Settings:
-    """Compile settings that change a number; recorded next to it."""
+    """Settings that change a number; recorded next to it."""
 
     jit_compile: bool | str  # "auto" lets Keras decide (XLA on TF/JAX where supported; eager on torch)
-    steps_per_execution: int
+    steps_per_execution: int  # must be 1 on torch (Keras's rule)
+    use_cudnn: bool | str = "auto"  # LSTM layers: "auto" takes cuDNN where it applies; False forces the generic loop
 
 
 # The suite's default per backend: the fastest configuration measured that keeps the published hyperparameters.
@@ -110,7 +111,7 @@ def lstm_kernel(model: Any, backend: str) -> str | None:
     Keras picks cuDNN silently and falls back silently, so ask the backend's fused kernel directly, with the
     layer's own weights, whether it accepts this configuration. None when the model has no LSTM.
     """
-    lstms = list(_lstm_layers(model))
+    lstms = list(lstm_layers(model))
     if not lstms:
         return None
     if not gpu_available(backend):
@@ -118,7 +119,13 @@ def lstm_kernel(model: Any, backend: str) -> str | None:
     return "cudnn" if all(_fused_kernel_accepts(layer) for layer in lstms) else "generic"
 
 
-def _lstm_layers(model: Any):
+def apply_lstm_setting(model: Any, use_cudnn: bool | str) -> None:
+    """Set every LSTM layer's kernel choice; the layer reads it at call time."""
+    for layer in lstm_layers(model):
+        layer.use_cudnn = use_cudnn
+
+
+def lstm_layers(model: Any):
     import keras
 
     for layer in model.layers:

@@ -45,7 +45,7 @@ class RunOptions:
     locations: FileLocations
     settings: backends.Settings
     suite: str | None = None
-    cut: bool = False  # train on the workload's cut-down slice (quick suite)
+    cut: str | None = None  # "quick" or "bounded": train on the workload's cut of that name
     epochs: int | None = None
     train_limit: int | None = None
     val_limit: int | None = None
@@ -68,7 +68,7 @@ def plan(spec: workloads.WorkloadSpec, options: RunOptions) -> Plan:
         raise BadRunArguments(
             f"--dataset {dataset!r} does not fit {spec.name}; choose from {', '.join((*spec.datasets, SYNTHETIC_NAME))}"
         )
-    cut = spec.quick if options.cut else None
+    cut = {"quick": spec.quick, "bounded": spec.bounded, None: None}[options.cut]
     return Plan(
         epochs=options.epochs or (cut.epochs if cut else spec.epochs),
         request=DataRequest(
@@ -114,6 +114,7 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     started_at = _now()
     data = load_data(module, run_plan.request, options, notices if notices is not None else set())
     model = module.build_model(data)
+    backends.apply_lstm_setting(model, options.settings.use_cudnn)
     model.compile(
         **module.compile_args(),
         jit_compile=options.settings.jit_compile,
@@ -143,11 +144,11 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
             _fit(model, data, spec, run_plan.epochs, timer)
         extra = module.after_training(model, data) if hasattr(module, "after_training") else None
     except BaseException as exc:
-        write_metadata(path, _finish(meta, records, monitor, STATUS_PARTIAL, error=_describe(exc)))
+        write_metadata(path, _finish(meta, records, monitor, timer, STATUS_PARTIAL, error=_describe(exc)))
         raise
     finally:
         writer.close()
-    write_metadata(path, _finish(meta, records, monitor, STATUS_COMPLETE, extra=extra))
+    write_metadata(path, _finish(meta, records, monitor, timer, STATUS_COMPLETE, extra=extra))
     return path
 
 
@@ -188,7 +189,8 @@ def _metadata(
         "started_at": started_at,
         "git_commit": sysinfo.git_commit(),
         "hyperparameters": {"epochs": run_plan.epochs, "batch_size": spec.batch_size, **spec.hyperparameters},
-        "cut_down": options.cut or bool(run_plan.request.train_limit),
+        "cut": options.cut,
+        "cut_down": bool(run_plan.request.train_limit or run_plan.request.val_limit) or run_plan.epochs != spec.epochs,
         "reference": spec.reference,
         "data": data.info.as_dict(),
         "settings": {
@@ -197,7 +199,7 @@ def _metadata(
             "steps_per_execution": options.settings.steps_per_execution,
             "dtype_policy": keras.config.dtype_policy().name,
             "lstm_kernel": backends.lstm_kernel(model, options.backend),
-            "use_cudnn": "auto" if spec.uses_lstm else None,
+            "use_cudnn": options.settings.use_cudnn if spec.uses_lstm else None,
         },
         "software": sysinfo.software(backends.framework_versions(options.backend)),
         "hardware": {**sysinfo.hardware(), "accelerator": "gpu" if backends.gpu_available(options.backend) else "cpu"},
@@ -210,6 +212,7 @@ def _finish(
     meta: dict[str, Any],
     records: list[EpochRecord],
     monitor: GPUMonitor,
+    timer: EpochTimer,
     status: str,
     error: str | None = None,
     extra: dict[str, Any] | None = None,
@@ -227,6 +230,7 @@ def _finish(
             "steady_median_s": statistics.median(steady) if steady else None,
             "steady_epochs": len(steady),
             "total_s": sum(r.elapsed for r in records),
+            "harness_hook_s": timer.hook_seconds,  # the timing callback's own work, CSV rows included
         },
         "final": {
             "loss": last.loss if last else None,

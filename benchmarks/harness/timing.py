@@ -35,6 +35,7 @@ class EpochTimer(keras.callbacks.Callback):
         self._fit_start = 0.0
         self._epoch_start = 0.0
         self._first_epoch: int | None = None
+        self.hook_seconds = 0.0  # time spent in this callback's own work (device waits excluded): its overhead
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self._fit_start = time.perf_counter()
@@ -45,10 +46,12 @@ class EpochTimer(keras.callbacks.Callback):
         self._epoch_start = time.perf_counter()
         if self._first_epoch is None:
             self._first_epoch = epoch
+        self.hook_seconds += time.perf_counter() - self._epoch_start
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._sync()
-        elapsed = time.perf_counter() - self._epoch_start
+        stopped = time.perf_counter()
+        elapsed = stopped - self._epoch_start
         logs = logs or {}
         acc = self._accuracy_key
         self._on_record(
@@ -65,6 +68,7 @@ class EpochTimer(keras.callbacks.Callback):
                 started_at=self._epoch_start - self._fit_start,
             )
         )
+        self.hook_seconds += time.perf_counter() - stopped
 
 
 def _number(value: Any) -> float | None:

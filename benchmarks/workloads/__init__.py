@@ -26,6 +26,14 @@ WORKLOADS: tuple[str, ...] = (
     "twitter_sentiment_bilstm",
     "siamese_lstm",
 )
+# Workloads with LSTM layers (their SPEC.uses_lstm), listed here so planners need not import Keras.
+RECURRENT: tuple[str, ...] = (
+    "imdb_bidirectional_lstm",
+    "lstm_text_generation",
+    "text_generator_keras",
+    "twitter_sentiment_bilstm",
+    "siamese_lstm",
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,9 @@ class WorkloadSpec:
     datasets: tuple[str, ...]  # real datasets it accepts; the first is the default
     hyperparameters: dict[str, Any]  # recorded in the metadata
     quick: Cut
+    # The "bounded" suite: published epochs and hyperparameters, with the sample count capped only where a full
+    # run would take hours even on a current GPU (None: the full published run).
+    bounded: Cut | None = None
     uses_lstm: bool = False
     validates: bool = True  # False where the published script fit without validation data
     loss_key: str = "loss"  # the Keras log key written to the CSV's `loss` column

@@ -72,7 +72,7 @@ def after_training(model: keras.Model, data: Data, length: int = 200, temperatur
     generated = []
     for _ in range(length):
         x, _ = windows(sentence + " ", chars)
-        probs = np.asarray(model.predict(x[:1], verbose=0)[0], "float64")
+        probs = np.asarray(model.predict_on_batch(x[:1])[0], "float64")
         logits = np.log(np.maximum(probs, 1e-12)) / temperature
         probs = np.exp(logits - logits.max())
         next_char = chars[int(rng.choice(len(chars), p=probs / probs.sum()))]

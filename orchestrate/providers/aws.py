@@ -7,7 +7,8 @@ finds it even when the orchestrator died before writing the ledger. The instance
 `max_lifetime_s` (user data runs `shutdown -h +N`) and powering off terminates it
 (`InstanceInitiatedShutdownBehavior=terminate`).
 
-Profile `extra` settings: `disk_gb` (root volume size), `ssh_address` (see `ssh_address_for`).
+Profile `extra` settings: `disk_gb` (root volume size). Provider setting (`--provider-setting`): `ssh_address`
+(see `orchestrate.providers.cloud.SSHAddress`).
 Environment: `KCB_SSH_INGRESS_CIDR`, the CIDR allowed to reach port 22 (default: this machine's public
 address as https://checkip.amazonaws.com reports it); `KCB_AWS_REGIONS`, the regions the sweep searches
 (default: every region enabled for the account).
@@ -21,9 +22,10 @@ import os
 import threading
 import time
 import urllib.request
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import boto3
 from botocore.config import Config
@@ -41,13 +43,12 @@ from orchestrate.provider import (
     SSHTarget,
 )
 from orchestrate.providers.cloud import (
+    SSHAddress,
     ensure_run_key,
     forget_run_key,
     poll_intervals,
     run_key_path,
-    ssh_address_for,
     validate_disk_gb,
-    validate_ssh_address,
 )
 
 if TYPE_CHECKING:
@@ -56,14 +57,13 @@ if TYPE_CHECKING:
 CHECKIP_URL = "https://checkip.amazonaws.com"
 INGRESS_CIDR_ENV = "KCB_SSH_INGRESS_CIDR"
 REGIONS_ENV = "KCB_AWS_REGIONS"  # regions the sweep searches (default: all enabled)
-EXTRA_SETTINGS = frozenset({"disk_gb", "ssh_address"})
+EXTRA_SETTINGS = frozenset({"disk_gb"})
 
 # AMIs when the profile names none: the Deep Learning Base AMI has the NVIDIA driver, Docker and the NVIDIA
 # container toolkit; CPU hosts get plain Ubuntu (the lifecycle installs Docker).
-GPU_AMI_PARAMETER = (
-    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
-)
+GPU_AMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 CPU_AMI_PARAMETER = "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"
+DEFAULT_SSH_USER = "ubuntu"  # the login of the default AMIs
 SSM_PREFIX = "resolve:ssm:"  # EC2's own syntax for "the AMI id this SSM parameter holds"
 
 # RunInstances errors that mean "not here, not now": the lifecycle tries the profile's next zone.
@@ -112,18 +112,22 @@ def _tag_dict(tags: list[dict[str, str]] | None) -> dict[str, str]:
 class AWSProvider(Provider):
     name: ClassVar[str] = "aws"
 
-    def __init__(self, session: boto3.Session | None = None) -> None:
+    def __init__(self, session: boto3.Session | None = None, ssh_address: SSHAddress | None = None) -> None:
         self._session = session or boto3.Session()
+        self._ssh_address = ssh_address or SSHAddress()
         self._clients: dict[tuple[str, str], Any] = {}
         self._clients_lock = threading.Lock()
         self._regions_used: set[str] = set()
-        self._profiles: dict[str, Profile] = {}  # instance id -> the profile it was launched with
+        self._ssh_users: dict[str, str] = {}  # instance id -> the login its profile names
         self._ingress_cidr: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str]) -> Self:
+        return cls(ssh_address=SSHAddress.from_settings(cls.name, settings))
 
     # -- validation and credentials ------------------------------------------------------------------------
 
-    @staticmethod
-    def validate_profile(profile: Profile) -> None:
+    def validate_profile(self, profile: Profile) -> None:
         """Raise ProviderError naming the field when the profile cannot be launched on EC2."""
         if not profile.machine_type:
             raise ProviderError(f"profile {profile.name}: machine_type is required for aws")
@@ -131,9 +135,7 @@ class AWSProvider(Provider):
             raise ProviderError(f"profile {profile.name}: zones is required for aws (e.g. ['us-east-1a'])")
         for zone in profile.zones:
             if not (len(zone) > 2 and zone[-1].isalpha() and zone[-2].isdigit()):
-                raise ProviderError(
-                    f"profile {profile.name}: zones entry {zone!r} is not an availability zone"
-                )
+                raise ProviderError(f"profile {profile.name}: zones entry {zone!r} is not an availability zone")
         if profile.image and not profile.image.startswith(("ami-", SSM_PREFIX)):
             raise ProviderError(
                 f"profile {profile.name}: image {profile.image!r} is neither an AMI id (ami-...) "
@@ -146,7 +148,6 @@ class AWSProvider(Provider):
                 f"(known: {', '.join(sorted(EXTRA_SETTINGS))})"
             )
         validate_disk_gb(profile)
-        validate_ssh_address(profile)
 
     def check_credentials(self) -> None:
         if self._session.get_credentials() is None:
@@ -171,9 +172,7 @@ class AWSProvider(Provider):
         profile = request.profile
         self.validate_profile(profile)
         if request.zone not in profile.zones:
-            raise ProviderError(
-                f"profile {profile.name}: zone {request.zone!r} is not one of {profile.zones}"
-            )
+            raise ProviderError(f"profile {profile.name}: zone {request.zone!r} is not one of {profile.zones}")
         region = region_of(request.zone)
         self._regions_used.add(region)
         ec2 = self._client("ec2", region)
@@ -187,7 +186,7 @@ class AWSProvider(Provider):
         except ClientError as error:
             raise self._launch_error(request, error) from None
         described = reservation["Instances"][0]
-        self._profiles[described["InstanceId"]] = profile
+        self._ssh_users[described["InstanceId"]] = profile.ssh_user or DEFAULT_SSH_USER
         return Instance(
             provider=self.name,
             instance_id=described["InstanceId"],
@@ -223,8 +222,7 @@ class AWSProvider(Provider):
                 f"shutdown -h +{self_destruct_minutes(request.max_lifetime_s)}\n"
             ),
             "TagSpecifications": [
-                {"ResourceType": kind, "Tags": _tag_list({**tags, "Name": f"kcb-{request.run_id}"})}
-                for kind in tagged
+                {"ResourceType": kind, "Tags": _tag_list({**tags, "Name": f"kcb-{request.run_id}"})} for kind in tagged
             ],
         }
         if request.spot:
@@ -296,9 +294,7 @@ class AWSProvider(Provider):
             )
         except ClientError as error:
             if _error_code(error) != "InvalidKeyPair.Duplicate":
-                raise ProviderError(
-                    f"aws: cannot import key pair {key_name}: {_error_message(error)}"
-                ) from None
+                raise ProviderError(f"aws: cannot import key pair {key_name}: {_error_message(error)}") from None
         return key_name
 
     def _ensure_security_group(self, ec2: Any, run_id: str, tags: dict[str, str]) -> str:
@@ -324,9 +320,7 @@ class AWSProvider(Provider):
                 ],
             )
         except ClientError as error:
-            raise ProviderError(
-                f"aws: cannot create security group {name}: {_error_message(error)}"
-            ) from None
+            raise ProviderError(f"aws: cannot create security group {name}: {_error_message(error)}") from None
         return group_id
 
     def _caller_cidr(self) -> str:
@@ -349,22 +343,15 @@ class AWSProvider(Provider):
                 reason = (described or {}).get("StateReason", {}).get("Message") or "no longer listed"
                 raise ProviderError(f"aws: {instance.instance_id} ended before it ran ({state}: {reason})")
             if time.monotonic() > deadline:
-                raise ProviderError(
-                    f"aws: {instance.instance_id} not reachable after {timeout_s:.0f}s ({state})"
-                )
+                raise ProviderError(f"aws: {instance.instance_id} not reachable after {timeout_s:.0f}s ({state})")
             time.sleep(interval)
         raise AssertionError("poll_intervals never ends")
 
     def _ssh_target(self, instance: Instance, described: dict[str, Any]) -> SSHTarget | None:
-        profile = self._profiles.get(instance.instance_id)
-        public_ip, private_ip = described.get("PublicIpAddress"), described.get("PrivateIpAddress")
-        if profile is None:
-            host, port = public_ip or "", None
-        else:
-            host, port = ssh_address_for(profile, public_ip, private_ip)
+        host, port = self._ssh_address.resolve(described.get("PublicIpAddress"), described.get("PrivateIpAddress"))
         if not host:
             return None
-        user = (profile.ssh_user if profile else None) or "ubuntu"  # the default AMIs are Ubuntu
+        user = self._ssh_users.get(instance.instance_id, DEFAULT_SSH_USER)
         key = run_key_path(instance.tags["run-id"])
         return SSHTarget(host=host, user=user, port=port, key_filename=str(key))
 
@@ -389,18 +376,14 @@ class AWSProvider(Provider):
         except ClientError as error:
             if _error_code(error) == "InvalidInstanceID.NotFound":
                 return None
-            raise ProviderError(
-                f"aws: cannot describe {instance.instance_id}: {_error_message(error)}"
-            ) from None
+            raise ProviderError(f"aws: cannot describe {instance.instance_id}: {_error_message(error)}") from None
         found = [item for reservation in reservations for item in reservation["Instances"]]
         return found[0] if found else None
 
     # -- teardown and the sweep ------------------------------------------------------------------------------
 
     def terminate(self, instance: Instance) -> None:
-        region = region_of(instance.zone or "")
-        self._regions_used.add(region)
-        ec2 = self._client("ec2", region)
+        ec2 = self._client("ec2", region_of(instance.zone or ""))
         try:
             ec2.terminate_instances(InstanceIds=[instance.instance_id])
             ec2.get_waiter("instance_terminated").wait(
@@ -409,9 +392,7 @@ class AWSProvider(Provider):
             )
         except ClientError as error:
             if _error_code(error) != "InvalidInstanceID.NotFound":
-                raise ProviderError(
-                    f"aws: cannot terminate {instance.instance_id}: {_error_message(error)}"
-                ) from None
+                raise ProviderError(f"aws: cannot terminate {instance.instance_id}: {_error_message(error)}") from None
         except WaiterError as error:
             raise ProviderError(f"aws: {instance.instance_id} did not terminate: {error}") from None
 
@@ -469,8 +450,7 @@ class AWSProvider(Provider):
             if _error_code(error) == "InvalidGroup.NotFound":
                 return
             raise ProviderError(
-                f"aws: cannot delete security group {group_id} ({_error_code(error)}): "
-                f"{_error_message(error)}"
+                f"aws: cannot delete security group {group_id} ({_error_code(error)}): {_error_message(error)}"
             ) from None
 
     def _all_regions(self) -> list[str]:
@@ -496,9 +476,7 @@ def caller_cidr() -> str:
         try:
             return str(ipaddress.ip_network(configured.strip(), strict=False))
         except ValueError:
-            raise ProviderError(
-                f"{INGRESS_CIDR_ENV}={configured!r} is not a CIDR (e.g. 203.0.113.7/32)"
-            ) from None
+            raise ProviderError(f"{INGRESS_CIDR_ENV}={configured!r} is not a CIDR (e.g. 203.0.113.7/32)") from None
     try:
         with urllib.request.urlopen(CHECKIP_URL, timeout=10) as response:
             address = ipaddress.ip_address(response.read().decode().strip())

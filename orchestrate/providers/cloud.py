@@ -1,4 +1,4 @@
-"""Helpers the cloud providers (aws, gce) share: the per-run SSH key, the SSH address override, polling.
+"""Helpers the cloud providers (aws, gce) share: the per-run SSH key, the SSH address setting, polling.
 
 The run's key is an ed25519 pair generated here; only its public half goes to the cloud (an EC2 key pair, GCE
 `ssh-keys` metadata), the private half stays in the state directory, mode 0600, and is never logged.
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,9 +48,7 @@ def ensure_run_key(run_id: str) -> tuple[Path, str]:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "wb") as handle:
             handle.write(pem)
-    public = private_key.public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-    )
+    public = private_key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     return path, public.decode()
 
 
@@ -60,35 +59,48 @@ def forget_run_key(run_id: str) -> None:
         path.parent.rmdir()
 
 
-def ssh_address_for(
-    profile: Profile, public_ip: str | None, private_ip: str | None
-) -> tuple[str, int | None]:
-    """The (host, port) to SSH to: profile.extra["ssh_address"] or the public address.
+@dataclass(frozen=True)
+class SSHAddress:
+    """Where to SSH to reach an instance: the provider setting `ssh_address`, a `host[:port]` template.
 
-    `ssh_address` is a `host[:port]` template with `{public_ip}` and `{private_ip}`: `{private_ip}` when the
-    orchestrator runs inside the VPC, `127.0.0.1:2222` behind a port forward or a bastion tunnel.
+    `{public_ip}` (the default) and `{private_ip}` stand for the instance's addresses: `{private_ip}` when the
+    orchestrator runs inside the VPC, `127.0.0.1:2222` through a port forward or a bastion tunnel.
     """
-    template = profile.extra.get("ssh_address", "{public_ip}")
-    address = template.format(public_ip=public_ip or "", private_ip=private_ip or "")
-    host, _, port = address.partition(":")
-    if not host:
-        return "", None
-    return host, int(port) if port else None
 
+    template: str = "{public_ip}"
 
-def validate_ssh_address(profile: Profile) -> None:
-    template = profile.extra.get("ssh_address")
-    if template is None:
-        return
-    try:
-        host, port = ssh_address_for(profile, "192.0.2.1", "10.0.0.1")
-    except (KeyError, ValueError, IndexError) as error:
-        raise ProviderError(
-            f"profile {profile.name}: extra.ssh_address {template!r} is not host[:port] "
-            f"with {{public_ip}}/{{private_ip}} ({error})"
-        ) from None
-    if not host or (port is not None and not 0 < port < 65536):
-        raise ProviderError(f"profile {profile.name}: extra.ssh_address {template!r} is not host[:port]")
+    @classmethod
+    def from_settings(cls, provider: str, settings: Mapping[str, str]) -> SSHAddress:
+        """The address from a provider's settings; ProviderError naming any other or malformed key."""
+        unknown = sorted(set(settings) - {"ssh_address"})
+        if unknown:
+            raise ProviderError(
+                f"provider '{provider}': unknown setting(s) {', '.join(unknown)}; it takes ssh_address=HOST[:PORT]"
+            )
+        address = cls(settings.get("ssh_address", cls.template))
+        try:
+            host, port = address.resolve("192.0.2.1", "10.0.0.1")
+        except (KeyError, ValueError, IndexError) as error:
+            host, port = "", -1
+            detail = f" ({error})"
+        else:
+            detail = ""
+        if not host or (port is not None and not 0 < port < 65536):
+            raise ProviderError(
+                f"provider '{provider}': setting ssh_address={address.template!r} is not HOST[:PORT] "
+                f"(placeholders: {{public_ip}}, {{private_ip}}){detail}"
+            )
+        return address
+
+    def resolve(self, public_ip: str | None, private_ip: str | None) -> tuple[str, int | None]:
+        """(host, port); host is empty while the address it needs is not known yet."""
+        needs_public = "{public_ip}" in self.template
+        needs_private = "{private_ip}" in self.template
+        if (needs_public and not public_ip) or (needs_private and not private_ip):
+            return "", None
+        address = self.template.format(public_ip=public_ip or "", private_ip=private_ip or "")
+        host, _, port = address.rpartition(":") if address.count(":") == 1 else (address, "", "")
+        return host, int(port) if port else None
 
 
 def validate_disk_gb(profile: Profile) -> None:

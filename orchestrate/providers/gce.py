@@ -14,8 +14,8 @@ Profile fields: `machine_type`, `accelerator` (a GCE accelerator type such as `n
 `accelerator_count`, `zones`, `image` (`projects/P/global/images/family/F` or `.../images/NAME`; required for
 GPU profiles, which need an image with the NVIDIA driver), `ssh_user`. Profile `extra`: `disk_gb`,
 `min_cpu_platform` (e.g. "Intel Skylake"), `gpu_attached = "true"` for machine types that come with their GPUs
-(A2, A3, G2: no guestAccelerators are requested), `ssh_address` (as for AWS: a `host[:port]` template with
-`{public_ip}`/`{private_ip}`).
+(A2, A3, G2: no guestAccelerators are requested). Provider setting (`--provider-setting`): `ssh_address` (see
+`orchestrate.providers.cloud.SSHAddress`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ import re
 import secrets
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import google.auth
 from google.api_core import exceptions as api_exceptions
@@ -51,13 +52,12 @@ from orchestrate.provider import (
     SSHTarget,
 )
 from orchestrate.providers.cloud import (
+    SSHAddress,
     ensure_run_key,
     forget_run_key,
     poll_intervals,
     run_key_path,
-    ssh_address_for,
     validate_disk_gb,
-    validate_ssh_address,
 )
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 API_ENDPOINT_ENV = "KCB_GCE_API_ENDPOINT"
 COMPUTE_SCOPE = "https://www.googleapis.com/auth/compute"
 CPU_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
-EXTRA_SETTINGS = frozenset({"disk_gb", "ssh_address", "min_cpu_platform", "gpu_attached"})
+EXTRA_SETTINGS = frozenset({"disk_gb", "min_cpu_platform", "gpu_attached"})
 TAGS_METADATA_KEY = "kcb-tags"
 DEFAULT_SSH_USER = "kcb"
 IMAGE_RE = re.compile(r"projects/([a-z0-9-]+)/global/images/(?:family/)?([a-z0-9-]+)")
@@ -116,16 +116,20 @@ def _error_codes(error: api_exceptions.GoogleAPICallError) -> set[str]:
 class GCEProvider(Provider):
     name: ClassVar[str] = "gce"
 
-    def __init__(self) -> None:
+    def __init__(self, ssh_address: SSHAddress | None = None) -> None:
+        self._ssh_address = ssh_address or SSHAddress()
         self._credentials: Any = None
         self._project: str | None = None
         self._clients: dict[str, Any] = {}
-        self._profiles: dict[str, Profile] = {}  # instance name -> the profile it was launched with
+        self._ssh_users: dict[str, str] = {}  # instance name -> the login its profile names
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str]) -> Self:
+        return cls(ssh_address=SSHAddress.from_settings(cls.name, settings))
 
     # -- validation and credentials ------------------------------------------------------------------------
 
-    @staticmethod
-    def validate_profile(profile: Profile) -> None:
+    def validate_profile(self, profile: Profile) -> None:
         """Raise ProviderError naming the field when the profile cannot be launched on Compute Engine."""
         if not profile.machine_type:
             raise ProviderError(f"profile {profile.name}: machine_type is required for gce")
@@ -153,7 +157,6 @@ class GCEProvider(Provider):
         if profile.extra.get("gpu_attached", "false") not in ("true", "false"):
             raise ProviderError(f'profile {profile.name}: extra.gpu_attached must be "true" or "false"')
         validate_disk_gb(profile)
-        validate_ssh_address(profile)
 
     def check_credentials(self) -> None:
         credentials, project = self._adc()
@@ -198,9 +201,7 @@ class GCEProvider(Provider):
         profile = request.profile
         self.validate_profile(profile)
         if request.zone not in profile.zones:
-            raise ProviderError(
-                f"profile {profile.name}: zone {request.zone!r} is not one of {profile.zones}"
-            )
+            raise ProviderError(f"profile {profile.name}: zone {request.zone!r} is not one of {profile.zones}")
         project = self._project_id()
         tags = {**request.tags, "project": PROJECT_TAG, "run-id": request.run_id}
         resource = self._instance_resource(request, self._resolve_image(profile), tags)
@@ -218,7 +219,7 @@ class GCEProvider(Provider):
             codes = {item.code for item in finished.error.errors}
             message = "; ".join(item.message for item in finished.error.errors)
             raise self._launch_error(where, codes, message)
-        self._profiles[resource.name] = profile
+        self._ssh_users[resource.name] = profile.ssh_user or DEFAULT_SSH_USER
         return Instance(
             provider=self.name,
             instance_id=resource.name,
@@ -229,9 +230,7 @@ class GCEProvider(Provider):
             tags=tags,
         )
 
-    def _instance_resource(
-        self, request: LaunchRequest, image: str, tags: dict[str, str]
-    ) -> compute_v1.Instance:
+    def _instance_resource(self, request: LaunchRequest, image: str, tags: dict[str, str]) -> compute_v1.Instance:
         profile, zone = request.profile, request.zone
         _, public_key = ensure_run_key(request.run_id)
         user = profile.ssh_user or DEFAULT_SSH_USER
@@ -325,9 +324,7 @@ class GCEProvider(Provider):
             elif status not in ("PROVISIONING", "STAGING"):
                 raise ProviderError(f"gce: {instance.instance_id} ended before it ran ({status})")
             if time.monotonic() > deadline:
-                raise ProviderError(
-                    f"gce: {instance.instance_id} not reachable after {timeout_s:.0f}s ({status})"
-                )
+                raise ProviderError(f"gce: {instance.instance_id} not reachable after {timeout_s:.0f}s ({status})")
             time.sleep(interval)
         raise AssertionError("poll_intervals never ends")
 
@@ -336,11 +333,10 @@ class GCEProvider(Provider):
         private_ip = interface.network_i_p if interface else None
         configs = interface.access_configs if interface else []
         public_ip = configs[0].nat_i_p if configs else None
-        profile = self._profiles.get(instance.instance_id)
-        host, port = ssh_address_for(profile, public_ip, private_ip) if profile else (public_ip or "", None)
+        host, port = self._ssh_address.resolve(public_ip, private_ip)
         if not host:
             return None
-        user = (profile.ssh_user if profile else None) or DEFAULT_SSH_USER
+        user = self._ssh_users.get(instance.instance_id, DEFAULT_SSH_USER)
         key = run_key_path(instance.tags["run-id"])
         return SSHTarget(host=host, user=user, port=port, key_filename=str(key))
 
@@ -402,9 +398,7 @@ class GCEProvider(Provider):
             project=self._project_id(), filter=f'labels.project = "{PROJECT_TAG}"'
         )
         found = []
-        for _, scoped in self._client(compute_v1.InstancesClient).aggregated_list(
-            request=request, retry=RETRY
-        ):
+        for _, scoped in self._client(compute_v1.InstancesClient).aggregated_list(request=request, retry=RETRY):
             found.extend(self._as_instance(item) for item in scoped.instances)
         return found
 

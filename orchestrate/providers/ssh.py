@@ -56,13 +56,9 @@ class SSHProvider(Provider):
     def from_settings(cls, settings: Mapping[str, str]) -> Self:
         unknown = sorted(set(settings) - set(SETTINGS))
         if unknown:
-            raise ProviderError(
-                f"provider 'ssh' has no setting {', '.join(unknown)}; it takes {', '.join(SETTINGS)}"
-            )
+            raise ProviderError(f"provider 'ssh' has no setting {', '.join(unknown)}; it takes {', '.join(SETTINGS)}")
         if not settings.get("host"):
-            raise ProviderError(
-                "the ssh provider needs a host: --host user@box (make bench-ssh HOST=user@box)"
-            )
+            raise ProviderError("the ssh provider needs a host: --host user@box (make bench-ssh HOST=user@box)")
         return cls(parse_target(settings["host"], settings.get("port"), settings.get("identity_file")))
 
     def check_credentials(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from io import BytesIO
 from typing import Any
@@ -55,6 +56,7 @@ class FaultInjector:
         self.app = app
         self.faults: list[Fault] = []
         self.calls: list[dict[str, str]] = []  # every EC2 query seen: Action and parameters
+        self.after: dict[str, Callable[[], None]] = {}  # action -> called once moto has done it, before replying
         self._lock = threading.Lock()
 
     def add(self, fault: Fault) -> Fault:
@@ -66,6 +68,7 @@ class FaultInjector:
         with self._lock:
             self.faults.clear()
             self.calls.clear()
+            self.after.clear()
 
     def count(self, action: str) -> int:
         with self._lock:
@@ -78,7 +81,11 @@ class FaultInjector:
         params = {key: values[-1] for key, values in parse_qs(body.decode(errors="replace")).items()}
         fault = self._match(params)
         if fault is None:
-            return self.app(environ, start_response)
+            response = list(self.app(environ, start_response))
+            hook = self.after.pop(params.get("Action", ""), None)
+            if hook is not None:
+                hook()
+            return response
         status = STATUS.get(fault.code, 400)
         xml = (
             '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>'

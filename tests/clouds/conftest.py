@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.clouds.aws_faults import FaultyMotoServer
 from tests.clouds.gce_fake import GCEFake
+from tests.support.sshd import sshd  # noqa: F401 - the fixture, for the tests here
 
 INGRESS_CIDR = "198.51.100.7/32"  # TEST-NET-2: stands in for checkip.amazonaws.com's answer
 SERVICE_ACCOUNT = "bench-runner@kcb-test-project.iam.gserviceaccount.com"

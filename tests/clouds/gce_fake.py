@@ -28,6 +28,7 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -54,13 +55,13 @@ GOOGLE_TOKEN_ENDPOINT = "https://oauth2.googleapis.com/token"
 class ApiError(Exception):
     """An error answered in the documented Compute error format."""
 
-    def __init__(self, status: int, message: str, reason: str, **extra: Any) -> None:
+    def __init__(self, code: int, message: str, reason: str, **extra: Any) -> None:
         super().__init__(message)
-        self.status, self.message, self.reason, self.extra = status, message, reason, extra
+        self.code, self.message, self.reason, self.extra = code, message, reason, extra
 
     def body(self) -> dict[str, Any]:
         error: dict[str, Any] = {
-            "code": self.status,
+            "code": self.code,
             "message": self.message,
             "errors": [{"message": self.message, "domain": "global", "reason": self.reason}],
         }
@@ -135,6 +136,7 @@ class GCEFake:
     timings: Timings = field(default_factory=Timings)
     images: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every API call
+    after_insert: Callable[[], None] | None = None  # called once, when an insert created its VM, before replying
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -391,6 +393,9 @@ class GCEFake:
             instance = FakeInstance(resource, project, zone, time.time())
             self._instances[(project, zone, resource["name"])] = instance
             operation = self._new_operation(instance, "insert")
+            if self.after_insert is not None:
+                hook, self.after_insert = self.after_insert, None
+                hook()
             if request_id:
                 self._request_ids[request_id] = self._operations[(project, zone, operation["name"])].resource
             return operation
@@ -890,7 +895,10 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             self._send(200, self._route(url.path, query, body))
         except ApiError as error:
-            self._send(error.status, error.body())
+            self._send(error.code, error.body())
+        except Exception as error:  # a bug in the fake: answer 500 so the test fails loudly, not a hang
+            self._send(500, ApiError(500, f"fake internal error: {error!r}", "backendError").body())
+            raise
 
     def _route(self, path: str, query: dict[str, str], body: bytes) -> dict[str, Any]:
         for method, pattern, action in _ROUTES:

@@ -144,20 +144,33 @@ def test_the_private_key_matches_the_imported_public_key(aws: FaultyMotoServer) 
     provider.release_run(instance.tags["run-id"])
 
 
-def test_ssh_address_override_routes_ssh_elsewhere(aws: FaultyMotoServer) -> None:
-    provider = AWSProvider()
-    request = replace(launch_request(), profile=replace(PROFILE, extra={"ssh_address": "127.0.0.1:2222"}))
-    instance = provider.wait_until_running(provider.launch(request), timeout_s=30)
+def test_ssh_address_setting_routes_ssh_elsewhere(aws: FaultyMotoServer) -> None:
+    forwarded = AWSProvider.from_settings({"ssh_address": "127.0.0.1:2222"})
+    instance = forwarded.wait_until_running(forwarded.launch(launch_request()), timeout_s=30)
     assert (instance.ssh.host, instance.ssh.port) == ("127.0.0.1", 2222)
-    private = replace(PROFILE, extra={"ssh_address": "{private_ip}"})
-    other = provider.wait_until_running(provider.launch(replace(request, profile=private)), timeout_s=30)
+    in_vpc = AWSProvider.from_settings({"ssh_address": "{private_ip}"})
+    other = in_vpc.wait_until_running(in_vpc.launch(launch_request()), timeout_s=30)
     assert other.ssh.host == next(
         i["PrivateIpAddress"] for i in live_instances() if i["InstanceId"] == other.instance_id
     )
     for launched in (instance, other):
-        provider.terminate(launched)
-    provider.release_run(request.run_id)
+        forwarded.terminate(launched)
+    forwarded.release_run(instance.tags["run-id"])
     assert_nothing_left("us-east-1")
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"ssh_address": "{public_ip}:ssh"}, "ssh_address='{public_ip}:ssh' is not HOST"),
+        ({"ssh_address": "{nat_ip}"}, "ssh_address='{nat_ip}' is not HOST"),
+        ({"ssh_address": "10.0.0.1:70000"}, "is not HOST"),
+        ({"region": "us-east-1"}, "unknown setting.*region"),
+    ],
+)
+def test_bad_settings_are_refused_by_name(settings: dict, message: str) -> None:
+    with pytest.raises(ProviderError, match=message):
+        AWSProvider.from_settings(settings)
 
 
 def test_spot_request_and_interruption_reads_as_preempted(aws: FaultyMotoServer) -> None:
@@ -284,10 +297,8 @@ def test_bad_image_parameter_fails_before_anything_is_created(aws: FaultyMotoSer
         ({"image": "ubuntu-22.04"}, "neither an AMI id"),
         ({"extra": {"disk_size": "50"}}, "unknown extra setting.*disk_size"),
         ({"extra": {"disk_gb": "big"}}, "extra.disk_gb"),
-        ({"extra": {"ssh_address": "{public_ip}:ssh"}}, "extra.ssh_address"),
-        ({"extra": {"ssh_address": "{nat_ip}"}}, "extra.ssh_address"),
     ],
 )
 def test_profile_validation_names_the_field(change: dict, message: str) -> None:
     with pytest.raises(ProviderError, match=message):
-        AWSProvider.validate_profile(replace(PROFILE, **change))
+        AWSProvider().validate_profile(replace(PROFILE, **change))

@@ -251,4 +251,4 @@ def test_unknown_image_family_fails_before_anything_starts(gce: GCEFake) -> None
 )
 def test_profile_validation_names_the_field(change: dict, message: str) -> None:
     with pytest.raises(ProviderError, match=message):
-        GCEProvider.validate_profile(replace(PROFILE, **change))
+        GCEProvider().validate_profile(replace(PROFILE, **change))

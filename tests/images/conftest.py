@@ -8,24 +8,30 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from image_helpers import BASE_IMAGE, SHARED, TEST_IMAGE_REPO, client_major, make
+from image_helpers import BASE_IMAGE, SESSION_TAG, SHARED, TEST_IMAGE_REPO, client_major, make, run, session_image_tag
 
 ENGINE_HINT = "run: bash ../shared/tools/docker-offline.sh (starts dockerd, builds the base image)"
 
 
 @pytest.fixture(scope="session")
-def docker_engine() -> str:
-    """The docker client, once an engine answers and the base image exists."""
+def docker_engine() -> Iterator[str]:
+    """The docker client, once an engine answers and the base image exists. At the end, this session's tags
+    are removed; their layers stay, as build cache for the next session."""
     if shutil.which("docker") is None:
         pytest.fail(f"no docker client on PATH; {ENGINE_HINT}")
     if subprocess.run(["docker", "info"], capture_output=True, timeout=60).returncode != 0:
         pytest.fail(f"no Docker engine answers; {ENGINE_HINT}")
     if subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True).returncode != 0:
         pytest.fail(f"base image {BASE_IMAGE} is missing; {ENGINE_HINT}")
-    return "docker"
+    yield "docker"
+    listed = run(["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", TEST_IMAGE_REPO]).stdout
+    ours = [tag for tag in listed.split() if f"-{SESSION_TAG}" in tag]
+    if ours:
+        run(["docker", "image", "rm", "--no-prune", *ours], check=False)
 
 
 @pytest.fixture(scope="session")
@@ -51,7 +57,7 @@ def build_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def cpu_image(docker_engine: str, build_logs: Path) -> str:
     """The CPU image, built by `make image-cpu` without baked datasets (no download hosts here)."""
-    tag = f"{TEST_IMAGE_REPO}:cpu"
+    tag = session_image_tag("cpu")
     make("image-cpu", f"IMAGE_CPU={tag}", "DATASETS=none", log=build_logs / "image-cpu.log")
     return tag
 

@@ -17,6 +17,8 @@ VENV_PYTHON = REPO / ".venv" / "bin" / "python"
 SHARED = Path(os.environ.get("BENCH_SHARED_DIR", REPO.parent / "shared"))
 BASE_IMAGE = os.environ.get("BENCH_TEST_BASE_IMAGE", "local/python:3.11-slim-bookworm")
 TEST_IMAGE_REPO = "keras-cloud-bench-test"
+# Tags unique to this test session, so that concurrent sessions on one engine never retag each other's images.
+SESSION_TAG = f"s{os.getpid()}"
 BUILD_TIMEOUT_S = 3600
 
 
@@ -47,9 +49,7 @@ def make(target: str, *variables: str, log: Path, docker: str = "docker") -> Non
     """Run a target of mk/images.mk from the repository root with the test's variables, output to `log`."""
     cmd = ["make", "-f", "mk/images.mk", target, f"DOCKER={docker}", f"BASE_IMAGE={BASE_IMAGE}", *variables]
     with log.open("w") as handle:
-        result = subprocess.run(
-            cmd, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S
-        )
+        result = subprocess.run(cmd, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S)
     if result.returncode != 0:
         pytest.fail(f"{' '.join(cmd)} exited {result.returncode}:\n{log.read_text()[-6000:]}")
 
@@ -59,6 +59,10 @@ def client_major(client: str) -> int | None:
     result = run([client, "version", "--format", "{{.Client.Version}}"], check=False)
     head = result.stdout.strip().split(".")[0]
     return int(head) if head.isdigit() else None
+
+
+def session_image_tag(name: str) -> str:
+    return f"{TEST_IMAGE_REPO}:{name}-{SESSION_TAG}"
 
 
 def inspect(image: str, template: str) -> str:

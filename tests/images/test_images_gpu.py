@@ -12,18 +12,16 @@ import os
 from pathlib import Path
 
 import pytest
-from image_helpers import TEST_IMAGE_REPO, image_labels, lock_pins, make, run
+from image_helpers import image_labels, lock_pins, make, run, session_image_tag
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def test_gpu_lock_resolves_in_the_base_image(docker_engine: str, build_logs: Path) -> None:
-    tag = f"{TEST_IMAGE_REPO}:gpu"
+    tag = session_image_tag("gpu")
     make("image-gpu-resolve", f"IMAGE_GPU={tag}", log=build_logs / "image-gpu-resolve.log")
     report = json.loads(
-        run(
-            ["docker", "run", "--rm", "--entrypoint", "cat", f"{tag}-resolve", "/build/resolution.json"]
-        ).stdout
+        run(["docker", "run", "--rm", "--entrypoint", "cat", f"{tag}-resolve", "/build/resolution.json"]).stdout
     )
     chosen = {item["metadata"]["name"].lower(): item for item in report["install"]}
     assert len(chosen) == len(lock_pins("bench-gpu"))
@@ -34,13 +32,11 @@ def test_gpu_lock_resolves_in_the_base_image(docker_engine: str, build_logs: Pat
 
 @pytest.mark.skipif(os.environ.get("BENCH_TEST_GPU_IMAGE") != "1", reason="opt-in: BENCH_TEST_GPU_IMAGE=1")
 def test_gpu_image_full_build(docker_engine: str, build_logs: Path) -> None:
-    tag = f"{TEST_IMAGE_REPO}:gpu"
+    tag = session_image_tag("gpu")
     make("image-gpu", f"IMAGE_GPU={tag}", "DATASETS=none", log=build_logs / "image-gpu.log")
     pins = lock_pins("bench-gpu")
     assert image_labels(tag)["io.keras-cloud-bench.torch.version"] == pins["torch"]
-    script = (
-        "import torch, tensorflow as tf, jax; print(torch.__version__, torch.version.cuda, tf.__version__)"
-    )
+    script = "import torch, tensorflow as tf, jax; print(torch.__version__, torch.version.cuda, tf.__version__)"
     result = run(["docker", "run", "--rm", "--entrypoint", "python", tag, "-c", script], timeout=300)
     version, cuda, tensorflow = result.stdout.split()
     assert (version, tensorflow) == (pins["torch"], pins["tensorflow"]) and cuda.startswith("13.")

@@ -46,9 +46,7 @@ def test_cpu_flags_grow_with_the_target() -> None:
     assert "avx512f" not in flags["znver3"] and "avx512f" in flags["znver4"]
 
 
-@pytest.mark.parametrize(
-    "args", [("pentium-mmx",), ("--cpu-flags", "bogus"), ("--check", ""), ("--frobnicate",)]
-)
+@pytest.mark.parametrize("args", [("pentium-mmx",), ("--cpu-flags", "bogus"), ("--check", ""), ("--frobnicate",)])
 def test_unknown_input_is_refused(args: tuple[str, ...]) -> None:
     code, out, err = tf_copts(*args)
     assert code == 2 and out == ""

@@ -143,9 +143,7 @@ def test_file_level_errors_name_the_file(tmp_path: Path) -> None:
 
 
 def test_billing_rounds_up_to_the_increment_with_a_minimum(tmp_path: Path) -> None:
-    profile = load_catalog(write(tmp_path, VALID + "billing_increment_s = 60\nbilling_minimum_s = 600\n"))[
-        "demo"
-    ]
+    profile = load_catalog(write(tmp_path, VALID + "billing_increment_s = 60\nbilling_minimum_s = 600\n"))["demo"]
     assert profile.billed_seconds(0) == 0
     assert profile.billed_seconds(1) == 600  # the minimum
     assert profile.billed_seconds(601) == 660  # rounded up to whole minutes

@@ -43,9 +43,7 @@ def install_plugin(site: Path, module: str, target: str, name: str = "democloud"
 
 def run_python(site: Path, code: str) -> subprocess.CompletedProcess[str]:
     env = {"PYTHONPATH": f"{site}:{ROOT}", "PATH": "/usr/bin:/bin"}
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env
-    )
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env)
 
 
 def test_builtin_table_mirrors_pyproject_entry_points() -> None:

@@ -123,9 +123,7 @@ def metadata(spec: RunSpec) -> dict[str, Any]:
         },
         "container": {"image": spec.image, "digest": None} if spec.image else None,
         "gpu_utilization": (
-            {"mean_pct": spec.gpu_util, "max_pct": 100, "samples": 10, "interval_s": 1}
-            if spec.gpu_util
-            else None
+            {"mean_pct": spec.gpu_util, "max_pct": 100, "samples": 10, "interval_s": 1} if spec.gpu_util else None
         ),
         "error": None if spec.status == "complete" else "KeyboardInterrupt: interrupted",
     }

@@ -77,8 +77,13 @@ def test_catalog_problem_is_the_reason() -> None:
 
 def test_price_arguments() -> None:
     assert parse_price_arguments(["local=0.10", "gce-t4 = 0.54"]) == {"local": 0.10, "gce-t4": 0.54}
-    for bad, why in (("local", "expected PLATFORM=USD_PER_HOUR"), ("=1", "expected"),
-                     ("local=abc", "is not a number"), ("local=-1", ">= 0"), ("local=nan", ">= 0")):  # fmt: skip
+    for bad, why in (
+        ("local", "expected PLATFORM=USD_PER_HOUR"),
+        ("=1", "expected"),
+        ("local=abc", "is not a number"),
+        ("local=-1", ">= 0"),
+        ("local=nan", ">= 0"),
+    ):
         with pytest.raises(PriceError, match=why):
             parse_price_arguments([bad])
     with pytest.raises(PriceError, match="--billing"):

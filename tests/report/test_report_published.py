@@ -72,8 +72,7 @@ def test_report_reproduces_every_published_figure(
         error = (merged[ours] - merged[published]).abs()
         worst = merged.loc[error.idxmax()]
         assert error.max() <= 0.5 * 10**-decimals + 1e-12, (
-            f"{published}: {worst['model']} {worst['config']}: "
-            f"report {worst[ours]} vs published {worst[published]}"
+            f"{published}: {worst['model']} {worst['config']}: report {worst[ours]} vs published {worst[published]}"
         )
     base = expected["base_config"].iloc[0]
     base_label = base if "-" in base else f"{base}-tensorflow"

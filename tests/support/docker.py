@@ -1,42 +1,80 @@
 """The Docker engine and the project's images, for tests that need them.
 
-    from tests.support.docker import require_engine, require_image, containers_of_run, CPU_IMAGE
+    from tests.support.docker import build_cpu_image, require_engine, containers_of_run
 
-The engine and images are real; a missing one FAILS the test with the command that provides it (CI runs
-them first): `bash ../shared/tools/docker-offline.sh` starts dockerd, `make image-cpu` builds the CPU image.
+The engine and images are real; a missing engine FAILS the test with the command that provides it
+(`bash ../shared/tools/docker-offline.sh` starts dockerd and builds the offline base image). `build_cpu_image`
+builds the CPU image from this checkout through `make image-cpu` (mk/images.mk); Docker's layer cache makes
+a rebuild after a source change quick.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
-CPU_IMAGE = os.environ.get("KCB_TEST_CPU_IMAGE", "keras-cloud-bench:cpu")
+ROOT = Path(__file__).resolve().parents[2]
+# Its own tag, so a rebuild by another test session cannot retag it mid-run; the layers are shared through the
+# build cache with tests/images, which builds the same Dockerfile.
+TEST_CPU_IMAGE = "keras-cloud-bench-orchestrate-test:cpu"
+BASE_IMAGE = os.environ.get("BASE_IMAGE", "local/python:3.11-slim-bookworm")
+BUILD_TIMEOUT_S = 3600
 ENGINE_HINT = "start one with: bash ../shared/tools/docker-offline.sh"
 
 
 def require_engine() -> None:
     try:
-        done = subprocess.run(
-            ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, timeout=60
-        )
+        done = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, timeout=60)
     except FileNotFoundError:
         pytest.fail(f"no docker client on PATH; {ENGINE_HINT}")
     if done.returncode != 0:
         pytest.fail(f"no Docker engine answers ({done.stderr.decode().strip()}); {ENGINE_HINT}")
 
 
-def require_image(ref: str = CPU_IMAGE) -> str:
-    """The image's ID; fails when the image is missing (build it: make image-cpu)."""
+def image_id(ref: str) -> str | None:
+    done = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", ref], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def build_cpu_image(log: Path, tag: str = TEST_CPU_IMAGE) -> str:
+    """`make image-cpu` for this checkout (no baked datasets: tests mount a filled cache); return the tag."""
     require_engine()
-    done = subprocess.run(
-        ["docker", "image", "inspect", "--format", "{{.Id}}", ref], capture_output=True, text=True
-    )
+    if image_id(BASE_IMAGE) is None:
+        pytest.fail(f"base image {BASE_IMAGE} is missing; {ENGINE_HINT}")
+    command = [
+        "make",
+        "-f",
+        "mk/images.mk",
+        "image-cpu",
+        f"IMAGE_CPU={tag}",
+        "DATASETS=none",
+        f"BASE_IMAGE={BASE_IMAGE}",
+    ]
+    with log.open("w") as out:
+        done = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S)
     if done.returncode != 0:
-        pytest.fail(f"image {ref} is missing: build it with `make image-cpu` (docs/images.md)")
-    return done.stdout.strip()
+        pytest.fail(f"{' '.join(command)} exited {done.returncode}:\n{log.read_text()[-4000:]}")
+    return tag
+
+
+def build_mechanics_image(workdir: Path, tag: str = "kcb-test/lifecycle-mechanics:latest") -> str:
+    """A purpose-built image for lifecycle MECHANICS tests only (interrupts, preemption, relaunch): it benchmarks
+    nothing and writes no logs. Its entrypoint takes the runner's arguments and sleeps: 2 s for mnist_mlp, 6 s for
+    imdb_fasttext, 600 s for anything else, so a test can interrupt a run that is surely still going."""
+    require_engine()
+    if image_id(BASE_IMAGE) is None:
+        pytest.fail(f"base image {BASE_IMAGE} is missing; {ENGINE_HINT}")
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "Dockerfile").write_text(
+        f"FROM {BASE_IMAGE}\n"
+        'ENTRYPOINT ["sh", "-c", "case \\"$0\\" in mnist_mlp) sleep 2 ;; imdb_fasttext) sleep 6 ;; '
+        '*) sleep 600 ;; esac"]\n'
+    )
+    subprocess.run(["docker", "build", "-q", "-t", tag, str(workdir)], check=True, capture_output=True, timeout=600)
+    return tag
 
 
 def containers_of_run(run_id: str) -> list[str]:

@@ -18,6 +18,7 @@ command, never skip: `apt-get install -y openssh-server`.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shutil
@@ -28,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import pytest
 
 from orchestrate.provider import SSHTarget
@@ -70,11 +72,16 @@ class SSHServer:
         self.process = None
 
     def kill(self) -> None:
-        """SIGKILL sshd: its per-connection children die with it, as on a machine that vanished."""
-        if self.process is not None:
-            os.killpg(self.process.pid, 9)
-            self.process.wait(timeout=10)
-            self.process = None
+        """SIGKILL sshd and every process under it (each connection has a session of its own): open
+        connections drop at once, as with a machine that vanished."""
+        if self.process is None:
+            return
+        victims = [self.process, *psutil.Process(self.process.pid).children(recursive=True)]
+        for victim in victims:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                victim.kill()
+        self.process.wait(timeout=10)
+        self.process = None
 
 
 def free_port() -> int:

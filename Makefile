@@ -1,0 +1,59 @@
+# keras-cloud-bench: `make bench` runs the quick suite on this machine; `make test` runs the tests.
+# Both create the project's virtual environment from the lock files first. Fragments in mk/ add the image,
+# orchestration and report targets.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The quick suite by default; e.g. `make bench SUITE=full BACKENDS=jax,torch`.
+SUITE ?= quick
+BACKENDS ?=
+PLATFORM ?= local
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+
+include $(sort $(wildcard mk/*.mk))
+
+VENV_STAMP := $(VENV)/.installed
+
+.PHONY: help venv bench test lint format overhead clean-venv
+
+help:
+	@echo "make bench        quick suite on this machine, every backend; logs in logs/ (SUITE=, BACKENDS=)"
+	@echo "make test         lint and the whole test suite"
+	@echo "make overhead     measure the timing harness's overhead against a bare fit"
+	@echo "make image-cpu | image-gpu | image-cpu-compiled | bench-docker     (docs/images.md)"
+	@echo "make bench-local | bench-ssh HOST=user@box | bench-<profile>         (docs/orchestrate.md)"
+	@echo "make report | reproduce STUDY=<study> [PROFILE=local]               (docs/report.md)"
+
+venv: $(VENV_STAMP)
+
+# Rebuilt when a lock changes. PIP_TORCH_CPU_ARGS (mk/images.mk) points pip at the PyTorch CPU build.
+$(VENV_STAMP): requirements/bench-cpu.lock requirements/dev.lock pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(PIP_TORCH_CPU_ARGS) -r requirements/bench-cpu.lock -r requirements/dev.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+bench: venv
+	$(PY) -m benchmarks suite --suite $(SUITE) --platform $(PLATFORM) $(if $(BACKENDS),--backends $(BACKENDS))
+
+overhead: venv
+	$(PY) -m benchmarks.overhead --workload mnist_mlp --backend jax --dataset synthetic
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: venv
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+test: venv lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,43 @@
+"""Bad arguments and missing data fail before anything trains, with one line that names the problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.benchmarks.conftest import run_benchmarks
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run", "--workload", "mnist_mlpx", "--backend", "jax"], "unknown workload mnist_mlpx"),
+        (["run", "--workload", "mnist_mlp", "--backend", "cntk"], "invalid choice: 'cntk'"),
+        (["run", "--workload", "mnist_mlp", "--backend", "jax", "--epochs", "0"], "expected a positive integer"),
+        (["run", "--workload", "mnist_mlp", "--backend", "jax", "--platform", "../x"], "use letters, digits"),
+        (["suite", "--suite", "nightly"], "invalid choice: 'nightly'"),
+        (["suite", "--backends", "jax,mxnet"], "unknown backend mxnet"),
+        (["run", "--workload", "mnist_mlp", "--backend", "jax", "--dataset", "cifar10"], "does not fit mnist_mlp"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(args: list[str], expected: str, keras_home: Path, tmp_path: Path) -> None:
+    result = run_benchmarks([*args, "--out", str(tmp_path)], keras_home, timeout=300)
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and expected in errors[0]
+    assert not list(tmp_path.rglob("*.csv"))
+
+
+def test_missing_real_file_without_fallback_exits_3(keras_home: Path, tmp_path: Path) -> None:
+    args = ["run", "--workload", "mnist_mlp", "--backend", "jax", "--out", str(tmp_path), "--offline"]
+    result = run_benchmarks(args, keras_home, timeout=300)
+    assert result.returncode == 3
+    assert "error: mnist.npz: not found offline" in result.stderr
+    assert not list(tmp_path.rglob("*.csv"))
+
+
+def test_list_names_every_workload_and_suite(keras_home: Path) -> None:
+    result = run_benchmarks(["list"], keras_home, timeout=120)
+    assert result.returncode == 0
+    assert "twitter_sentiment_bilstm" in result.stdout and "benchmark-gpus-2017-11" in result.stdout

@@ -1,0 +1,89 @@
+"""The log format: our files round-trip through the reader, and the published 2017 logs parse with it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from benchmarks.logs import (
+    COLUMNS,
+    PUBLISHED_COLUMNS,
+    EpochLogWriter,
+    EpochRecord,
+    LogFormatError,
+    find_logs,
+    read_epoch_log,
+    write_metadata,
+)
+
+REFERENCE = Path(os.environ.get("KCB_SHARED_DIR", Path(__file__).resolve().parents[3] / "shared")) / "reference"
+
+
+def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
+    path = tmp_path / "mnist_mlp_jax.csv"
+    records = [
+        EpochRecord(0, 4.5, 0.8, 0.7, 0.6, 0.75, 1333.3, True, 6000, 0.0),
+        EpochRecord(1, 0.43, 0.5, 0.8, 0.45, 0.83, 13953.4, False, 6000, 4.6),
+    ]
+    writer = EpochLogWriter(path)
+    for record in records:
+        writer.append(record)
+    writer.close()
+    write_metadata(path, {"workload": "mnist_mlp", "status": "complete"})
+
+    log = read_epoch_log(path)
+    assert log.columns == COLUMNS
+    assert log.columns[: len(PUBLISHED_COLUMNS)] == PUBLISHED_COLUMNS
+    assert log.epochs == records
+    assert log.metadata is not None and log.metadata["workload"] == "mnist_mlp"
+    assert log.metadata["schema_version"] == 1
+    assert log.steady_epochs == records[1:]
+    assert log.total_elapsed == pytest.approx(4.93)
+
+
+def test_every_published_log_parses_with_the_same_reader() -> None:
+    tables = ("derived_totals.csv", "table1.csv", "siamese_lstm_epochs.csv")  # summaries, not per-epoch logs
+    paths = [p for p in find_logs(REFERENCE) if p.name not in tables]
+    # 63 files of the July 2017 study, 14 of the June 2017 one, 39 of the November 2017 one.
+    assert len(paths) == 116, f"expected the published logs under {REFERENCE}"
+    for path in paths:
+        log = read_epoch_log(path)
+        assert log.status == "complete" and log.metadata is None
+        assert [e.epoch for e in log.epochs] == list(range(len(log.epochs)))
+        assert all(e.elapsed > 0 for e in log.epochs)
+        assert log.first_epoch is not None and log.first_epoch.compiled is None
+
+
+def test_published_totals_match_the_derived_table() -> None:
+    gpu_mlp = read_epoch_log(REFERENCE / "deep-learning-cpu-gpu-benchmark/logs/gpu/mnist_mlp_tensorflow.csv")
+    assert round(gpu_mlp.total_elapsed, 3) == 65.097  # derived_totals.csv, cpu-or-gpu-2017-07 gpu mnist_mlp
+    text_gen = read_epoch_log(REFERENCE / "keras-cntk-benchmark/logs/text_generator_keras_tensorflow.csv")
+    assert text_gen.columns == ("epoch", "elapsed", "loss") and text_gen.final.acc is None
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "empty file"),
+        ("epoch,loss\n0,1.0\n", "missing column(s) elapsed"),
+        ("epoch,elapsed,loss\n", "no epochs"),
+        ("epoch,elapsed,loss\n0,fast,1.0\n", ":2: bad value"),
+    ],
+)
+def test_malformed_logs_name_the_file(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "broken.csv"
+    path.write_text(content)
+    with pytest.raises(LogFormatError) as error:
+        read_epoch_log(path)
+    assert str(path) in str(error.value) and message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_bad_metadata_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.csv"
+    path.write_text("epoch,elapsed\n0,1.0\n")
+    path.with_suffix(".json").write_text("{not json")
+    with pytest.raises(LogFormatError, match=r"run\.json: not valid JSON"):
+        read_epoch_log(path)

@@ -1,0 +1,77 @@
+"""The runner end to end: every workload on every backend trains a tiny slice and writes a valid CSV and metadata.
+
+One process per backend (each imports its framework once), through the `suite` command users run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.harness.backends import BACKENDS
+from benchmarks.logs import COLUMNS, read_epoch_log
+from benchmarks.workloads import WORKLOADS
+from tests.benchmarks.conftest import run_benchmarks
+
+pytestmark = pytest.mark.slow
+
+METADATA_KEYS = {
+    "schema_version", "run_id", "workload", "backend", "platform", "suite", "status", "epochs_planned",
+    "epochs_completed", "seed", "started_at", "ended_at", "git_commit", "hyperparameters", "data", "timing",
+    "final", "settings", "software", "hardware", "container", "gpu_utilization", "error",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny_suite(keras_home: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("logs")
+    args = ["suite", "--suite", "quick", "--platform", "ci", "--out", str(out), "--run-id", "tiny"]
+    args += ["--epochs", "2", "--train-limit", "96", "--val-limit", "32", "--offline"]
+    result = run_benchmarks(args, keras_home, timeout=1800)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return out / "ci" / "tiny", result.stdout
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_every_workload_writes_a_valid_log(tiny_suite: tuple[Path, str], workload: str, backend: str) -> None:
+    run_dir, _ = tiny_suite
+    [path] = list(run_dir.glob(f"{workload}_{backend}*.csv"))
+    log = read_epoch_log(path)
+    meta = log.metadata
+    assert log.columns == COLUMNS
+    assert meta is not None and set(meta) >= METADATA_KEYS
+    identity = (meta["workload"], meta["backend"], meta["platform"], meta["status"])
+    assert identity == (workload, backend, "ci", "complete")
+    assert [e.epoch for e in log.epochs] == [0, 1] and meta["epochs_completed"] == 2
+    assert [e.compiled for e in log.epochs] == [True, False]
+    assert all(e.elapsed > 0 and e.loss is not None for e in log.epochs)
+    assert meta["timing"]["first_epoch_s"] == log.epochs[0].elapsed
+    assert meta["timing"]["steady_median_s"] == log.epochs[1].elapsed
+    assert meta["software"]["framework"] == backend and meta["software"]["keras"].startswith("3.")
+    assert meta["hardware"]["accelerator"] == "cpu" and meta["hardware"]["cpu_cores_logical"] >= 1
+    assert meta["settings"]["dtype_policy"] == "float32"
+    assert meta["settings"]["lstm_kernel"] == ("generic" if "lstm" in workload else None)
+    # Synthetic data is never silent: the file name and the metadata both say so, with the reason.
+    synthetic = meta["data"]["source"] == "synthetic"
+    assert path.stem.endswith("_synthetic") == synthetic
+    assert synthetic == (meta["data"]["synthetic_reason"] is not None)
+
+
+def test_real_datasets_are_used_where_present(tiny_suite: tuple[Path, str]) -> None:
+    run_dir, _ = tiny_suite
+    for workload in ("lstm_text_generation", "text_generator_keras"):
+        meta = json.loads(next(run_dir.glob(f"{workload}_jax.json")).read_text())
+        assert meta["data"]["dataset"] == "nietzsche" and meta["data"]["source"] == "real"
+        assert meta["data"]["files"][0]["sha256"].startswith("23cf6987")
+
+
+def test_suite_prints_the_table_and_each_missing_file_once(tiny_suite: tuple[Path, str]) -> None:
+    _, stdout = tiny_suite
+    assert stdout.count("note: mnist.npz: not found offline") == 1
+    table = stdout[stdout.index("workload  ") :].splitlines()
+    assert len(table) == 2 + len(WORKLOADS) * len(BACKENDS)
+    assert any("synthetic:mnist (synthetic)" in line and "mnist_mlp" in line for line in table)
+    assert all(line.rstrip().endswith("complete") for line in table[2:])

@@ -1,0 +1,67 @@
+"""Both cloud providers pass the provider contract (tests/provider_contract.py), SSH login included."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from orchestrate.catalog import Profile
+from orchestrate.provider import Provider
+from orchestrate.providers.aws import AWSProvider
+from orchestrate.providers.gce import GCEProvider
+from tests.clouds.aws_faults import FaultyMotoServer
+from tests.clouds.gce_fake import GCEFake
+from tests.clouds.guests import GuestKeys, ec2_running_instance_keys, gce_running_instance_keys
+from tests.provider_contract import ProviderContract
+from tests.support.sshd import SSHServer
+
+pytestmark = pytest.mark.sshd
+
+
+class TestAWSContract(ProviderContract):
+    ssh_reachable = True
+    boot_timeout_s = 30.0
+
+    @pytest.fixture(autouse=True)
+    def cloud(self, aws: FaultyMotoServer, sshd: SSHServer) -> Iterator[None]:
+        self.server = sshd
+        with GuestKeys(sshd, ec2_running_instance_keys(("us-east-1",))):
+            yield
+
+    def make_provider(self) -> Provider:
+        return AWSProvider.from_settings({"ssh_address": f"127.0.0.1:{self.server.port}"})
+
+    def make_profile(self) -> Profile:
+        return Profile(
+            name="aws-contract",
+            provider="aws",
+            machine_type="c7i.large",
+            zones=("us-east-1a",),
+            image="resolve:ssm:/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-6.1-x86_64",
+            ssh_user=self.server.user,
+        )
+
+
+class TestGCEContract(ProviderContract):
+    ssh_reachable = True
+    boot_timeout_s = 30.0
+
+    @pytest.fixture(autouse=True)
+    def cloud(self, gce: GCEFake, sshd: SSHServer) -> Iterator[None]:
+        self.server = sshd
+        with GuestKeys(sshd, gce_running_instance_keys(gce)):
+            yield
+
+    def make_provider(self) -> Provider:
+        return GCEProvider.from_settings({"ssh_address": f"127.0.0.1:{self.server.port}"})
+
+    def make_profile(self) -> Profile:
+        return Profile(
+            name="gce-contract",
+            provider="gce",
+            machine_type="n2-highcpu-2",
+            zones=("us-central1-a",),
+            image="projects/debian-cloud/global/images/family/debian-12",
+            ssh_user=self.server.user,
+        )

@@ -1,0 +1,349 @@
+"""Whole orchestrated runs on the fake clouds: `python -m orchestrate run` launches through the provider, SSHes
+to the instance (the test sshd, see guests.py), runs the CPU image's containers on the local Docker engine,
+pulls the logs and tears down; `python -m orchestrate sweep` cleans up after a killed orchestrator.
+
+Injected along the way: a zone without capacity, throttling, a Spot preemption in the middle of the suite, the
+orchestrator killed between launch and its ledger write, missing credentials. After each, nothing runs in the
+fake cloud, no key pair or security group is left, and every finished log is on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import pytest
+
+from orchestrate.ledger import Ledger, RunRecord
+from tests.clouds.aws_faults import Fault, FaultyMotoServer, interrupt_spot_instance
+from tests.clouds.conftest import aws_environment, gce_environment
+from tests.clouds.gce_fake import GCEFake
+from tests.clouds.guests import GuestKeys, ec2_running_instance_keys, gce_running_instance_keys
+from tests.support.datasets import prefill_keras_cache
+from tests.support.docker import build_cpu_image, containers_of_run, remove_containers_of_run
+from tests.support.sshd import SSHServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.sshd]
+
+REPO = Path(__file__).resolve().parents[2]
+AWS_REGIONS = ("us-east-1", "us-west-2")
+def catalog_text(user: str) -> str:
+    """The tests' profiles: zones the fake clouds have, an image moto resolves, the sshd's user."""
+    prices = 'on_demand = {{ usd_per_hour = {0}, date = "2025-06-01", source = "test catalog" }}\n'
+    prices += 'spot = {{ usd_per_hour = {1}, date = "2025-06-01", source = "test catalog" }}\n'
+    return f"""\
+[profiles.aws-e2e]
+provider = "aws"
+description = "moto EC2 instance; its SSH address is the test sshd"
+machine_type = "c7i.large"
+zones = ["us-east-1a", "us-east-1b"]
+image = "resolve:ssm:/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-6.1-x86_64"
+ssh_user = "{user}"
+{prices.format(0.0893, 0.0301)}
+[profiles.gce-e2e]
+provider = "gce"
+description = "Compute Engine fake VM; its SSH address is the test sshd"
+machine_type = "n2-highcpu-2"
+zones = ["us-central1-a", "us-central1-b"]
+image = "projects/debian-cloud/global/images/family/debian-12"
+ssh_user = "{user}"
+{prices.format(0.0709, 0.0213)}"""
+
+
+RUN_FLAGS = ["--suite", "quick", "--workloads", "mnist_mlp", "--epochs", "1", "--train-limit", "256"]
+RUN_FLAGS += ["--val-limit", "64", "--plain"]
+
+
+@dataclass
+class Bench:
+    """One test's orchestrator setup: environment, catalog, ledger, logs, the host folder, the sshd."""
+
+    env: dict[str, str]
+    tmp: Path
+    server: SSHServer
+    image: str
+
+    @property
+    def ledger(self) -> Path:
+        return self.tmp / "ledger.jsonl"
+
+    @property
+    def logs(self) -> Path:
+        return self.tmp / "logs"
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "tests.clouds.run_orchestrate", *args]
+
+    def run_args(self, profile: str, run_id: str, *extra: str) -> list[str]:
+        return self.command(
+            "run", "--profile", profile, "--run-id", run_id, *RUN_FLAGS, *extra,
+            "--image", self.image, "--logs", str(self.logs), "--ledger", str(self.ledger),
+            "--remote-dir", str(self.tmp / "host"),
+            "--provider-setting", f"ssh_address=127.0.0.1:{self.server.port}",
+        )  # fmt: skip
+
+    def start(self, args: list[str]) -> subprocess.Popen[str]:
+        output = (self.tmp / "orchestrator.log").open("a")
+        return subprocess.Popen(
+            args, cwd=REPO, env=self.env, stdout=output, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def call(self, args: list[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(args, cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def output(self) -> str:
+        path = self.tmp / "orchestrator.log"
+        return path.read_text() if path.exists() else ""
+
+    def record(self, run_id: str) -> RunRecord:
+        return Ledger(self.ledger).runs()[run_id]
+
+
+@pytest.fixture(scope="module")
+def cpu_image(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The project's CPU image, built from this checkout (Docker's cache makes it quick after the first)."""
+    return build_cpu_image(tmp_path_factory.mktemp("image") / "build.log")
+
+
+def make_bench(tmp_path: Path, server: SSHServer, image: str, cloud_env: dict[str, str]) -> Bench:
+    prefill_keras_cache(tmp_path / "host" / "cache" / "keras")  # the host's dataset cache, as a warm host has
+    catalog = tmp_path / "catalog.toml"
+    catalog.write_text(catalog_text(server.user))
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AWS_", "GOOGLE_", "KCB_", "CLOUDSDK_"))
+    }
+    env.update(cloud_env)
+    env.update(KCB_TEST_CATALOG=str(catalog), KCB_LEDGER=str(tmp_path / "ledger.jsonl"), PYTHONUNBUFFERED="1")
+    return Bench(env=env, tmp=tmp_path, server=server, image=image)
+
+
+def wait_for(condition: Callable[[], object], timeout_s: float, what: str, bench: Bench) -> object:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}; orchestrator output:\n{bench.output()[-4000:]}")
+
+
+def finish(process: subprocess.Popen[str], bench: Bench, timeout_s: float = 900) -> int:
+    try:
+        return process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise AssertionError(f"the run did not finish in {timeout_s} s:\n{bench.output()[-4000:]}") from None
+
+
+def run_logs(bench: Bench, profile: str, run_id: str) -> Path:
+    return bench.logs / profile / run_id
+
+
+def item_results(bench: Bench, profile: str, run_id: str) -> dict[str, dict]:
+    """The run's result metadata on this machine, by file stem (the preempted/ folder is not results)."""
+    folder = run_logs(bench, profile, run_id)
+    return {path.stem: json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))}
+
+
+def preempt_mid_suite(bench: Bench, run_id: str, profile: str, reclaim: Callable[[], None]) -> None:
+    """Once the first item's log is pulled and the second item's container runs, the cloud takes the
+    machine: it reclaims the instance, the SSH connections die and the machine's container with them."""
+    first_done = lambda: list(run_logs(bench, profile, run_id).glob("mnist_mlp_jax*.json"))  # noqa: E731
+    wait_for(first_done, 600, "the first item's pulled log", bench)
+    second_running = lambda: f"{run_id}-mnist_mlp-torch" in containers_of_run(run_id)  # noqa: E731
+    wait_for(second_running, 300, "the second item's container", bench)
+    reclaim()
+    bench.server.kill()  # the machine is gone: its sshd and every session with it
+    remove_containers_of_run(run_id)  # ...and what ran on it
+    bench.server.restart()  # the sshd comes back as the relaunched instance's
+
+
+def assert_preempted_run_resumed(bench: Bench, profile: str, run_id: str) -> RunRecord:
+    record = bench.record(run_id)
+    assert record.status == "complete", bench.output()[-4000:]
+    assert record.preemptions == 1
+    assert [i.preempted for i in record.instances] == [True, False]
+    jax_runs = [(i.status, i.attempt) for i in record.items if i.backend == "jax"]
+    torch_runs = [(i.status, i.attempt) for i in record.items if i.backend == "torch"]
+    assert jax_runs == [("complete", 1)]  # finished before the preemption: not run again, log kept
+    assert torch_runs == [("preempted", 1), ("complete", 2)]
+    results = item_results(bench, profile, run_id)
+    assert sorted(results) == ["mnist_mlp_jax_synthetic", "mnist_mlp_torch_synthetic"]
+    assert all(meta["status"] == "complete" for meta in results.values())  # no partial timing among results
+    for meta in results.values():
+        assert meta["run_id"] == run_id and meta["platform"] == profile
+    return record
+
+
+# ---- AWS ------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def aws_bench(aws: FaultyMotoServer, sshd: SSHServer, cpu_image: str, tmp_path: Path) -> Iterator[Bench]:
+    bench = make_bench(tmp_path, sshd, cpu_image, aws_environment(aws.url, tmp_path))
+    with GuestKeys(sshd, ec2_running_instance_keys(AWS_REGIONS)):
+        yield bench
+
+
+def ec2(region: str = "us-east-1"):
+    return boto3.client("ec2", region_name=region)
+
+
+def ec2_live(region: str = "us-east-1") -> list[dict]:
+    described = ec2(region).describe_instances(
+        Filters=[{"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]}]
+    )
+    return [i for r in described["Reservations"] for i in r["Instances"]]
+
+
+def assert_nothing_left_in_aws(bench: Bench, run_id: str) -> None:
+    for region in AWS_REGIONS:
+        assert ec2_live(region) == []
+        assert ec2(region).describe_key_pairs()["KeyPairs"] == []
+        groups = [g["GroupName"] for g in ec2(region).describe_security_groups()["SecurityGroups"]]
+        assert groups == ["default"]
+    assert not (bench.tmp / "state" / "keys" / run_id).exists()
+    assert containers_of_run(run_id) == []
+
+
+def test_aws_spot_run_fails_over_retries_and_survives_a_preemption(aws_bench: Bench, aws: FaultyMotoServer):
+    run_id = "20250101T000000Z-aw51"
+    no_capacity = aws.injector.add(
+        Fault("RunInstances", "InsufficientInstanceCapacity",
+              "We currently do not have sufficient c7i.large capacity in the Availability Zone you requested "
+              "(us-east-1a).", times=None, params={"Placement.AvailabilityZone": "us-east-1a"})
+    )  # fmt: skip
+    throttled = aws.injector.add(Fault("DescribeInstances", "RequestLimitExceeded", "Request limit exceeded.", 3))
+    process = aws_bench.start(aws_bench.run_args("aws-e2e", run_id, "--spot", "--backends", "jax,torch"))
+    try:
+        preempt_mid_suite(
+            aws_bench, run_id, "aws-e2e",
+            lambda: interrupt_spot_instance("us-east-1", ec2_live()[0]["InstanceId"]),
+        )  # fmt: skip
+        assert finish(process, aws_bench) == 0, aws_bench.output()[-4000:]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        remove_containers_of_run(run_id)
+    record = assert_preempted_run_resumed(aws_bench, "aws-e2e", run_id)
+    assert [i.zone for i in record.instances] == ["us-east-1b", "us-east-1b"]  # us-east-1a had no capacity
+    assert all(i.spot for i in record.instances)
+    assert no_capacity.hits >= 2 * 5  # both launches tried us-east-1a first; botocore retried each 500
+    assert throttled.hits == 3  # throttled, retried by botocore, and the run went on
+    assert "no capacity in us-east-1a" in aws_bench.output()
+    assert record.estimated_cost_usd is not None and record.estimated_cost_usd > 0
+    assert_nothing_left_in_aws(aws_bench, run_id)
+
+
+def test_aws_sweep_finds_the_instance_of_a_killed_orchestrator(aws_bench: Bench, aws: FaultyMotoServer):
+    run_id = "20250101T000000Z-aw52"
+    process = aws_bench.start(aws_bench.run_args("aws-e2e", run_id, "--backends", "jax"))
+    # SIGKILL the orchestrator once EC2 has created the instance and before the answer reaches it: the
+    # instance exists, the ledger cannot know its id.
+    aws.injector.after["RunInstances"] = lambda: os.killpg(process.pid, signal.SIGKILL)
+    assert finish(process, aws_bench, timeout_s=120) == -signal.SIGKILL
+    [instance] = ec2_live()
+    assert bench_ledger_instances(aws_bench, run_id) == []
+
+    dry = aws_bench.call(aws_bench.command("sweep", "--dry-run", "--provider", "aws"))
+    assert dry.returncode == 0, dry.stderr
+    assert f"would delete aws {instance['InstanceId']}" in dry.stdout
+    assert "orchestrator" in dry.stdout and "is gone" in dry.stdout
+    assert len(ec2_live()) == 1  # a dry run deletes nothing
+
+    swept = aws_bench.call(aws_bench.command("sweep", "--provider", "aws"))
+    assert swept.returncode == 0, swept.stderr
+    assert f"deleted      aws {instance['InstanceId']}" in swept.stdout
+    assert_nothing_left_in_aws(aws_bench, run_id)
+
+
+def test_aws_missing_credentials_stop_the_run_before_anything_starts(aws_bench: Bench, aws: FaultyMotoServer):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        del aws_bench.env[name]
+    done = aws_bench.call(aws_bench.run_args("aws-e2e", "20250101T000000Z-aw53", "--backends", "jax"))
+    assert done.returncode == 2
+    assert "error: no AWS credentials found" in done.stderr
+    assert "kcb-test-secret" not in done.stdout + done.stderr
+    assert aws.injector.calls == []  # not one EC2 call
+    assert_nothing_left_in_aws(aws_bench, "20250101T000000Z-aw53")
+
+
+def bench_ledger_instances(bench: Bench, run_id: str) -> list[str]:
+    runs = Ledger(bench.ledger).runs()
+    return [i.instance_id for i in runs[run_id].instances] if run_id in runs else []
+
+
+# ---- GCE ------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gce_bench(gce_fake: GCEFake, sshd: SSHServer, cpu_image: str, tmp_path: Path) -> Iterator[Bench]:
+    bench = make_bench(tmp_path, sshd, cpu_image, gce_environment(gce_fake, tmp_path))
+    with GuestKeys(sshd, gce_running_instance_keys(gce_fake)):
+        yield bench
+
+
+def assert_nothing_left_in_gce(bench: Bench, fake: GCEFake, run_id: str) -> None:
+    assert fake.all_instances() == []
+    assert not (bench.tmp / "state" / "keys" / run_id).exists()
+    assert containers_of_run(run_id) == []
+
+
+def test_gce_spot_run_fails_over_and_survives_a_preemption(gce_bench: Bench, gce_fake: GCEFake):
+    run_id = "20250101T000000Z-gc51"
+    gce_fake.fail_inserts("us-central1-a", code="ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
+    process = gce_bench.start(gce_bench.run_args("gce-e2e", run_id, "--spot", "--backends", "jax,torch"))
+    try:
+        preempt_mid_suite(
+            gce_bench, run_id, "gce-e2e",
+            lambda: gce_fake.preempt("us-central1-b", gce_fake.live_instances()[0]["name"]),
+        )  # fmt: skip
+        assert finish(process, gce_bench) == 0, gce_bench.output()[-4000:]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        remove_containers_of_run(run_id)
+    record = assert_preempted_run_resumed(gce_bench, "gce-e2e", run_id)
+    assert [i.zone for i in record.instances] == ["us-central1-b", "us-central1-b"]
+    assert "no capacity in us-central1-a" in gce_bench.output()
+    assert_nothing_left_in_gce(gce_bench, gce_fake, run_id)
+
+
+def test_gce_sweep_finds_the_vm_of_a_killed_orchestrator(gce_bench: Bench, gce_fake: GCEFake):
+    run_id = "20250101T000000Z-gc52"
+    process = gce_bench.start(gce_bench.run_args("gce-e2e", run_id, "--backends", "jax"))
+    gce_fake.after_insert = lambda: os.killpg(process.pid, signal.SIGKILL)
+    assert finish(process, gce_bench, timeout_s=120) == -signal.SIGKILL
+    [vm] = gce_fake.live_instances()
+    assert bench_ledger_instances(gce_bench, run_id) == []
+
+    dry = gce_bench.call(gce_bench.command("sweep", "--dry-run", "--provider", "gce"))
+    assert dry.returncode == 0, dry.stderr
+    assert f"would delete gce {vm['name']}" in dry.stdout
+    assert len(gce_fake.live_instances()) == 1
+
+    swept = gce_bench.call(gce_bench.command("sweep", "--provider", "gce"))
+    assert swept.returncode == 0, swept.stderr
+    assert f"deleted      gce {vm['name']}" in swept.stdout
+    assert_nothing_left_in_gce(gce_bench, gce_fake, run_id)
+
+
+def test_gce_missing_credentials_stop_the_run_before_anything_starts(gce_bench: Bench, gce_fake: GCEFake):
+    del gce_bench.env["GOOGLE_APPLICATION_CREDENTIALS"]
+    done = gce_bench.call(gce_bench.run_args("gce-e2e", "20250101T000000Z-gc53", "--backends", "jax"))
+    assert done.returncode == 2
+    assert "error: no Google credentials found" in done.stderr
+    assert gce_fake.requests == []
+    assert_nothing_left_in_gce(gce_bench, gce_fake, "20250101T000000Z-gc53")
+

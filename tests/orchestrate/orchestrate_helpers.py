@@ -1,0 +1,118 @@
+"""Helpers for the end-to-end tests: run the real CLI as a subprocess against the test sshd."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrate.ledger import RunRecord, read_runs
+from tests.support.datasets import prefill_keras_cache
+from tests.support.sshd import SSHServer
+
+ROOT = Path(__file__).resolve().parents[2]
+# A tiny slice of the quick suite: every stage of a real run, seconds of training per workload.
+TINY = ["--epochs", "2", "--train-limit", "512", "--val-limit", "128"]
+
+
+@dataclass
+class Workspace:
+    """Local logs and ledger, and the host's work folder (with a dataset cache filled from shared/datasets)."""
+
+    root: Path
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def ledger(self) -> Path:
+        return self.root / "ledger.jsonl"
+
+    @property
+    def remote_dir(self) -> Path:
+        return self.root / "host"
+
+    def prefill(self) -> None:
+        prefill_keras_cache(self.remote_dir / "cache" / "keras")
+
+    def run_record(self, run_id: str) -> RunRecord:
+        return read_runs(self.ledger)[run_id]
+
+    def run_logs(self, platform: str, run_id: str) -> Path:
+        return self.logs / platform / run_id
+
+
+def ssh_run_args(server: SSHServer, ws: Workspace, run_id: str, *extra: str) -> list[str]:
+    """`orchestrate run` on the ssh profile, reaching the test sshd through its ssh_config alias."""
+    return [
+        "run",
+        "--profile",
+        "ssh",
+        "--host",
+        server.alias,
+        "--ssh-config",
+        str(server.config_path),
+        "--logs",
+        str(ws.logs),
+        "--ledger",
+        str(ws.ledger),
+        "--remote-dir",
+        str(ws.remote_dir),
+        "--run-id",
+        run_id,
+        "--plain",
+        *extra,
+    ]
+
+
+def orchestrate(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrate", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def start_orchestrate(*args: str, output: Path) -> subprocess.Popen[bytes]:
+    handle = output.open("wb")
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrate", *args],
+        cwd=ROOT,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.5) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def ledger_items(ledger: Path, run_id: str) -> list[dict]:
+    """The latest ledger line's items for a run, read raw (the file may be mid-append)."""
+    if not ledger.exists():
+        return []
+    latest: list[dict] = []
+    for line in ledger.read_text().splitlines():
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if data.get("run_id") == run_id:
+            latest = data.get("items", [])
+    return latest

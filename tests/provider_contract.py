@@ -1,0 +1,143 @@
+"""The provider contract: what the lifecycle relies on, as tests any provider can run against itself.
+
+Use it from your provider's test module (this project's or a third-party package's):
+
+    from tests.provider_contract import ProviderContract   # or copy this file into your package's tests
+
+    class TestMyCloudContract(ProviderContract):
+        def make_provider(self):                # a provider wired to your test cloud (fake API, sandbox account)
+            return MyCloudProvider(...)
+
+        def make_profile(self):                 # a catalog Profile your provider can launch
+            return Profile(name="mycloud-small", provider="mycloud", machine_type="small", zones=("zone-a",))
+
+        ssh_reachable = False                   # True when launched machines run an sshd you can log in to
+
+pytest collects every `test_*` method. Each test launches at most one machine and terminates it in a
+`finally`, so a failing assertion leaves nothing behind. What is checked:
+
+- `name` and `creates_machines` are declared; `from_settings({})` or the test's own factory builds it;
+- `check_credentials` passes with the test's credentials; `validate_profile` accepts the profile;
+- `launch` returns an Instance of this provider, in the requested zone, carrying the run's tags;
+- `wait_until_running` gives state RUNNING and an SSH address (unless the provider runs locally), and that
+  address accepts a login when `ssh_reachable`;
+- `list_instances` shows a machine it created, by its project tag, and stops showing it once terminated;
+- `terminate` and `release_run` are idempotent: the second call succeeds too;
+- a terminated machine is not RUNNING.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from orchestrate.catalog import Profile
+from orchestrate.provider import PROJECT_TAG, Instance, InstanceState, LaunchRequest, Provider
+
+
+class ProviderContract:
+    ssh_reachable: bool = False  # set True when launched machines accept an SSH login (real sshd behind them)
+    boot_timeout_s: float = 120.0
+    max_lifetime_s: int = 1800
+
+    def make_provider(self) -> Provider:
+        raise NotImplementedError("return the provider under test, wired to its test cloud")
+
+    def make_profile(self) -> Profile:
+        raise NotImplementedError("return a Profile this provider can launch")
+
+    def make_request(self, profile: Profile) -> LaunchRequest:
+        run_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:4]}"
+        tags = {
+            "project": PROJECT_TAG,
+            "run-id": run_id,
+            "owner": "contract@test",
+            "profile": profile.name,
+            "expiry": str(int(time.time() + self.max_lifetime_s)),
+        }
+        zone = profile.zones[0] if profile.zones else None
+        return LaunchRequest(run_id, profile, zone, spot=False, max_lifetime_s=self.max_lifetime_s, tags=tags)
+
+    # ---- fixtures ------------------------------------------------------------------------------------------
+
+    @pytest.fixture
+    def provider(self) -> Provider:
+        return self.make_provider()
+
+    @pytest.fixture
+    def request_(self) -> LaunchRequest:
+        return self.make_request(self.make_profile())
+
+    @pytest.fixture
+    def running(self, provider: Provider, request_: LaunchRequest) -> Iterator[Instance]:
+        instance = provider.launch(request_)
+        try:
+            yield provider.wait_until_running(instance, self.boot_timeout_s)
+        finally:
+            provider.terminate(instance)
+            provider.release_run(request_.run_id)
+
+    # ---- the contract --------------------------------------------------------------------------------------
+
+    def test_declares_name_and_kind(self, provider: Provider) -> None:
+        assert isinstance(provider.name, str) and provider.name
+        assert isinstance(provider.creates_machines, bool)
+        assert isinstance(provider.runs_locally, bool)
+
+    def test_credentials_and_profile_are_accepted(self, provider: Provider, request_: LaunchRequest) -> None:
+        provider.check_credentials()
+        provider.validate_profile(request_.profile)
+
+    def test_launch_returns_a_running_instance_with_the_run_tags(
+        self, provider: Provider, request_: LaunchRequest, running: Instance
+    ) -> None:
+        assert running.provider == provider.name
+        assert running.instance_id
+        if request_.zone is not None:
+            assert running.zone == request_.zone
+        assert provider.state(running) == InstanceState.RUNNING
+        assert running.ssh is not None or provider.runs_locally
+        if provider.creates_machines:
+            for key, value in request_.tags.items():
+                assert running.tags.get(key) == value, f"tag {key}"
+
+    def test_ssh_address_accepts_a_login(self, provider: Provider, running: Instance) -> None:
+        if provider.runs_locally or not self.ssh_reachable:
+            pytest.skip("declared not applicable: the machine runs locally or runs no sshd (ssh_reachable)")
+        from orchestrate.remote import SSHHost, wait_for_ssh
+
+        assert running.ssh is not None
+        host = SSHHost(running.ssh, verify_known_hosts=False)
+        try:
+            wait_for_ssh(host, self.boot_timeout_s)
+            assert host.run("echo contract").stdout.strip() == "contract"
+        finally:
+            host.close()
+
+    def test_list_instances_finds_what_it_launched(
+        self, provider: Provider, request_: LaunchRequest, running: Instance
+    ) -> None:
+        listed = provider.list_instances()
+        if not provider.creates_machines:
+            assert listed == []  # nothing it could leave behind
+            return
+        mine = [i for i in listed if i.instance_id == running.instance_id]
+        assert len(mine) == 1
+        assert mine[0].tags.get("project") == PROJECT_TAG
+        assert mine[0].tags.get("run-id") == request_.run_id
+        assert all(i.tags.get("project") == PROJECT_TAG for i in listed)
+
+    def test_terminate_and_release_are_idempotent(self, provider: Provider, request_: LaunchRequest) -> None:
+        instance = provider.wait_until_running(provider.launch(request_), self.boot_timeout_s)
+        try:
+            provider.terminate(instance)
+        finally:
+            provider.terminate(instance)  # a second teardown (Ctrl-C during teardown, then the sweep)
+            provider.release_run(request_.run_id)
+            provider.release_run(request_.run_id)
+        if provider.creates_machines:
+            assert provider.state(instance) != InstanceState.RUNNING
+            assert instance.instance_id not in {i.instance_id for i in provider.list_instances()}

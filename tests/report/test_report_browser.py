@@ -1,0 +1,106 @@
+"""The HTML report in a real headless browser (Debian's chromium): it renders, every chart loads, a screenshot
+is taken. Needs `apt-get install chromium`; without it these tests fail, they do not skip."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from report_helpers import write_run
+
+from report.cli import main
+
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+# Appended to a copy of the page: after load, writes each image's state into the DOM for --dump-dom.
+PROBE = """<script>
+window.addEventListener("load", () => {
+  const states = Array.from(document.images).map(
+    (img) => ({src: img.getAttribute("src"), loaded: img.complete && img.naturalWidth > 0}));
+  const out = document.createElement("pre");
+  out.id = "image-check";
+  out.textContent = JSON.stringify(states);
+  document.body.appendChild(out);
+});
+</script>"""
+BROKEN = '<img src="charts/no-such-chart.png" alt="deliberately missing">'
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.fail("Debian's chromium is required for the report's browser tests: apt-get install -y chromium")
+    return path
+
+
+def _browse(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [_chromium(), *FLAGS, f"--user-data-dir={profile}", *args, page.as_uri()]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A report with repeats, a partial run, synthetic data, an unreadable file and a published study."""
+    root = tmp_path_factory.mktemp("browser")
+    logs = root / "logs"
+    for i, elapsed in enumerate([(6.0, 2.0, 2.1), (6.5, 2.2, 2.0), (5.8, 1.9, 2.3)]):
+        write_run(logs, run_id=f"20260101T00000{i}Z-000{i}", backend="tensorflow", elapsed=elapsed)
+        write_run(logs, run_id=f"20260101T00000{i}Z-000{i}", backend="jax", elapsed=[e * 0.6 for e in elapsed])
+    write_run(logs, run_id="20260101T000009Z-0009", backend="torch", source="synthetic")
+    write_run(
+        logs,
+        run_id="20260101T000009Z-0009",
+        backend="torch",
+        workload="mnist_cnn",
+        status="partial",
+        elapsed=(30.0,),
+        epochs_planned=12,
+    )
+    write_run(
+        logs, run_id="20260101T000009Z-0009", backend="tensorflow", workload="mnist_cnn", elapsed=(30.0, 20.0, 20.0)
+    )
+    (logs / "local" / "20260101T000009Z-0009" / "cifar10_cnn_jax.csv").write_text("")
+    out = root / "report"
+    assert main([str(logs), "--out", str(out), "--price", "local=0.10", "--study", "cpu-or-gpu-2017-07"]) == 0
+    return out / "index.html"
+
+
+def test_page_renders_and_every_chart_loads(page: Path, tmp_path: Path) -> None:
+    images = re.findall(r'<img src="([^"]+)"', page.read_text())
+    assert len(images) >= 6  # time and cost per workload, and the study's comparison charts
+    probe = page.with_name("probe.html")  # beside the page: the same relative links
+    probe.write_text(page.read_text().replace("</body>", BROKEN + PROBE + "</body>"))
+    dom = _browse(probe, tmp_path / "profile", "--dump-dom", "--virtual-time-budget=10000").stdout
+    found = re.search(r'<pre id="image-check">(.*?)</pre>', dom, re.S)
+    assert found, "the page's scripts did not run to the end of load"
+    states = {s["src"]: s["loaded"] for s in json.loads(html.unescape(found.group(1)))}
+    assert states.pop("charts/no-such-chart.png") is False  # the probe does see a broken image
+    assert states == dict.fromkeys(images, True)
+    for heading in ("Benchmark report", "Results by workload", "Measured vs published", "Machine time"):
+        assert heading in dom
+
+
+def test_screenshot(page: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "report.png"
+    _browse(page, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1400,3000", "--hide-scrollbars")
+    with Image.open(shot) as image:
+        assert image.size == (1400, 3000)
+        colours = image.convert("L").getextrema()
+    assert colours[1] - colours[0] > 200, "the screenshot is blank"
+    print(f"screenshot: {shot}")
