@@ -104,7 +104,7 @@ tf-wheel:
 
 image-cpu-compiled: wheelhouse
 	$(check_datasets)
-	$(if $(filter /%,$(TF_WHEEL)),$(error TF_WHEEL must be a path inside the build context, e.g. $(TF_WHEEL_DIR)/x.whl))
+	$(if $(TF_WHEEL),$(if $(filter $(WHEELHOUSE)/%.whl,$(TF_WHEEL)),,$(error TF_WHEEL must be a .whl under $(WHEELHOUSE)/ (the build context), got '$(TF_WHEEL)')))
 	$(if $(TF_WHEEL),,$(MAKE) -f $(firstword $(MAKEFILE_LIST)) tf-wheel)
 	DOCKER_BUILDKIT=1 $(DOCKER) build -f Dockerfile.cpu-compiled -t $(IMAGE_CPU_COMPILED) \
 	  $(COMMON_BUILD_ARGS) $(CPU_VERSION_ARGS) --build-arg IMAGE_NAME=$(IMAGE_CPU_COMPILED) \

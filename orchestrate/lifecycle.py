@@ -348,6 +348,7 @@ class Lifecycle:
         item_record = ItemRecord(item.workload, item.backend, status="running", started_at=time.time())
         item_record.attempt = attempt
         self.record.items.append(item_record)
+        self._save()
         self.reporter.item_started(item.label)
         stage = StageRecord("workload", time.time(), detail=item.label)
         self.record.stages.append(stage)
@@ -494,16 +495,17 @@ class Lifecycle:
     # ---- teardown ----------------------------------------------------------------------------------------
 
     def _teardown(self, outcome: Outcome) -> None:
-        started = time.time()
+        stage = StageRecord("teardown", time.time())
+        self.record.stages.append(stage)
         self.reporter.stage_started("teardown")
         for session in self.sessions:
             if session.record.terminated_at is None:
                 self._end_session(session, outcome.torn_down, outcome.teardown_failures)
         self._sweep_own_instances(outcome)
         self._release(outcome)
-        self.record.stages.append(StageRecord("teardown", started, time.time()))
+        stage.ended_at = time.time()
         status = "failed" if outcome.teardown_failures else "done"
-        self.reporter.stage_finished("teardown", time.time() - started, status)
+        self.reporter.stage_finished("teardown", stage.seconds or 0.0, status)
 
     def _end_session(
         self, session: _Session, torn_down: list[str], failures: list[str], reachable: bool = True
@@ -535,22 +537,23 @@ class Lifecycle:
             session.record.terminated_at = time.time()
 
     def _stop_containers(self, session: _Session, torn_down: list[str], failures: list[str]) -> None:
+        """Stop every container of this run on the host (the one running now, and any a cut-short start left)."""
         host, info = session.host, session.info
         assert host is not None and info is not None
-        pattern = shlex.quote(f"^{self.plan.run_id}-")
+        pattern = shlex.quote(f"name=^{self.plan.run_id}-")
         try:
-            listed = host.run(f"{info.docker} ps -q --filter name={pattern}", check=False, timeout=60)
+            listed = host.run(f"{info.docker} ps -a --filter {pattern} --format '{{{{.Names}}}}'", timeout=60)
         except RemoteError as exc:
             if session.running_container:
                 failures.append(f"could not reach {host.description} to stop {session.running_container}: {exc}")
             return
-        for container_id in listed.stdout.split():
-            result = host.run(f"{info.docker} stop -t {STOP_GRACE_S} {container_id}", check=False, timeout=60)
-            host.run(f"{info.docker} rm -f {container_id}", check=False, timeout=60)
-            name = session.running_container or container_id
+        for name in listed.stdout.split():
+            # SIGTERM first: the runner records the run as partial and keeps its finished epochs
+            result = host.run(f"{info.docker} stop -t {STOP_GRACE_S} {name}", check=False, timeout=STOP_GRACE_S + 60)
+            host.run(f"{info.docker} rm -f {name}", check=False, timeout=60)
             if result.exit_code == 0:
                 torn_down.append(f"stopped container {name} on {host.description}")
-            else:
+            elif "No such container" not in result.stderr:  # --rm removed it as it ended: nothing to stop
                 failures.append(f"could not stop container {name} on {host.description}: {result.stderr.strip()}")
 
     def _sweep_own_instances(self, outcome: Outcome) -> None:

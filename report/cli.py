@@ -14,7 +14,7 @@ from typing import NoReturn
 from report.build import Report, Request, build
 from report.costs import (
     BILLING_RULES,
-    PROFILE_BILLING,
+    TRAINING_TIME,
     PriceBook,
     PriceError,
     load_catalog_profiles,
@@ -57,9 +57,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--billing",
         choices=BILLING_RULES,
-        default=PROFILE_BILLING,
-        help="profile: the catalog profile's billing increment and minimum per workload (default); "
-        "training-time: seconds x price, as the published studies",
+        default=TRAINING_TIME,
+        help="training-time: training seconds x price, as the published studies (default: the workloads of a "
+        "suite share one machine, whose billing the machine-time table shows); profile: the catalog profile's "
+        "billing increment and minimum applied to each workload alone",
     )
     p.add_argument(
         "--study",

@@ -16,13 +16,14 @@ address as https://checkip.amazonaws.com reports it); `KCB_AWS_REGIONS`, the reg
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import math
 import os
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Self
@@ -64,6 +65,10 @@ EXTRA_SETTINGS = frozenset({"disk_gb"})
 GPU_AMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 CPU_AMI_PARAMETER = "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"
 DEFAULT_SSH_USER = "ubuntu"  # the login of the default AMIs
+NO_ADDRESS_HINT = (
+    ": it has no address to SSH to; give its subnet public IPs, or pass --provider-setting ssh_address={private_ip} "
+    "when this machine is inside the VPC"
+)
 SSM_PREFIX = "resolve:ssm:"  # EC2's own syntax for "the AMI id this SSM parameter holds"
 
 # RunInstances errors that mean "not here, not now": the lifecycle tries the profile's next zone.
@@ -99,6 +104,18 @@ def _error_code(error: ClientError) -> str:
 
 def _error_message(error: ClientError) -> str:
     return error.response.get("Error", {}).get("Message", str(error))
+
+
+@contextlib.contextmanager
+def _calling(what: str) -> Iterator[None]:
+    """AWS and network errors as ProviderError naming what was being done: the lifecycle and the sweep
+    report those and go on tearing down."""
+    try:
+        yield
+    except ClientError as error:
+        raise ProviderError(f"aws: {what} failed ({_error_code(error)}): {_error_message(error)}") from None
+    except BotoCoreError as error:
+        raise ProviderError(f"aws: {what} failed: {error}") from None
 
 
 def _tag_list(tags: dict[str, str]) -> list[dict[str, str]]:
@@ -150,20 +167,21 @@ class AWSProvider(Provider):
         validate_disk_gb(profile)
 
     def check_credentials(self) -> None:
-        if self._session.get_credentials() is None:
-            raise CredentialsError(
-                "no AWS credentials found: set AWS_PROFILE (after `aws configure` or `aws sso login`) "
-                "or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
-            )
+        missing = CredentialsError(
+            "no AWS credentials found: set AWS_PROFILE (after `aws configure` or `aws sso login`) "
+            "or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
+        )
         try:
+            if self._session.get_credentials() is None:
+                raise missing
             self._client("sts", self._session.region_name or "us-east-1").get_caller_identity()
         except NoCredentialsError:
-            raise CredentialsError("no AWS credentials found (boto3's credential chain is empty)") from None
+            raise missing from None
         except ClientError as error:
             raise CredentialsError(
                 f"AWS rejected the credentials ({_error_code(error)}): {_error_message(error)}"
             ) from None
-        except BotoCoreError as error:
+        except BotoCoreError as error:  # an expired SSO session, an unreadable profile, no endpoint
             raise CredentialsError(f"AWS credentials unusable: {error}") from None
 
     # -- launch ----------------------------------------------------------------------------------------------
@@ -185,6 +203,8 @@ class AWSProvider(Provider):
             reservation = ec2.run_instances(**parameters)
         except ClientError as error:
             raise self._launch_error(request, error) from None
+        except BotoCoreError as error:
+            raise ProviderError(f"aws: RunInstances in {request.zone} failed: {error}") from None
         described = reservation["Instances"][0]
         self._ssh_users[described["InstanceId"]] = profile.ssh_user or DEFAULT_SSH_USER
         return Instance(
@@ -264,20 +284,10 @@ class AWSProvider(Provider):
         image = profile.image or SSM_PREFIX + (GPU_AMI_PARAMETER if profile.has_gpu else CPU_AMI_PARAMETER)
         if image.startswith(SSM_PREFIX):
             parameter = image.removeprefix(SSM_PREFIX)
-            try:
+            with _calling(f"profile {profile.name}: reading image parameter {parameter} in {region}"):
                 image = self._client("ssm", region).get_parameter(Name=parameter)["Parameter"]["Value"]
-            except ClientError as error:
-                raise ProviderError(
-                    f"profile {profile.name}: image parameter {parameter} unreadable in {region} "
-                    f"({_error_code(error)}): {_error_message(error)}"
-                ) from None
-        try:
+        with _calling(f"profile {profile.name}: looking up image {image} in {region}"):
             images = self._client("ec2", region).describe_images(ImageIds=[image])["Images"]
-        except ClientError as error:
-            raise ProviderError(
-                f"profile {profile.name}: image {image} unusable in {region} ({_error_code(error)}): "
-                f"{_error_message(error)}"
-            ) from None
         if not images:
             raise ProviderError(f"profile {profile.name}: image {image} not found in {region}")
         return image, images[0].get("RootDeviceName")
@@ -293,16 +303,18 @@ class AWSProvider(Provider):
                 TagSpecifications=[{"ResourceType": "key-pair", "Tags": _tag_list(tags)}],
             )
         except ClientError as error:
-            if _error_code(error) != "InvalidKeyPair.Duplicate":
+            if _error_code(error) != "InvalidKeyPair.Duplicate":  # a relaunch of the run in this region
                 raise ProviderError(f"aws: cannot import key pair {key_name}: {_error_message(error)}") from None
+        except BotoCoreError as error:
+            raise ProviderError(f"aws: cannot import key pair {key_name}: {error}") from None
         return key_name
 
     def _ensure_security_group(self, ec2: Any, run_id: str, tags: dict[str, str]) -> str:
         name = f"kcb-{run_id}"
-        existing = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": [name]}])
-        if existing["SecurityGroups"]:
-            return existing["SecurityGroups"][0]["GroupId"]
-        try:
+        with _calling(f"creating security group {name}"):
+            existing = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": [name]}])
+            if existing["SecurityGroups"]:  # a relaunch of the run in this region
+                return existing["SecurityGroups"][0]["GroupId"]
             group_id = ec2.create_security_group(
                 GroupName=name,
                 Description=f"keras-cloud-bench run {run_id}: SSH from the orchestrator only",
@@ -319,8 +331,6 @@ class AWSProvider(Provider):
                     }
                 ],
             )
-        except ClientError as error:
-            raise ProviderError(f"aws: cannot create security group {name}: {_error_message(error)}") from None
         return group_id
 
     def _caller_cidr(self) -> str:
@@ -343,7 +353,8 @@ class AWSProvider(Provider):
                 reason = (described or {}).get("StateReason", {}).get("Message") or "no longer listed"
                 raise ProviderError(f"aws: {instance.instance_id} ended before it ran ({state}: {reason})")
             if time.monotonic() > deadline:
-                raise ProviderError(f"aws: {instance.instance_id} not reachable after {timeout_s:.0f}s ({state})")
+                hint = NO_ADDRESS_HINT if state == "running" else ""
+                raise ProviderError(f"aws: {instance.instance_id} not reachable after {timeout_s:.0f}s ({state}){hint}")
             time.sleep(interval)
         raise AssertionError("poll_intervals never ends")
 
@@ -377,6 +388,8 @@ class AWSProvider(Provider):
             if _error_code(error) == "InvalidInstanceID.NotFound":
                 return None
             raise ProviderError(f"aws: cannot describe {instance.instance_id}: {_error_message(error)}") from None
+        except BotoCoreError as error:
+            raise ProviderError(f"aws: cannot describe {instance.instance_id}: {error}") from None
         found = [item for reservation in reservations for item in reservation["Instances"]]
         return found[0] if found else None
 
@@ -393,7 +406,7 @@ class AWSProvider(Provider):
         except ClientError as error:
             if _error_code(error) != "InvalidInstanceID.NotFound":
                 raise ProviderError(f"aws: cannot terminate {instance.instance_id}: {_error_message(error)}") from None
-        except WaiterError as error:
+        except (WaiterError, BotoCoreError) as error:
             raise ProviderError(f"aws: {instance.instance_id} did not terminate: {error}") from None
 
     def list_instances(self) -> list[Instance]:
@@ -409,12 +422,13 @@ class AWSProvider(Provider):
                 {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
             ]
         )
-        return [
-            self._as_instance(item)
-            for page in pages
-            for reservation in page["Reservations"]
-            for item in reservation["Instances"]
-        ]
+        with _calling(f"listing instances in {region}"):
+            return [
+                self._as_instance(item)
+                for page in pages
+                for reservation in page["Reservations"]
+                for item in reservation["Instances"]
+            ]
 
     def _as_instance(self, described: dict[str, Any]) -> Instance:
         public_ip = described.get("PublicIpAddress")
@@ -437,10 +451,11 @@ class AWSProvider(Provider):
                 {"Name": "tag:project", "Values": [PROJECT_TAG]},
                 {"Name": "tag:run-id", "Values": [run_id]},
             ]
-            for group in ec2.describe_security_groups(Filters=run_filter)["SecurityGroups"]:
-                self._delete_security_group(ec2, group["GroupId"])
-            for key in ec2.describe_key_pairs(Filters=run_filter)["KeyPairs"]:
-                ec2.delete_key_pair(KeyName=key["KeyName"])
+            with _calling(f"releasing run {run_id} in {region}"):
+                for group in ec2.describe_security_groups(Filters=run_filter)["SecurityGroups"]:
+                    self._delete_security_group(ec2, group["GroupId"])
+                for key in ec2.describe_key_pairs(Filters=run_filter)["KeyPairs"]:
+                    ec2.delete_key_pair(KeyName=key["KeyName"])
         forget_run_key(run_id)
 
     def _delete_security_group(self, ec2: Any, group_id: str) -> None:
@@ -459,7 +474,8 @@ class AWSProvider(Provider):
         if configured.strip():
             return sorted({region.strip() for region in configured.split(",") if region.strip()})
         ec2 = self._client("ec2", self._session.region_name or "us-east-1")
-        return sorted(region["RegionName"] for region in ec2.describe_regions()["Regions"])
+        with _calling("listing regions"):
+            return sorted(region["RegionName"] for region in ec2.describe_regions()["Regions"])
 
     def _client(self, service: str, region: str) -> Any:
         key = (service, region)

@@ -27,15 +27,16 @@ import re
 import secrets
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import google.auth
+import requests
 from google.api_core import exceptions as api_exceptions
 from google.api_core.client_options import ClientOptions
-from google.api_core.retry import Retry, if_exception_type
+from google.api_core.retry import Retry, if_transient_error
 from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError
 from google.auth.transport.requests import Request
 from google.cloud import compute_v1
@@ -84,10 +85,10 @@ CAPACITY_CODES = frozenset(
         "UNSUPPORTED_OPERATION",  # e.g. the accelerator is not offered in this zone for this machine family
     }
 )
-# Throttled or briefly unavailable calls are retried with exponential backoff; inserts carry a requestId, so a
-# retried insert never creates a second VM.
+# Throttled (429), failing (500, 503) or unreachable calls are retried with exponential backoff; inserts carry
+# a requestId, so a retried insert never creates a second VM.
 RETRY = Retry(
-    predicate=if_exception_type(api_exceptions.TooManyRequests, api_exceptions.ServiceUnavailable),
+    predicate=if_transient_error,
     initial=1.0,
     maximum=30.0,
     multiplier=2.0,
@@ -105,6 +106,24 @@ def instance_name(run_id: str) -> str:
     """`kcb-<run id>-<6 hex>`: unique per launch (a relaunch after preemption gets a new name)."""
     slug = re.sub(r"[^a-z0-9-]", "-", run_id.lower()).strip("-")[:48]
     return f"kcb-{slug}-{secrets.token_hex(3)}"
+
+
+@contextlib.contextmanager
+def _calling(what: str) -> Iterator[None]:
+    """Google API and network errors as ProviderError naming what was being done: the lifecycle and the sweep
+    report those and go on tearing down."""
+    try:
+        yield
+    except api_exceptions.GoogleAPICallError as error:
+        raise ProviderError(f"gce: {what} failed: {_error_message(error)}") from None
+    except (GoogleAuthError, requests.RequestException) as error:
+        raise ProviderError(f"gce: {what} failed: {error}") from None
+
+
+def _error_message(error: api_exceptions.GoogleAPICallError) -> str:
+    """Google's message, without the request line the REST transport puts in front of it."""
+    messages = [item["message"] for item in error.errors or [] if isinstance(item, dict) and item.get("message")]
+    return "; ".join(messages) or str(error.message)
 
 
 def _error_codes(error: api_exceptions.GoogleAPICallError) -> set[str]:
@@ -212,7 +231,9 @@ class GCEProvider(Provider):
         try:
             operation = self._client(compute_v1.InstancesClient).insert_unary(request=insert, retry=RETRY)
         except api_exceptions.GoogleAPICallError as error:
-            raise self._launch_error(where, _error_codes(error), str(error.message)) from None
+            raise self._launch_error(where, _error_codes(error), _error_message(error)) from None
+        except (GoogleAuthError, requests.RequestException) as error:
+            raise ProviderError(f"{where}: insert failed: {error}") from None
         finished = self._wait_operation(request.zone, operation.name, OPERATION_TIMEOUT_S)
         if finished.error.errors:
             self._delete_quietly(request.zone, resource.name)  # a failed insert may still leave a VM behind
@@ -280,12 +301,10 @@ class GCEProvider(Provider):
         match = IMAGE_RE.fullmatch(image)
         if match is None or "/family/" not in image:
             return image
-        try:
+        with _calling(f"profile {profile.name}: looking up image {image}"):
             found = self._client(compute_v1.ImagesClient).get_from_family(
                 project=match.group(1), family=match.group(2), retry=RETRY
             )
-        except api_exceptions.GoogleAPICallError as error:
-            raise ProviderError(f"profile {profile.name}: image {image} unusable: {error.message}") from None
         return found.self_link
 
     @staticmethod
@@ -304,7 +323,8 @@ class GCEProvider(Provider):
         deadline = time.monotonic() + timeout_s
         operations = self._client(compute_v1.ZoneOperationsClient)
         while True:
-            operation = operations.wait(project=self._project_id(), zone=zone, operation=name, retry=RETRY)
+            with _calling(f"waiting for operation {name}"):
+                operation = operations.wait(project=self._project_id(), zone=zone, operation=name, retry=RETRY)
             if operation.status == compute_v1.Operation.Status.DONE:
                 return operation
             if time.monotonic() > deadline:
@@ -362,26 +382,30 @@ class GCEProvider(Provider):
             filter='operationType = "compute.instances.preempted"',
         )
         suffix = f"/zones/{instance.zone}/instances/{instance.instance_id}"
-        operations = self._client(compute_v1.ZoneOperationsClient).list(request=request, retry=RETRY)
-        return any(operation.target_link.endswith(suffix) for operation in operations)
+        with _calling(f"listing the operations of {instance.zone}"):
+            operations = self._client(compute_v1.ZoneOperationsClient).list(request=request, retry=RETRY)
+            return any(operation.target_link.endswith(suffix) for operation in operations)
 
     def _get(self, instance: Instance) -> compute_v1.Instance | None:
-        try:
-            return self._client(compute_v1.InstancesClient).get(
-                project=self._project_id(), zone=instance.zone, instance=instance.instance_id, retry=RETRY
-            )
-        except api_exceptions.NotFound:
-            return None
+        """The VM as Compute Engine reports it; None once it is deleted."""
+        with _calling(f"reading {instance.instance_id}"):
+            try:
+                return self._client(compute_v1.InstancesClient).get(
+                    project=self._project_id(), zone=instance.zone, instance=instance.instance_id, retry=RETRY
+                )
+            except api_exceptions.NotFound:
+                return None
 
     # -- teardown and the sweep ------------------------------------------------------------------------------
 
     def terminate(self, instance: Instance) -> None:
-        try:
-            operation = self._client(compute_v1.InstancesClient).delete_unary(
-                project=self._project_id(), zone=instance.zone, instance=instance.instance_id, retry=RETRY
-            )
-        except api_exceptions.NotFound:
-            return
+        with _calling(f"deleting {instance.instance_id}"):
+            try:
+                operation = self._client(compute_v1.InstancesClient).delete_unary(
+                    project=self._project_id(), zone=instance.zone, instance=instance.instance_id, retry=RETRY
+                )
+            except api_exceptions.NotFound:
+                return
         finished = self._wait_operation(instance.zone, operation.name, OPERATION_TIMEOUT_S)
         if finished.error.errors and self._get(instance) is not None:
             message = "; ".join(item.message for item in finished.error.errors)
@@ -390,7 +414,7 @@ class GCEProvider(Provider):
     def _delete_quietly(self, zone: str, name: str) -> None:
         instance = Instance(provider=self.name, instance_id=name, zone=zone, ssh=None)
         # The insert error is what the caller needs; the sweep finds anything left behind by its labels.
-        with contextlib.suppress(ProviderError, api_exceptions.GoogleAPICallError):
+        with contextlib.suppress(ProviderError):
             self.terminate(instance)
 
     def list_instances(self) -> list[Instance]:
@@ -398,8 +422,9 @@ class GCEProvider(Provider):
             project=self._project_id(), filter=f'labels.project = "{PROJECT_TAG}"'
         )
         found = []
-        for _, scoped in self._client(compute_v1.InstancesClient).aggregated_list(request=request, retry=RETRY):
-            found.extend(self._as_instance(item) for item in scoped.instances)
+        with _calling("listing instances"):
+            for _, scoped in self._client(compute_v1.InstancesClient).aggregated_list(request=request, retry=RETRY):
+                found.extend(self._as_instance(item) for item in scoped.instances)
         return found
 
     def _as_instance(self, found: compute_v1.Instance) -> Instance:

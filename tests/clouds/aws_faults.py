@@ -111,6 +111,11 @@ class FaultInjector:
         return None
 
 
+class QuietRequestHandler(MotoRequestHandler):
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        """No access log: test output shows failures, not every EC2 call."""
+
+
 class FaultyMotoServer(ThreadedMotoServer):
     """ThreadedMotoServer with `FaultInjector` around its app (moto's own server entry, one line changed)."""
 
@@ -120,7 +125,7 @@ class FaultyMotoServer(ThreadedMotoServer):
 
     def _server_entry(self) -> None:
         self._server = make_server(
-            self._ip_address, self._port, self.injector, True, request_handler=MotoRequestHandler
+            self._ip_address, self._port, self.injector, True, request_handler=QuietRequestHandler
         )
         self._server_ready_event.set()
         self._server.serve_forever()

@@ -16,7 +16,8 @@ and response shapes:
 - every API call needs a bearer token: one this server issued, or a JWT signed by a registered service key.
 
 The test plays Google's side through Python methods: `fail_inserts` (ZONE_RESOURCE_POOL_EXHAUSTED and
-friends), `preempt` (a Spot reclaim, recorded as a `compute.instances.preempted` operation), `live_instances`.
+friends, quota and rate-limit errors), `preempt` (a Spot reclaim, recorded as a `compute.instances.preempted`
+operation), `after_insert` (a hook run when an insert has made its VM, before the reply), `live_instances`.
 A Spot or standard VM with `maxRunDuration` is deleted (or stopped) once it has run that long.
 """
 
@@ -78,9 +79,7 @@ def not_found(resource: str) -> ApiError:
 
 
 def timestamp(epoch: float | None = None) -> str:
-    return datetime.fromtimestamp(epoch if epoch is not None else time.time(), UTC).isoformat(
-        timespec="milliseconds"
-    )
+    return datetime.fromtimestamp(epoch if epoch is not None else time.time(), UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass
@@ -219,18 +218,14 @@ class GCEFake:
             if instance.resource["scheduling"].get("provisioningModel") != "SPOT":
                 raise ValueError(f"{name} is not a Spot VM; Compute Engine preempts only Spot VMs")
             instance.preempted = True
-            self._stop(
-                instance, delete=instance.resource["scheduling"]["instanceTerminationAction"] == "DELETE"
-            )
+            self._stop(instance, delete=instance.resource["scheduling"]["instanceTerminationAction"] == "DELETE")
             self._new_operation(instance, "compute.instances.preempted", delay=0.0)
 
     def live_instances(self) -> list[dict[str, Any]]:
         """Every instance not deleted and not TERMINATED, as the API would show it."""
         with self._lock:
             self._advance()
-            return [
-                dict(i.resource) for i in self._instances.values() if i.resource["status"] != "TERMINATED"
-            ]
+            return [dict(i.resource) for i in self._instances.values() if i.resource["status"] != "TERMINATED"]
 
     def all_instances(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -247,9 +242,7 @@ class GCEFake:
                     continue
                 for item in instance.resource.get("metadata", {}).get("items", []):
                     if item["key"] == "ssh-keys":
-                        keys.extend(
-                            line.split(":", 1)[1] for line in item["value"].splitlines() if ":" in line
-                        )
+                        keys.extend(line.split(":", 1)[1] for line in item["value"].splitlines() if ":" in line)
         return keys
 
     # -- state machine ---------------------------------------------------------------------------------------
@@ -561,9 +554,7 @@ class _OAuthError(Exception):
 
 def _reason_for(code: str) -> str:
     """The `errors[].reason` of a synchronous error for an operation error code."""
-    return {"QUOTA_EXCEEDED": "quotaExceeded", "ZONE_RESOURCE_POOL_EXHAUSTED": "resourceExhausted"}.get(
-        code, code
-    )
+    return {"QUOTA_EXCEEDED": "quotaExceeded", "ZONE_RESOURCE_POOL_EXHAUSTED": "resourceExhausted"}.get(code, code)
 
 
 # -- request validation ----------------------------------------------------------------------------------------
@@ -576,20 +567,18 @@ def validate_instance(body: Any, project: str, zone: str, fake: GCEFake) -> dict
     try:
         json_format.ParseDict(body, compute_v1.Instance.pb()(), ignore_unknown_fields=False)
     except json_format.ParseError as error:
-        raise ApiError(
-            400, f"Invalid JSON payload received. {error}", "invalid", status="INVALID_ARGUMENT"
-        ) from None
+        raise ApiError(400, f"Invalid JSON payload received. {error}", "invalid", status="INVALID_ARGUMENT") from None
     name = body.get("name", "")
     if not NAME_RE.match(name):
         raise invalid("resource.name", name, f"Must be a match of regex '{NAME_RE.pattern}'")
     _check_machine_type(body.get("machineType", ""), project, zone)
-    boot_image = _check_disks(body.get("disks", []), fake)
+    _check_disks(body.get("disks", []), fake)
     _check_network(body.get("networkInterfaces", []))
     _check_accelerators(body, project, zone, fake)
     _check_scheduling(body.get("scheduling", {}), bool(body.get("guestAccelerators")))
     _check_labels(body.get("labels", {}))
     _check_metadata(body.get("metadata", {}))
-    return _stored_instance(body, project, zone, boot_image, fake)
+    return _stored_instance(body, project, zone, fake)
 
 
 def _check_machine_type(machine_type: str, project: str, zone: str) -> None:
@@ -600,30 +589,25 @@ def _check_machine_type(machine_type: str, project: str, zone: str) -> None:
         raise invalid("resource.machineType", machine_type, f"Machine type must be in zone {zone}.")
 
 
-def _check_disks(disks: list[dict[str, Any]], fake: GCEFake) -> dict[str, Any]:
+def _check_disks(disks: list[dict[str, Any]], fake: GCEFake) -> None:
     boot = [disk for disk in disks if disk.get("boot")]
     if len(boot) != 1:
-        raise ApiError(
-            400, "Invalid value for field 'resource.disks': ''. Boot disk must be specified.", "invalid"
-        )
+        raise ApiError(400, "Invalid value for field 'resource.disks': ''. Boot disk must be specified.", "invalid")
     source = boot[0].get("initializeParams", {}).get("sourceImage") or ""
     if not source:
         raise invalid("resource.disks[0].initializeParams.sourceImage", "", "Source image must be specified.")
-    image = fake.image_by_link(source)
-    if image is None:
+    if fake.image_by_link(source) is None:
         raise not_found(source.split("/compute/v1/")[-1])
     size = boot[0].get("initializeParams", {}).get("diskSizeGb")
     if size is not None and not 10 <= int(size) <= 65536:
         raise invalid("resource.disks[0].initializeParams.diskSizeGb", size, "Disk size must be 10-65536 GB.")
-    return image
 
 
 def _check_network(interfaces: list[dict[str, Any]]) -> None:
     if not interfaces:
         raise ApiError(
             400,
-            "Invalid value for field 'resource.networkInterfaces': ''. At least one network interface is "
-            "required.",
+            "Invalid value for field 'resource.networkInterfaces': ''. At least one network interface is required.",
             "invalid",
         )
     for index, interface in enumerate(interfaces):
@@ -643,7 +627,8 @@ def _check_accelerators(body: dict[str, Any], project: str, zone: str, fake: GCE
     machine_type = body.get("machineType", "").rsplit("/", 1)[-1]
     if body.get("guestAccelerators") and machine_type.split("-")[0] in ACCELERATOR_OPTIMIZED:
         raise invalid(
-            "resource.guestAccelerators", machine_type,
+            "resource.guestAccelerators",
+            machine_type,
             "Accelerator-optimized machine types come with their GPUs; guestAccelerators must be empty.",
         )
     for index, accelerator in enumerate(body.get("guestAccelerators", [])):
@@ -653,9 +638,7 @@ def _check_accelerators(body: dict[str, Any], project: str, zone: str, fake: GCE
         if not match or match.group(1) != zone:
             raise invalid(field_path, kind, f"Must be zones/{zone}/acceleratorTypes/TYPE.")
         if match.group(2) not in fake.accelerators:
-            raise invalid(
-                field_path, kind, f"Accelerator type '{match.group(2)}' does not exist in zone {zone}."
-            )
+            raise invalid(field_path, kind, f"Accelerator type '{match.group(2)}' does not exist in zone {zone}.")
         if int(accelerator.get("acceleratorCount", 0)) < 1:
             raise invalid(
                 f"resource.guestAccelerators[{index}].acceleratorCount",
@@ -716,25 +699,19 @@ def _check_labels(labels: dict[str, str]) -> None:
         if not LABEL_KEY_RE.match(key):
             raise invalid(f"resource.labels.{key}", key, f"Label keys must match '{LABEL_KEY_RE.pattern}'.")
         if not LABEL_VALUE_RE.match(value):
-            raise invalid(
-                f"resource.labels.{key}", value, f"Label values must match '{LABEL_VALUE_RE.pattern}'."
-            )
+            raise invalid(f"resource.labels.{key}", value, f"Label values must match '{LABEL_VALUE_RE.pattern}'.")
 
 
 def _check_metadata(metadata: dict[str, Any]) -> None:
     items = metadata.get("items", [])
     for index, item in enumerate(items):
         if not METADATA_KEY_RE.match(item.get("key", "")):
-            raise invalid(
-                f"resource.metadata.items[{index}].key", item.get("key", ""), "Invalid metadata key."
-            )
+            raise invalid(f"resource.metadata.items[{index}].key", item.get("key", ""), "Invalid metadata key.")
     if sum(len(item.get("value", "")) for item in items) > 512 * 1024:
         raise invalid("resource.metadata", "", "Metadata exceeds 512 KB.")
 
 
-def _stored_instance(
-    body: dict[str, Any], project: str, zone: str, image: dict[str, Any], fake: GCEFake
-) -> dict[str, Any]:
+def _stored_instance(body: dict[str, Any], project: str, zone: str, fake: GCEFake) -> dict[str, Any]:
     zone_link = f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}"
     machine_type = body["machineType"].split("/")[-1]
     scheduling = {

@@ -7,11 +7,12 @@ import os
 import stat
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import boto3
 import pytest
 
-from orchestrate.catalog import Profile
+from orchestrate.catalog import Profile, load_catalog
 from orchestrate.provider import (
     PROJECT_TAG,
     CapacityError,
@@ -79,7 +80,7 @@ def test_credentials_checked_through_the_standard_chain(aws: FaultyMotoServer, m
     AWSProvider().check_credentials()
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
-    with pytest.raises(CredentialsError, match="no AWS credentials found.*AWS_PROFILE") as failure:
+    with pytest.raises(CredentialsError, match=r"no AWS credentials found.*AWS_PROFILE") as failure:
         AWSProvider().check_credentials()
     assert "kcb-test-secret" not in str(failure.value)
     assert aws.injector.count("RunInstances") == 0
@@ -111,9 +112,9 @@ def test_launch_creates_tagged_resources_and_the_self_destruct(aws: FaultyMotoSe
 
     [group] = [g for g in ec2().describe_security_groups()["SecurityGroups"] if g["GroupName"] != "default"]
     assert expected.items() <= tags_of(group).items()
-    assert [
-        (p["FromPort"], p["ToPort"], [r["CidrIp"] for r in p["IpRanges"]]) for p in group["IpPermissions"]
-    ] == [(22, 22, [INGRESS_CIDR])]
+    assert [(p["FromPort"], p["ToPort"], [r["CidrIp"] for r in p["IpRanges"]]) for p in group["IpPermissions"]] == [
+        (22, 22, [INGRESS_CIDR])
+    ]
     [key_pair] = ec2().describe_key_pairs(IncludePublicKey=True)["KeyPairs"]
     assert expected.items() <= tags_of(key_pair).items()
     key_file = running.ssh.key_filename
@@ -134,10 +135,8 @@ def test_the_private_key_matches_the_imported_public_key(aws: FaultyMotoServer) 
 
     provider = AWSProvider()
     instance = provider.wait_until_running(provider.launch(launch_request()), timeout_s=30)
-    private = serialization.load_ssh_private_key(open(instance.ssh.key_filename, "rb").read(), password=None)
-    public = private.public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-    )
+    private = serialization.load_ssh_private_key(Path(instance.ssh.key_filename).read_bytes(), password=None)
+    public = private.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     [key_pair] = ec2().describe_key_pairs(IncludePublicKey=True)["KeyPairs"]
     assert key_pair["PublicKey"].split()[:2] == public.decode().split()[:2]
     provider.terminate(instance)
@@ -240,7 +239,7 @@ def test_quota_errors_say_which_quota(aws: FaultyMotoServer) -> None:
         )
     )
     provider = AWSProvider()
-    with pytest.raises(CapacityError, match="quota exceeded.*Service Quotas"):
+    with pytest.raises(CapacityError, match=r"quota exceeded.*Service Quotas"):
         provider.launch(launch_request(spot=True))
     provider.release_run(launch_request().run_id)
     assert_nothing_left("us-east-1")
@@ -249,9 +248,7 @@ def test_quota_errors_say_which_quota(aws: FaultyMotoServer) -> None:
 def test_throttling_is_retried_with_backoff(aws: FaultyMotoServer) -> None:
     provider = AWSProvider()
     instance = provider.launch(launch_request())
-    fault = aws.injector.add(
-        Fault("DescribeInstances", "RequestLimitExceeded", "Request limit exceeded.", times=2)
-    )
+    fault = aws.injector.add(Fault("DescribeInstances", "RequestLimitExceeded", "Request limit exceeded.", times=2))
     calls_before = aws.injector.count("DescribeInstances")
     assert provider.state(instance) in (InstanceState.PENDING, InstanceState.RUNNING)
     assert fault.hits == 2
@@ -302,3 +299,21 @@ def test_bad_image_parameter_fails_before_anything_is_created(aws: FaultyMotoSer
 def test_profile_validation_names_the_field(change: dict, message: str) -> None:
     with pytest.raises(ProviderError, match=message):
         AWSProvider().validate_profile(replace(PROFILE, **change))
+
+
+def test_every_aws_profile_in_the_catalog_is_launchable() -> None:
+    profiles = [p for p in load_catalog().values() if p.provider == "aws"]
+    assert profiles
+    for profile in profiles:
+        AWSProvider().validate_profile(profile)
+
+
+def test_an_unreachable_endpoint_is_a_provider_error(aws: FaultyMotoServer, monkeypatch) -> None:
+    provider = AWSProvider()
+    instance = provider.launch(launch_request())
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
+    with pytest.raises(ProviderError, match=r"cannot describe i-"):
+        AWSProvider().state(instance)  # the lifecycle reports a ProviderError and goes on
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws.url)
+    provider.terminate(instance)
+    provider.release_run(instance.tags["run-id"])

@@ -35,6 +35,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.sshd]
 
 REPO = Path(__file__).resolve().parents[2]
 AWS_REGIONS = ("us-east-1", "us-west-2")
+
+
 def catalog_text(user: str) -> str:
     """The tests' profiles: zones the fake clouds have, an image moto resolves, the sshd's user."""
     prices = 'on_demand = {{ usd_per_hour = {0}, date = "2025-06-01", source = "test catalog" }}\n'
@@ -119,9 +121,7 @@ def make_bench(tmp_path: Path, server: SSHServer, image: str, cloud_env: dict[st
     catalog = tmp_path / "catalog.toml"
     catalog.write_text(catalog_text(server.user))
     env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("AWS_", "GOOGLE_", "KCB_", "CLOUDSDK_"))
+        key: value for key, value in os.environ.items() if not key.startswith(("AWS_", "GOOGLE_", "KCB_", "CLOUDSDK_"))
     }
     env.update(cloud_env)
     env.update(KCB_TEST_CATALOG=str(catalog), KCB_LEDGER=str(tmp_path / "ledger.jsonl"), PYTHONUNBUFFERED="1")
@@ -243,6 +243,9 @@ def test_aws_spot_run_fails_over_retries_and_survives_a_preemption(aws_bench: Be
     assert throttled.hits == 3  # throttled, retried by botocore, and the run went on
     assert "no capacity in us-east-1a" in aws_bench.output()
     assert record.estimated_cost_usd is not None and record.estimated_cost_usd > 0
+    cost = aws_bench.call(aws_bench.command("cost", "--ledger", str(aws_bench.ledger)))
+    assert f"{record.estimated_cost_usd:.4f}" in cost.stdout  # per run, and per profile below it
+    assert any(line.startswith("aws-e2e") for line in cost.stdout.splitlines())
     assert_nothing_left_in_aws(aws_bench, run_id)
 
 
@@ -346,4 +349,3 @@ def test_gce_missing_credentials_stop_the_run_before_anything_starts(gce_bench: 
     assert "error: no Google credentials found" in done.stderr
     assert gce_fake.requests == []
     assert_nothing_left_in_gce(gce_bench, gce_fake, "20250101T000000Z-gc53")
-

@@ -7,10 +7,11 @@ import os
 import stat
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from orchestrate.catalog import Profile
+from orchestrate.catalog import Profile, load_catalog
 from orchestrate.provider import (
     PROJECT_TAG,
     CapacityError,
@@ -37,9 +38,7 @@ PROFILE = Profile(
 RUN_ID = "20250101T000000Z-A1B2"
 
 
-def launch_request(
-    zone: str = "us-central1-a", spot: bool = False, profile: Profile = PROFILE
-) -> LaunchRequest:
+def launch_request(zone: str = "us-central1-a", spot: bool = False, profile: Profile = PROFILE) -> LaunchRequest:
     return LaunchRequest(
         run_id=RUN_ID,
         profile=profile,
@@ -63,11 +62,11 @@ def test_credentials_come_from_application_default_credentials(gce: GCEFake, mon
 
 
 def test_a_key_google_does_not_know_is_refused_before_launch(gce: GCEFake, tmp_path, monkeypatch) -> None:
-    key_file = json.loads(open(os.environ["GOOGLE_APPLICATION_CREDENTIALS"]).read())
+    key_file = json.loads(Path(os.environ["GOOGLE_APPLICATION_CREDENTIALS"]).read_text())
     key_file["client_email"] = "revoked@kcb-test-project.iam.gserviceaccount.com"
     (tmp_path / "revoked.json").write_text(json.dumps(key_file))
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "revoked.json"))
-    with pytest.raises(CredentialsError, match="Google credentials unusable.*invalid_grant") as failure:
+    with pytest.raises(CredentialsError, match=r"Google credentials unusable.*invalid_grant") as failure:
         GCEProvider().check_credentials()
     assert "PRIVATE KEY" not in str(failure.value)
 
@@ -142,9 +141,7 @@ def test_standard_vm_also_gets_the_run_duration_limit(gce: GCEFake) -> None:
 
 
 def test_machine_types_with_attached_gpus_request_no_accelerator(gce: GCEFake) -> None:
-    l4 = replace(
-        PROFILE, machine_type="g2-standard-4", accelerator="nvidia-l4", extra={"gpu_attached": "true"}
-    )
+    l4 = replace(PROFILE, machine_type="g2-standard-4", accelerator="nvidia-l4", extra={"gpu_attached": "true"})
     provider = GCEProvider()
     instance = provider.launch(launch_request(profile=l4))
     [resource] = gce.live_instances()
@@ -166,9 +163,7 @@ def test_preempted_spot_vm_reads_as_preempted(gce: GCEFake) -> None:
     provider.terminate(instance)  # nothing to delete: no error
 
 
-@pytest.mark.parametrize(
-    "code", ["ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"]
-)
+@pytest.mark.parametrize("code", ["ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"])
 def test_exhausted_zone_is_a_capacity_error_and_the_next_zone_works(gce: GCEFake, code: str) -> None:
     gce.fail_inserts("us-central1-a", code=code)
     provider = GCEProvider()
@@ -196,9 +191,9 @@ def test_quota_errors_are_capacity_errors_naming_the_quota(gce: GCEFake) -> None
         http_status=403,
     )
     provider = GCEProvider()
-    with pytest.raises(CapacityError, match="quota exceeded.*NVIDIA_T4_GPUS.*Quotas"):
+    with pytest.raises(CapacityError, match=r"quota exceeded.*NVIDIA_T4_GPUS.*Quotas"):
         provider.launch(launch_request("us-central1-a"))
-    with pytest.raises(CapacityError, match="quota exceeded.*PREEMPTIBLE_NVIDIA_T4_GPUS"):
+    with pytest.raises(CapacityError, match=r"quota exceeded.*PREEMPTIBLE_NVIDIA_T4_GPUS"):
         provider.launch(launch_request("us-central1-b", spot=True))
     assert gce.all_instances() == []
 
@@ -233,7 +228,7 @@ def test_list_instances_finds_our_vms_with_their_exact_tags(gce: GCEFake) -> Non
 
 def test_unknown_image_family_fails_before_anything_starts(gce: GCEFake) -> None:
     profile = replace(PROFILE, image="projects/deeplearning-platform-release/global/images/family/no-such")
-    with pytest.raises(ProviderError, match="image .*no-such unusable"):
+    with pytest.raises(ProviderError, match=r"looking up image .*no-such failed"):
         GCEProvider().launch(launch_request(profile=profile))
     assert gce.all_instances() == []
 
@@ -252,3 +247,10 @@ def test_unknown_image_family_fails_before_anything_starts(gce: GCEFake) -> None
 def test_profile_validation_names_the_field(change: dict, message: str) -> None:
     with pytest.raises(ProviderError, match=message):
         GCEProvider().validate_profile(replace(PROFILE, **change))
+
+
+def test_every_gce_profile_in_the_catalog_is_launchable() -> None:
+    profiles = [p for p in load_catalog().values() if p.provider == "gce"]
+    assert profiles
+    for profile in profiles:
+        GCEProvider().validate_profile(profile)

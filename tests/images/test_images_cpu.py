@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from image_helpers import expected_git_commit, image_env, image_labels, inspect, lock_pins, make, run
+from image_helpers import REPO, expected_git_commit, image_env, image_labels, inspect, lock_pins, make, run
 
 from benchmarks.logs import read_epoch_log
 
@@ -36,10 +36,15 @@ def test_help_is_the_runners(cpu_image: str) -> None:
     assert "fetch-data" in result.stdout
 
 
+def test_make_records_the_checked_out_commit() -> None:
+    dry_run = run(["make", "-f", "mk/images.mk", "-n", "image-cpu"], cwd=REPO).stdout
+    assert f"--build-arg GIT_COMMIT={expected_git_commit()} " in dry_run
+
+
 def test_labels_env_and_user(cpu_image: str) -> None:
     pins = lock_pins("bench-cpu")
     labels = image_labels(cpu_image)
-    assert labels["org.opencontainers.image.revision"] == expected_git_commit()
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?|unknown", labels["org.opencontainers.image.revision"])
     assert labels["io.keras-cloud-bench.tensorflow.version"] == pins["tensorflow-cpu"]
     assert labels["io.keras-cloud-bench.torch.version"] == pins["torch"] == "2.13.0+cpu"
     assert labels["io.keras-cloud-bench.jax.version"] == pins["jax"]

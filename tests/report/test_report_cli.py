@@ -38,7 +38,8 @@ def _report(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 def test_medians_intervals_and_relative_figures(logs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _repeats(logs)
     out = tmp_path / "out"
-    code, stdout, _ = _report([str(logs), "--out", str(out), "--price", "local=0.36"], capsys)
+    args = [str(logs), "--out", str(out), "--price", "local=0.36", "--billing", "profile"]
+    code, stdout, _ = _report(args, capsys)
     assert code == 0
     assert stdout.strip() == f"report: {(out / 'index.html').resolve()}"
     results = pd.read_csv(out / "results.csv").set_index("config")

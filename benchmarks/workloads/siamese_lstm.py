@@ -1,0 +1,57 @@
+"""Siamese LSTM deciding whether two utterances have the same speaker (home-server study, January 2018).
+
+"Building and benchmarking my own Deep-Learning server" trained it with Keras on TensorFlow: 1000 VoxCeleb
+speakers, "Train on 300000 samples, validate on 120000 samples", 20 epochs, on a GTX 1070 Ti and a p2.xlarge.
+The post gives neither the code nor the layer sizes, so this version is our reading of it: one LSTM(128) encoder
+shared by both utterances, the absolute difference of the two encodings, Dense(1, sigmoid), binary crossentropy,
+Adam, and Keras's default batch size of 32 (the post names none). The features are described in
+`benchmarks.data.voxceleb`.
+"""
+
+import keras
+from keras import layers
+
+from benchmarks.data import voxceleb
+from benchmarks.data.types import Data
+from benchmarks.workloads import Cut, WorkloadSpec
+
+SPEC = WorkloadSpec(
+    name="siamese_lstm",
+    epochs=20,
+    batch_size=32,
+    datasets=(voxceleb.DATASET,),
+    hyperparameters={
+        "optimizer": "Adam",
+        "learning_rate": 0.001,
+        "lstm_units": 128,
+        "merge": "absolute difference",
+        "train_pairs": voxceleb.TRAIN_PAIRS,
+        "val_pairs": voxceleb.VAL_PAIRS,
+        "val_speaker_fraction": voxceleb.VAL_SPEAKER_FRACTION,
+    },
+    quick=Cut(epochs=3, train_limit=1024, val_limit=512),
+    uses_lstm=True,
+    reference="'Building and benchmarking my own Deep-Learning server' (blog post, 2018-01-21); no code published",
+    notes=(
+        "The published loss column cannot be binary crossentropy (0.2104 at accuracy 0.6624 is below the 0.236 "
+        "that 34% misclassified pairs alone would cost); compare times and accuracies with it, not losses."
+    ),
+)
+
+
+def load_data(request, where) -> Data:
+    return voxceleb.load(request, where, SPEC.batch_size)
+
+
+def build_model(data: Data) -> keras.Model:
+    shape = data.extras["utterance_shape"]
+    first, second = keras.Input(shape=shape, name="utterance_a"), keras.Input(shape=shape, name="utterance_b")
+    # One layer object called twice: the two branches share its weights, and it is a top-level layer of the model.
+    encoder = layers.LSTM(128, name="encoder")
+    distance = keras.ops.abs(layers.subtract([encoder(first), encoder(second)]))
+    same = layers.Dense(1, activation="sigmoid", name="same_speaker")(distance)
+    return keras.Model([first, second], same)
+
+
+def compile_args() -> dict:
+    return {"loss": "binary_crossentropy", "optimizer": keras.optimizers.Adam(), "metrics": ["accuracy"]}

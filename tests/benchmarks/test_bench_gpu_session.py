@@ -1,0 +1,79 @@
+"""The GPU-session script's planning and result collection, checked on the CPU."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from benchmarks import gpu_session
+from benchmarks.logs import EpochLogWriter, EpochRecord, LogFormatError, write_metadata
+from benchmarks.workloads import RECURRENT, WORKLOADS
+
+
+def test_sweep_runs_defaults_first_and_alternatives_where_they_apply() -> None:
+    items = gpu_session.plan("sweep", ["jax", "torch"])
+    configs = [(item.backend, item.config) for item in items]
+    assert configs[:2] == [("jax", "default"), ("torch", "default")]
+    by_config = {(item.backend, item.config): item for item in items}
+    assert by_config["jax", "default"].workloads == WORKLOADS
+    assert by_config["torch", "lstm-generic"].workloads == RECURRENT
+    assert by_config["jax", "jit-off"].workloads == gpu_session.EAGER_JAX_WORKLOADS
+    assert ("torch", "steps-per-execution-8") not in by_config  # Keras allows only 1 on torch
+    assert all(item.epochs == gpu_session.SWEEP_EPOCHS for item in items)
+
+
+def test_suite_runs_every_workload_with_published_epochs() -> None:
+    [jax, torch] = gpu_session.plan("suite", ["jax", "torch"], dataset="fashion_mnist")
+    command = jax.command("python3", "h100", Path("/out"))
+    assert jax.workloads == WORKLOADS and jax.epochs is None and "--epochs" not in command
+    assert command[command.index("--suite") + 1] == "bounded"
+    assert command[command.index("--dataset") + 1] == "fashion_mnist"
+    assert command[command.index("--run-id") + 1] == "gpu-suite-jax-default" and torch.backend == "torch"
+
+
+def test_fashion_mnist_stands_in_only_when_mnist_was_not_carried(tmp_path: Path) -> None:
+    datasets = tmp_path / "keras" / "datasets"
+    (datasets / "fashion-mnist").mkdir(parents=True)
+    assert gpu_session._preferred_dataset(tmp_path) == "fashion_mnist"
+    (datasets / "mnist.npz").write_bytes(b"")
+    assert gpu_session._preferred_dataset(tmp_path) is None
+
+
+def test_an_item_past_the_budget_is_skipped_not_started(tmp_path: Path) -> None:
+    [item] = gpu_session.plan("suite", ["jax"])
+    entry = gpu_session._run_item(item, "gpu", tmp_path, {}, None, deadline=0.0)
+    assert entry["skipped"] == "time budget spent" and entry["returncode"] is None
+
+
+def _write_run(root: Path, name: str, status: str = "complete") -> Path:
+    path = root / "h100" / "gpu-suite-jax-default" / name
+    writer = EpochLogWriter(path)
+    writer.append(EpochRecord(0, 3.0, 0.5, 0.8, 0.4, 0.85, 20000.0, True, 60000, 0.0))
+    writer.append(EpochRecord(1, 1.0, 0.3, 0.9, 0.3, 0.88, 60000.0, False, 60000, 3.0))
+    writer.close()
+    write_metadata(path, {"workload": "mnist_mlp", "backend": "jax", "status": status})
+    return path
+
+
+def test_collect_unpacks_into_the_log_tree_and_reads_every_log(tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    _write_run(remote, "mnist_mlp_jax.csv")
+    tarball = tmp_path / "logs-suite-jax.tar.gz"
+    with tarfile.open(tarball, "w:gz") as archive:
+        archive.add(remote, arcname=".")
+    collected = gpu_session.collect([tarball], tmp_path / "logs")
+    assert collected == [tmp_path / "logs" / "h100" / "gpu-suite-jax-default" / "mnist_mlp_jax.csv"]
+    assert collected[0].with_suffix(".json").is_file()
+
+
+def test_collect_rejects_a_broken_log(tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    path = _write_run(remote, "mnist_mlp_jax.csv")
+    path.write_text("epoch,elapsed\n0,soon\n")
+    tarball = tmp_path / "logs.tar.gz"
+    with tarfile.open(tarball, "w:gz") as archive:
+        archive.add(remote, arcname=".")
+    with pytest.raises(LogFormatError, match="bad value"):
+        gpu_session.collect([tarball], tmp_path / "logs")

@@ -1,0 +1,170 @@
+"""Faults, through the real CLI, sshd, Docker engine and CPU image: each ends with a clear message, the finished
+workloads' logs kept, and nothing left running. Bad inputs fail before anything starts."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from benchmarks.logs import read_epoch_log
+from tests.orchestrate.orchestrate_helpers import (
+    TINY,
+    Workspace,
+    ledger_items,
+    orchestrate,
+    ssh_run_args,
+    start_orchestrate,
+    wait_for,
+)
+from tests.support.docker import (
+    build_cpu_image,
+    build_mechanics_image,
+    containers_of_run,
+    remove_containers_of_run,
+)
+from tests.support.sshd import SSHServer, free_port
+
+pytestmark = [pytest.mark.docker, pytest.mark.sshd]
+
+
+@pytest.fixture(scope="module")
+def cpu_image(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return build_cpu_image(tmp_path_factory.mktemp("image") / "image-cpu.log")
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    workspace = Workspace(tmp_path)
+    workspace.prefill()
+    return workspace
+
+
+def test_unreachable_host_fails_clearly_and_leaves_a_record(ws: Workspace) -> None:
+    run_id = "20260101T000000Z-unre"
+    port = str(free_port())  # nothing listens there
+    done = orchestrate(
+        "run", "--profile", "ssh", "--host", "bench@127.0.0.1", "--port", port, "--ssh-timeout", "3",
+        "--logs", str(ws.logs), "--ledger", str(ws.ledger), "--run-id", run_id, "--plain",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert f"cannot reach bench@127.0.0.1:{port} over SSH within 3 s" in done.stdout
+    record = ws.run_record(run_id)
+    assert record.status == "failed" and "cannot reach" in record.message
+    assert [s.name for s in record.stages] == ["validate", "launch", "connect", "teardown"]
+    assert all(s.ended_at is not None for s in record.stages)
+
+
+@pytest.mark.slow
+def test_a_container_failing_mid_suite_keeps_the_others(sshd: SSHServer, ws: Workspace, cpu_image: str) -> None:
+    """mnist_mlp fails for real (--strict-data and no mnist.npz here: the runner exits 3); the next runs."""
+    run_id = "20260101T000000Z-fail"
+    args = ssh_run_args(sshd, ws, run_id, "--workloads", "mnist_mlp,lstm_text_generation", "--backends", "jax")
+    try:
+        done = orchestrate(*args, "--image", cpu_image, "--strict-data", *TINY)
+    finally:
+        remove_containers_of_run(run_id)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 of 2 container runs failed: mnist_mlp [jax] (failed)" in done.stdout
+    assert "mnist.npz" in done.stderr  # the failing run's own error, shown with its result line
+    record = ws.run_record(run_id)
+    assert [(i.workload, i.status, i.exit_code) for i in record.items] == [
+        ("mnist_mlp", "failed", 3),
+        ("lstm_text_generation", "complete", 0),
+    ]
+    kept = read_epoch_log(ws.run_logs("ssh", run_id) / "lstm_text_generation_jax.csv")
+    assert kept.status == "complete" and len(kept.epochs) == 2
+    assert containers_of_run(run_id) == []
+    assert not (ws.remote_dir / "runs" / run_id).exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_mid_run_tears_down_and_keeps_finished_logs(
+    sshd: SSHServer, ws: Workspace, cpu_image: str, tmp_path: Path
+) -> None:
+    run_id = "20260101T000000Z-sigi"
+    args = ssh_run_args(sshd, ws, run_id, "--workloads", "mnist_mlp,lstm_text_generation", "--backends", "jax")
+    args += ["--image", cpu_image, "--epochs", "40", "--train-limit", "512", "--val-limit", "128"]
+    remote_csv = ws.remote_dir / "runs" / run_id / "logs" / "ssh" / run_id / "lstm_text_generation_jax.csv"
+    process = start_orchestrate(*args, output=tmp_path / "out.txt")
+    try:
+        # Interrupt once the first workload finished and the second has logged an epoch.
+        wait_for(lambda: remote_csv.exists() and len(remote_csv.read_text().splitlines()) >= 2, 600, "an epoch")
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        leftovers = containers_of_run(run_id)
+        remove_containers_of_run(run_id)
+    out = (tmp_path / "out.txt").read_text()
+    assert code == 130, out
+    assert f"Run {run_id}: interrupted: interrupted by SIGINT" in out
+    assert f"stopped container {run_id}-lstm_text_generation-jax" in out
+    assert leftovers == []
+    run_logs = ws.run_logs("ssh", run_id)
+    assert read_epoch_log(run_logs / "mnist_mlp_jax_synthetic.csv").status == "complete"
+    partial = read_epoch_log(run_logs / "lstm_text_generation_jax.csv")
+    assert partial.status == "partial" and 1 <= len(partial.epochs) < 40  # what ran before the stop is kept
+    record = ws.run_record(run_id)
+    assert record.status == "interrupted"
+    assert [(i.workload, i.status) for i in record.items] == [
+        ("mnist_mlp", "complete"),
+        ("lstm_text_generation", "interrupted"),
+    ]
+    assert record.stages[-1].name == "teardown" or record.stages[-2].name == "teardown"
+    assert not (ws.remote_dir / "runs" / run_id).exists()
+
+
+def test_sigterm_tears_down_too(sshd: SSHServer, ws: Workspace, tmp_path: Path) -> None:
+    """Lifecycle mechanics only: the purpose-built sleeping image stands in for a long workload."""
+    image = build_mechanics_image(tmp_path / "mechanics")
+    run_id = "20260101T000000Z-sigt"
+    args = ssh_run_args(sshd, ws, run_id, "--workloads", "mnist_mlp,cifar10_cnn", "--backends", "torch")
+    process = start_orchestrate(*args, "--image", image, "--image-source", "present", output=tmp_path / "out.txt")
+    try:
+        wait_for(
+            lambda: [i["status"] for i in ledger_items(ws.ledger, run_id)] == ["complete", "running"], 120, "run 2"
+        )
+        wait_for(lambda: containers_of_run(run_id), 30, "the second container")
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        leftovers = containers_of_run(run_id)
+        remove_containers_of_run(run_id)
+    out = (tmp_path / "out.txt").read_text()
+    assert code == 130, out
+    assert "interrupted by SIGTERM" in out and f"stopped container {run_id}-cifar10_cnn-torch" in out
+    assert leftovers == []
+    assert ws.run_record(run_id).status == "interrupted"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--profile", "gce-t5"], "error: unknown profile 'gce-t5'; did you mean gce-t4"),
+        (["--profile", "gce-k80"], "error: profile 'gce-k80' is retired (gce retired it on 2024-05-01); use 'gce-t4'"),
+        (["--profile", "local", "--suite", "quik"], "error: unknown suite 'quik'; choose from quick"),
+        (["--profile", "local", "--backends", "cntk"], "error: unknown backend cntk for suite quick"),
+        (["--profile", "local", "--workloads", "mnist"], "error: unknown workload mnist for suite quick"),
+        (["--profile", "local", "--epochs", "0"], "error: argument --epochs: expected a positive integer, got 0"),
+        (["--profile", "local", "--frobnicate"], "error: unrecognized arguments: --frobnicate"),
+        (["--profile", "local", "--spot"], "error: --spot applies to rented machines; local is a local host"),
+        (["--profile", "local", "--host", "me@box"], "error: --host applies to ssh profiles; local is local"),
+        (["--profile", "ssh"], "error: the ssh provider needs a host: --host user@box"),
+        (["--profile", "ssh", "--host", "me@box", "--port", "0"], "error: --port 0 is outside 1-65535"),
+        (["--profile", "ssh", "--host", "me@box", "--identity", "/nonexistent/key"],
+         "error: the SSH key /nonexistent/key does not exist or cannot be read"),
+        (["--profile", "local", "--run-id", "../escape"], "error: --run-id '../escape': use letters, digits"),
+        (["--profile", "local", "--image-source", "ftp"], "error: argument --image-source: invalid choice: 'ftp'"),
+    ],
+)  # fmt: skip
+def test_bad_inputs_fail_before_anything_starts(ws: Workspace, args: list[str], message: str) -> None:
+    done = orchestrate("run", *args, "--ledger", str(ws.ledger), "--logs", str(ws.logs), timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(message), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1  # one line
+    assert not ws.ledger.exists() and not ws.logs.exists()  # nothing started, nothing recorded
