@@ -53,8 +53,8 @@ CONFIGURATIONS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "torch": {
         "default": (),
-        "torch-compile": ("--jit-compile", "on"),
         "lstm-generic": ("--lstm-kernel", "generic"),
+        "torch-compile": ("--jit-compile", "on"),
     },
     "tensorflow": {
         "default": (),

@@ -5,7 +5,7 @@
 #   make bench-gce-t4, make bench-aws-g4dn.xlarge, ...   rent the machine, run, pull logs, tear down
 #   make bench-profiles                       list the profiles; make bench-sweep / bench-cost
 # Knobs: SUITE=quick|full|<study>  BACKENDS=jax,torch  WORKLOADS=mnist_mlp  DRY_RUN=1  SPOT=1|0
-#        PLATFORM=my-box  IDENTITY=~/.ssh/key  ARGS="--epochs 1 ..." (any `python -m orchestrate run` flag)
+#        RUN_PLATFORM=my-box (the logs' platform name)  IDENTITY=~/.ssh/key  ARGS="--epochs 1 ..." (any `python -m orchestrate run` flag)
 
 VENV ?= .venv
 ORCHESTRATE = $(VENV)/bin/python -m orchestrate
@@ -14,7 +14,7 @@ SUITE ?= quick
 BENCH_FLAGS = --suite $(SUITE) \
 	$(if $(BACKENDS),--backends $(BACKENDS)) \
 	$(if $(WORKLOADS),--workloads $(WORKLOADS)) \
-	$(if $(PLATFORM),--platform $(PLATFORM)) \
+	$(if $(RUN_PLATFORM),--platform $(RUN_PLATFORM)) \
 	$(if $(filter 1 yes true,$(DRY_RUN)),--dry-run) \
 	$(if $(filter 1 yes true,$(SPOT)),--spot) \
 	$(if $(filter 0 no false,$(SPOT)),--on-demand) \

@@ -26,7 +26,7 @@ from orchestrate import makefile
 from orchestrate.catalog import CatalogError, Profile, get_profile, load_catalog
 from orchestrate.images import IMAGE_SOURCES, default_build_spec, default_image_ref
 from orchestrate.ledger import STATUS_COMPLETE, Ledger, RunRecord, default_ledger_path
-from orchestrate.lifecycle import Lifecycle, Outcome, RunPlan, WorkItem, raise_interrupted
+from orchestrate.lifecycle import Interrupted, Lifecycle, Outcome, RunPlan, WorkItem, raise_interrupted
 from orchestrate.progress import make_reporter
 from orchestrate.provider import CredentialsError, Provider, ProviderError
 from orchestrate.registry import load_provider_class, provider_names
@@ -114,6 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
+        return _dispatch(argv)
+    except KeyboardInterrupt:  # before a run started (a run turns Ctrl-C into its own teardown)
+        print("interrupted: nothing was started", file=sys.stderr)
+        return 130
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
+    try:
         args = build_parser().parse_args(argv)
         if args.command == "run":
             return cmd_run(args)
@@ -148,6 +156,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         outcome = Lifecycle(plan, provider, Ledger(args.ledger), reporter).run()
+    except Interrupted:  # a signal between the run's last step and its teardown guard: teardown still ran
+        print(f"\nRun {plan.run_id}: interrupted; see the ledger for what was torn down", file=sys.stderr)
+        return 130
     finally:
         reporter.close()
         for sig, handler in previous.items():
@@ -349,8 +360,9 @@ def _print_cost(plan: RunPlan, ledger: Ledger) -> None:
 def _print_outcome(outcome: Outcome) -> None:
     record = outcome.record
     print(f"\nRun {record.run_id}: {record.status}: {record.message}")
-    finished = [i for i in record.items if i.status == STATUS_COMPLETE]
-    print(f"  logs        {record.logs_dir} ({len(finished)} of {len(record.items)} runs complete)")
+    items = record.latest_items()
+    finished = [i for i in items if i.status == STATUS_COMPLETE]
+    print(f"  logs        {record.logs_dir} ({len(finished)} of {len(items)} runs complete)")
     if outcome.torn_down:
         print("  torn down   " + "\n              ".join(outcome.torn_down))
     for failure in outcome.teardown_failures:

@@ -6,6 +6,7 @@ preparing twice is cheap (a warm host costs a few short commands).
 from __future__ import annotations
 
 import io
+import time
 from dataclasses import dataclass
 
 from orchestrate.remote import Host
@@ -56,6 +57,9 @@ $SUDO systemctl restart docker 2>/dev/null || $SUDO service docker restart
 """
 
 
+DRIVER_POLL_S = 10.0
+
+
 class HostSetupError(RuntimeError):
     """The host cannot run the benchmark containers; the message says what is missing and how to fix it."""
 
@@ -80,8 +84,14 @@ class HostInfo:
         return f"{self.run_dir(run_id)}/logs"
 
 
-def prepare_host(host: Host, *, remote_dir: str, run_id: str, gpu: bool, install: bool) -> HostInfo:
-    """Make the host ready; HostSetupError with the fix when it cannot be, and `install` is False."""
+def prepare_host(
+    host: Host, *, remote_dir: str, run_id: str, gpu: bool, install: bool, driver_wait_s: float = 0.0
+) -> HostInfo:
+    """Make the host ready; HostSetupError with the fix when it cannot be, and `install` is False.
+
+    `driver_wait_s`: how long a GPU host may take to get its NVIDIA driver working (cloud images install it
+    at first boot); 0 for a host that should already have it.
+    """
     installed: list[str] = []
     docker = _docker_command(host)
     if docker is None:
@@ -97,7 +107,7 @@ def prepare_host(host: Host, *, remote_dir: str, run_id: str, gpu: bool, install
         if docker is None:
             raise HostSetupError(f"Docker was installed on {host.description} but `docker info` still fails")
     if gpu:
-        _check_gpu(host, docker, install, installed)
+        _check_gpu(host, docker, install, installed, driver_wait_s)
     ids = host.run('printf "%s %s %s" "$(id -u)" "$(id -g)" "$HOME"').stdout.split(" ", 2)
     uid, gid, home = int(ids[0]), int(ids[1]), ids[2]
     root = remote_dir.replace("~", home, 1) if remote_dir.startswith("~") else remote_dir
@@ -115,12 +125,16 @@ def _docker_command(host: Host) -> str | None:
     return None
 
 
-def _check_gpu(host: Host, docker: str, install: bool, installed: list[str]) -> None:
-    if host.run("nvidia-smi -L", check=False, timeout=60).exit_code != 0:
-        raise HostSetupError(
-            f"no working NVIDIA driver on {host.description} (`nvidia-smi -L` failed): use a GPU image "
-            "with the driver installed, or install it and reboot"
-        )
+def _check_gpu(host: Host, docker: str, install: bool, installed: list[str], driver_wait_s: float) -> None:
+    deadline = time.monotonic() + driver_wait_s
+    while host.run("nvidia-smi -L", check=False, timeout=60).exit_code != 0:
+        if time.monotonic() >= deadline:
+            waited = f" within {driver_wait_s:g} s" if driver_wait_s else ""
+            raise HostSetupError(
+                f"no working NVIDIA driver on {host.description}{waited} (`nvidia-smi -L` failed): use a GPU "
+                "image with the driver installed, or install it and reboot"
+            )
+        time.sleep(DRIVER_POLL_S)
     runtimes = host.run(f"{docker} info --format '{{{{json .Runtimes}}}}'", check=False).stdout
     if "nvidia" in runtimes:
         return

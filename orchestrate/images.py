@@ -159,13 +159,17 @@ def _build(host: Host, docker_cmd: str, ref: str, spec: BuildSpec, log: Log) -> 
 
 
 def _context_tar(spec: BuildSpec) -> io.BufferedIOBase:
-    """The build context as Docker's CLI would send it: .dockerignore applied, the Dockerfile kept."""
+    """The build context as Docker's CLI would send it: .dockerignore applied, the Dockerfile kept.
+
+    Gzipped: `docker build -` recognises a plain tar by its first 512 bytes, and Python's tarfile starts with a PAX
+    header there (for the files' sub-second mtimes) that the CLI does not take for an archive; gzip's magic it does.
+    """
     ignore_file = spec.context / ".dockerignore"
     exclude = None
     if ignore_file.is_file():
         lines = (line.strip() for line in ignore_file.read_text().splitlines())
         exclude = [line for line in lines if line and not line.startswith("#")]
-    return docker_build.tar(str(spec.context), exclude=exclude, dockerfile=(spec.dockerfile, None))
+    return docker_build.tar(str(spec.context), exclude=exclude, dockerfile=(spec.dockerfile, None), gzip=True)
 
 
 def _run_logged(host: Host, command: str, log: Log, what: str) -> None:

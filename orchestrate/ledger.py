@@ -104,6 +104,10 @@ class RunRecord:
     def final(self) -> bool:
         return self.status in FINAL_STATUSES
 
+    def latest_items(self) -> list[ItemRecord]:
+        """One record per workload x backend: the last attempt (a rerun after preemption supersedes the first)."""
+        return list({(i.workload, i.backend): i for i in self.items}.values())
+
     def to_json(self) -> dict[str, Any]:
         data = _asdict(self)
         data["schema_version"] = SCHEMA_VERSION

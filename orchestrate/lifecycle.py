@@ -149,9 +149,10 @@ class Outcome:
 
     @property
     def exit_code(self) -> int:
-        if self.record.status == STATUS_COMPLETE:
-            return 0
-        return 130 if self.record.status == STATUS_INTERRUPTED else 1
+        if self.record.status == STATUS_INTERRUPTED:
+            return EXIT_INTERRUPTED
+        # a teardown problem fails the run even when every workload finished: something may still be billing
+        return 0 if self.record.status == STATUS_COMPLETE and not self.teardown_failures else 1
 
 
 class Lifecycle:
@@ -215,7 +216,7 @@ class Lifecycle:
             except InstancePreempted as exc:
                 self._after_preemption(str(exc))
                 continue
-        failed = [i for i in self.record.items if i.status != STATUS_COMPLETE]
+        failed = [i for i in self.record.latest_items() if i.status != STATUS_COMPLETE]
         if self.abort_reason:
             self._finish(STATUS_FAILED, self.abort_reason)
         elif failed:
@@ -246,6 +247,7 @@ class Lifecycle:
                 run_id=self.plan.run_id,
                 gpu=self.plan.profile.has_gpu,
                 install=self.plan.install_host_software or self.provider.creates_machines,
+                driver_wait_s=self.plan.boot_timeout_s if self.provider.creates_machines else 0.0,
             )
             detail.append(", ".join(f"installed {w}" for w in session.info.installed) or "ready")
         with self._stage("image") as detail:

@@ -108,11 +108,11 @@ def _table(title: str, rows: dict[str, list]) -> Table:
     now = time.monotonic()
     for name, (status, started, seconds, detail) in rows.items():
         shown = seconds if seconds is not None else (now - started if started is not None else None)
-        table.add_row(
-            name,
+        table.add_row(  # Text, not str: "mnist_mlp [jax]" is not rich markup
+            Text(name),
             Text(status, style=STYLES.get(status, "")),
-            "" if shown is None else f"{shown:.1f} s",
-            detail,
+            Text("" if shown is None else f"{shown:.1f} s"),
+            Text(detail),
         )
     return table
 

@@ -11,7 +11,8 @@ Use it from your provider's test module (this project's or a third-party package
         def make_profile(self):                 # a catalog Profile your provider can launch
             return Profile(name="mycloud-small", provider="mycloud", machine_type="small", zones=("zone-a",))
 
-        ssh_reachable = False                   # True when launched machines run an sshd you can log in to
+    # when its machines run an sshd the test can log in to, add the login check:
+    # class TestMyCloudContract(ProviderContract, SSHLoginContract): ...
 
 pytest collects every `test_*` method. Each test launches at most one machine and terminates it in a
 `finally`, so a failing assertion leaves nothing behind. What is checked:
@@ -19,8 +20,8 @@ pytest collects every `test_*` method. Each test launches at most one machine an
 - `name` and `creates_machines` are declared; `from_settings({})` or the test's own factory builds it;
 - `check_credentials` passes with the test's credentials; `validate_profile` accepts the profile;
 - `launch` returns an Instance of this provider, in the requested zone, carrying the run's tags;
-- `wait_until_running` gives state RUNNING and an SSH address (unless the provider runs locally), and that
-  address accepts a login when `ssh_reachable`;
+- `wait_until_running` gives state RUNNING and an SSH address (unless the provider runs locally), and (with
+  the `SSHLoginContract` mixin) that address accepts a login;
 - `list_instances` shows a machine it created, by its project tag, and stops showing it once terminated;
 - `terminate` and `release_run` are idempotent: the second call succeeds too;
 - a terminated machine is not RUNNING.
@@ -39,7 +40,6 @@ from orchestrate.provider import PROJECT_TAG, Instance, InstanceState, LaunchReq
 
 
 class ProviderContract:
-    ssh_reachable: bool = False  # set True when launched machines accept an SSH login (real sshd behind them)
     boot_timeout_s: float = 120.0
     max_lifetime_s: int = 1800
 
@@ -104,19 +104,6 @@ class ProviderContract:
             for key, value in request_.tags.items():
                 assert running.tags.get(key) == value, f"tag {key}"
 
-    def test_ssh_address_accepts_a_login(self, provider: Provider, running: Instance) -> None:
-        if provider.runs_locally or not self.ssh_reachable:
-            pytest.skip("declared not applicable: the machine runs locally or runs no sshd (ssh_reachable)")
-        from orchestrate.remote import SSHHost, wait_for_ssh
-
-        assert running.ssh is not None
-        host = SSHHost(running.ssh, verify_known_hosts=False)
-        try:
-            wait_for_ssh(host, self.boot_timeout_s)
-            assert host.run("echo contract").stdout.strip() == "contract"
-        finally:
-            host.close()
-
     def test_list_instances_finds_what_it_launched(
         self, provider: Provider, request_: LaunchRequest, running: Instance
     ) -> None:
@@ -141,3 +128,21 @@ class ProviderContract:
         if provider.creates_machines:
             assert provider.state(instance) != InstanceState.RUNNING
             assert instance.instance_id not in {i.instance_id for i in provider.list_instances()}
+
+
+class SSHLoginContract:
+    """Add to a ProviderContract subclass whose launched machines run an sshd the test can log in to:
+
+    class TestMyCloudContract(ProviderContract, SSHLoginContract): ...
+    """
+
+    def test_ssh_address_accepts_a_login(self, provider: Provider, running: Instance) -> None:
+        from orchestrate.remote import SSHHost, wait_for_ssh
+
+        assert running.ssh is not None
+        host = SSHHost(running.ssh, verify_known_hosts=False)
+        try:
+            wait_for_ssh(host, self.boot_timeout_s)
+            assert host.run("echo contract").stdout.strip() == "contract"
+        finally:
+            host.close()

@@ -30,6 +30,8 @@ SPEC = WorkloadSpec(
         "val_speaker_fraction": voxceleb.VAL_SPEAKER_FRACTION,
     },
     quick=Cut(epochs=3, train_limit=1024, val_limit=512),
+    # 300,000 pairs for 20 epochs is 190k steps: the bounded suite keeps the epochs and draws a tenth of the pairs.
+    bounded=Cut(epochs=20, train_limit=30_000, val_limit=12_000),
     uses_lstm=True,
     reference="'Building and benchmarking my own Deep-Learning server' (blog post, 2018-01-21); no code published",
     notes=(

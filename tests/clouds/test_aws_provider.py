@@ -23,7 +23,7 @@ from orchestrate.provider import (
 )
 from orchestrate.providers.aws import AWSProvider
 from tests.clouds.aws_faults import Fault, FaultyMotoServer, interrupt_spot_instance
-from tests.clouds.conftest import INGRESS_CIDR
+from tests.clouds.environments import INGRESS_CIDR
 
 AMAZON_LINUX = "resolve:ssm:/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-6.1-x86_64"
 PROFILE = Profile(

@@ -24,7 +24,7 @@ import pytest
 
 from orchestrate.ledger import Ledger, RunRecord
 from tests.clouds.aws_faults import Fault, FaultyMotoServer, interrupt_spot_instance
-from tests.clouds.conftest import aws_environment, gce_environment
+from tests.clouds.environments import aws_environment, gce_environment
 from tests.clouds.gce_fake import GCEFake
 from tests.clouds.guests import GuestKeys, ec2_running_instance_keys, gce_running_instance_keys
 from tests.support.datasets import prefill_keras_cache
@@ -93,11 +93,11 @@ class Bench:
         )  # fmt: skip
 
     def start(self, args: list[str]) -> subprocess.Popen[str]:
-        output = (self.tmp / "orchestrator.log").open("a")
-        return subprocess.Popen(
-            args, cwd=REPO, env=self.env, stdout=output, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True,
-        )  # fmt: skip
+        with (self.tmp / "orchestrator.log").open("a") as output:  # the child keeps its own descriptor
+            return subprocess.Popen(
+                args, cwd=REPO, env=self.env, stdout=output, stderr=subprocess.STDOUT, text=True,
+                start_new_session=True,
+            )  # fmt: skip
 
     def call(self, args: list[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
         return subprocess.run(args, cwd=REPO, env=self.env, capture_output=True, text=True, timeout=timeout)

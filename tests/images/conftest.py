@@ -68,7 +68,7 @@ def keras_cache(tmp_path: Path) -> Path:
     source = SHARED / "datasets" / "fashion-mnist"
     files = sorted(source.glob("*.gz"))
     if len(files) != 4:
-        pytest.fail(f"expected 4 Fashion-MNIST files in {source} (set BENCH_SHARED_DIR), found {len(files)}")
+        pytest.fail(f"expected 4 Fashion-MNIST files in {source} (set KCB_SHARED_DIR), found {len(files)}")
     target = tmp_path / "keras-cache" / "datasets" / "fashion-mnist"
     target.mkdir(parents=True)
     for file in files:

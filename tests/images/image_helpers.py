@@ -14,8 +14,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_PYTHON = REPO / ".venv" / "bin" / "python"
-SHARED = Path(os.environ.get("BENCH_SHARED_DIR", REPO.parent / "shared"))
-BASE_IMAGE = os.environ.get("BENCH_TEST_BASE_IMAGE", "local/python:3.11-slim-bookworm")
+# Set by .ci/run: shared/ (datasets, the offline Docker tool) and the base image that tool built.
+SHARED = Path(os.environ.get("KCB_SHARED_DIR", REPO.parent / "shared"))
+BASE_IMAGE = os.environ.get("BASE_IMAGE", "local/python:3.11-slim-bookworm")
 TEST_IMAGE_REPO = "keras-cloud-bench-test"
 # Tags unique to this test session, so that concurrent sessions on one engine never retag each other's images.
 SESSION_TAG = f"s{os.getpid()}"

@@ -71,14 +71,17 @@ def ssh_run_args(server: SSHServer, ws: Workspace, run_id: str, *extra: str) -> 
     ]
 
 
-def orchestrate(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+def orchestrate(
+    *args: str, timeout: float = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI in a subprocess; `env` replaces the environment (PYTHONPATH is always set)."""
     return subprocess.run(
         [sys.executable, "-m", "orchestrate", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**(os.environ if env is None else env), "PYTHONPATH": str(ROOT)},
     )
 
 

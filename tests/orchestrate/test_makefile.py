@@ -62,3 +62,17 @@ def test_ssh_target_needs_host_and_passes_port() -> None:
         "/opt/venv/bin/python", "-m", "orchestrate", "run", "--profile", "ssh",
         "--host", "bench@gpu-box", "--port", "2222",
     ]  # fmt: skip
+
+
+def test_the_top_level_makefile_passes_no_stray_platform() -> None:
+    """The top-level Makefile's PLATFORM (for `make bench`) must not leak into orchestrated runs."""
+    done = subprocess.run(["make", "-s", "-n", "bench-gce-t4"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[3:6] == ["run", "--profile", "gce-t4"] and "--platform" not in done.stdout
+    named = subprocess.run(
+        ["make", "-s", "-n", "bench-ssh", "HOST=me@box", "RUN_PLATFORM=home-1080ti"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert "--platform home-1080ti" in named.stdout

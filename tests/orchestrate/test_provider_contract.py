@@ -8,7 +8,7 @@ from orchestrate.catalog import load_catalog
 from orchestrate.provider import ProviderError
 from orchestrate.providers.local import LocalProvider
 from orchestrate.providers.ssh import SSHProvider, parse_target
-from tests.provider_contract import ProviderContract
+from tests.provider_contract import ProviderContract, SSHLoginContract
 from tests.support.docker import require_engine
 from tests.support.sshd import SSHServer
 
@@ -23,9 +23,7 @@ class TestLocalProviderContract(ProviderContract):
 
 
 @pytest.mark.sshd
-class TestSSHProviderContract(ProviderContract):
-    ssh_reachable = True
-
+class TestSSHProviderContract(ProviderContract, SSHLoginContract):
     @pytest.fixture(autouse=True)
     def _server(self, sshd: SSHServer) -> None:
         self.server = sshd

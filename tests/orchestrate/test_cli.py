@@ -1,0 +1,74 @@
+"""The CLI's read-only commands and the dry-run plan: what a user sees before anything is launched."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from orchestrate.ledger import InstanceRecord, Ledger, RunRecord
+from tests.orchestrate.orchestrate_helpers import orchestrate
+
+
+def test_dry_run_prints_machines_image_matrix_and_cost(tmp_path: Path) -> None:
+    done = orchestrate(
+        "run", "--profile", "gce-t4", "--suite", "quick", "--backends", "jax,torch",
+        "--workloads", "mnist_mlp,imdb_fasttext", "--dry-run", "--ledger", str(tmp_path / "ledger.jsonl"),
+        "--max-lifetime", "120", "--run-id", "20260101T000000Z-dry0",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.startswith("Plan (dry run: nothing is launched) for run 20260101T000000Z-dry0\n")
+    assert "gce-t4: 1x NVIDIA T4 on n1-standard-4" in out
+    assert "gce n1-standard-4, zones us-central1-a, us-central1-b, us-central1-f" in out
+    assert "keras-cloud-bench:gpu (--gpus all, source: auto)" in out
+    assert "quick: 2 workloads x 2 backends = 4 runs" in out
+    assert "$0.5400/h on-demand (as of 2025-06-01" in out
+    assert "at most $1.08 (the max lifetime at this price); billed per 1 s, minimum 60 s" in out
+    assert "credentials" in out  # ok, or why not (no Google credentials in CI): reported, never fatal in a dry run
+    assert not (tmp_path / "ledger.jsonl").exists() and not Path("logs/gce-t4/20260101T000000Z-dry0").exists()
+
+
+def test_dry_run_estimates_from_earlier_runs_and_flags_old_prices(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    for n, seconds in enumerate((1800, 2400, 3000)):
+        record = RunRecord(f"r{n}", "gce-n1-highcpu-16", "gce", "p", "quick", "me@box", 1, 0.0, status="complete")
+        record.billed_seconds = seconds
+        ledger.append(record)
+    done = orchestrate("run", "--profile", "gce-n1-highcpu-16", "--dry-run", "--ledger", str(ledger.path))
+    assert done.returncode == 0, done.stderr
+    assert re.search(
+        r"\$0\.1200/h spot/preemptible \(as of 2017-11-28 -- \d+ years old, check current prices\)", done.stdout
+    )
+    assert "about $0.08: median of 3 earlier complete quick runs" in done.stdout  # 2400 s at $0.12/h
+
+
+def test_profiles_lists_prices_and_retirement() -> None:
+    done = orchestrate("profiles")
+    assert done.returncode == 0
+    line = next(x for x in done.stdout.splitlines() if x.startswith("gce-k80 "))
+    assert "$0.4975/h (2017-11-28)" in line and "RETIRED 2024-05-01, use gce-t4" in line
+    assert orchestrate("profiles", "--names").stdout.split()[:3] == ["local", "ssh", "ssh-gpu"]
+
+
+def test_cost_sums_per_run_and_per_profile(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    for run_id, cost in (("r1", 0.25), ("r2", 0.5)):
+        record = RunRecord(run_id, "aws-g4dn.xlarge", "aws", "p", "quick", "me@box", 1, 0.0, status="complete")
+        record.instances.append(InstanceRecord("aws", f"i-{run_id}", "us-east-1a", False, 0.0, 10.0, 60, cost))
+        record.billed_seconds, record.estimated_cost_usd = 60, cost
+        ledger.append(record)
+    done = orchestrate("cost", "--ledger", str(ledger.path))
+    assert done.returncode == 0
+    assert "aws-g4dn.xlarge          2     0.7500" in done.stdout
+    assert orchestrate("cost", "--ledger", str(tmp_path / "none.jsonl")).stdout.startswith("no runs in")
+
+
+@pytest.mark.parametrize("provider", ["aws", "gce"])
+def test_sweep_without_credentials_skips_that_cloud_and_says_why(provider: str, tmp_path: Path) -> None:
+    # A user with no cloud credentials at all (empty home, no AWS_*/GOOGLE_* variables): the sweep says so.
+    bare = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    done = orchestrate("sweep", "--dry-run", "--provider", provider, "--ledger", str(tmp_path / "l.jsonl"), env=bare)
+    assert done.returncode == 0, done.stderr
+    assert f"skipped      {provider}: " in done.stdout

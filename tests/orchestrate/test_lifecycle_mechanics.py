@@ -1,0 +1,162 @@
+"""The lifecycle's spot and capacity logic: relaunch after preemption with only the unfinished runs, the retry cap,
+the next zone on a capacity error.
+
+Cloud preemption cannot happen on loopback, so these tests use a TEST DOUBLE of a spot provider and say so:
+`SpotDouble` hands out the test sshd (real SSH, real Docker engine) as a new "instance" per launch, and imitates
+what a cloud does to a spot VM: it kills the running container and reports the instance PREEMPTED. Zones it is
+told are full raise CapacityError. The containers are the purpose-built mechanics image (it sleeps; it
+benchmarks nothing). The real clouds' preemption signals are exercised by the AWS/GCE provider tests.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+import orchestrate.lifecycle as lifecycle
+from orchestrate.catalog import Price, Profile
+from orchestrate.ledger import Ledger
+from orchestrate.lifecycle import Lifecycle, RunPlan, WorkItem
+from orchestrate.progress import Reporter
+from orchestrate.provider import CapacityError, Instance, InstanceState, LaunchRequest
+from orchestrate.providers.ssh import SSHProvider
+from tests.support.docker import build_mechanics_image, containers_of_run, remove_containers_of_run
+from tests.support.sshd import SSHServer
+
+pytestmark = [pytest.mark.docker, pytest.mark.sshd]
+
+PRICE = Price(0.36, "2026-01-01", "test double: no real price")
+PROFILE = Profile(
+    name="spot-double",
+    provider="ssh",
+    machine_type=None,
+    zones=("zone-a", "zone-b"),
+    on_demand=PRICE,
+    spot=PRICE,
+    use_spot=True,
+)
+
+
+class SpotDouble(SSHProvider):
+    """Test double (see the module docstring): the test sshd as a spot 'cloud'."""
+
+    creates_machines: ClassVar[bool] = True
+
+    def __init__(self, server: SSHServer, preempt_on: set[int], full_zones: set[str]) -> None:
+        super().__init__(server.target())
+        self.preempt_on = preempt_on  # launch numbers (1-based) whose machine is taken back mid-workload
+        self.full_zones = full_zones
+        self.launches = 0
+        self.states: dict[str, InstanceState] = {}
+        self.run_id = ""
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        if request.zone in self.full_zones:
+            raise CapacityError(f"ZONE_RESOURCE_POOL_EXHAUSTED in {request.zone}")
+        self.launches += 1
+        self.run_id = request.run_id
+        instance = super().launch(request)
+        instance.instance_id = f"double-{self.launches}"
+        instance.zone, instance.spot = request.zone, request.spot
+        self.states[instance.instance_id] = InstanceState.RUNNING
+        return instance
+
+    def state(self, instance: Instance) -> InstanceState:
+        number = int(instance.instance_id.split("-")[1])
+        running = containers_of_run(self.run_id)
+        # preempt once a second workload's container runs on this machine (the first has finished)
+        if number in self.preempt_on and any(not name.endswith("mnist_mlp-torch") for name in running):
+            for name in running:
+                subprocess.run(["docker", "kill", name], capture_output=True)
+            self.states[instance.instance_id] = InstanceState.PREEMPTED
+        return self.states[instance.instance_id]
+
+    def terminate(self, instance: Instance) -> None:
+        if self.states.get(instance.instance_id) == InstanceState.RUNNING:
+            self.states[instance.instance_id] = InstanceState.TERMINATED
+
+    def list_instances(self) -> list[Instance]:
+        return []  # nothing outlives terminate here
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return build_mechanics_image(tmp_path_factory.mktemp("mechanics"))
+
+
+@pytest.fixture(autouse=True)
+def fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lifecycle, "SPOT_PULL_INTERVAL_S", 0.5)
+    monkeypatch.setattr(lifecycle, "STATE_POLL_INTERVAL_S", 0.5)
+
+
+def run(tmp_path: Path, provider: SpotDouble, image: str, run_id: str, max_preemptions: int = 3):
+    plan = RunPlan(
+        run_id=run_id,
+        profile=PROFILE,
+        platform="spot-double",
+        suite="quick",
+        items=(WorkItem("mnist_mlp", "torch"), WorkItem("imdb_fasttext", "torch")),
+        spot=True,
+        image_ref=image,
+        image_source="present",
+        build=None,
+        logs_dir=tmp_path / "logs",
+        owner="test@double",
+        remote_dir=str(tmp_path / "host"),
+        max_preemptions=max_preemptions,
+    )
+    messages = io.StringIO()
+    try:
+        outcome = Lifecycle(plan, provider, Ledger(tmp_path / "ledger.jsonl"), Reporter(messages)).run()
+    finally:
+        remove_containers_of_run(run_id)
+    return outcome, messages.getvalue()
+
+
+def test_preemption_relaunches_and_reruns_only_the_unfinished(sshd: SSHServer, image: str, tmp_path: Path) -> None:
+    provider = SpotDouble(sshd, preempt_on={1}, full_zones=set())
+    outcome, messages = run(tmp_path, provider, image, "20260101T000000Z-pre1")
+    record = outcome.record
+    assert record.status == "complete", record.message
+    assert record.preemptions == 1 and provider.launches == 2
+    assert [(i.workload, i.status, i.attempt) for i in record.items] == [
+        ("mnist_mlp", "complete", 1),
+        ("imdb_fasttext", "preempted", 1),
+        ("imdb_fasttext", "complete", 2),  # mnist_mlp did not run again
+    ]
+    assert [(i.instance_id, i.preempted) for i in record.instances] == [("double-1", True), ("double-2", False)]
+    assert all(i.terminated_at and i.billed_seconds and i.cost_usd for i in record.instances)
+    assert record.estimated_cost_usd == pytest.approx(sum(i.cost_usd for i in record.instances))
+    assert [s.name for s in record.stages].count("launch") == 2
+    assert "relaunching for the 1 container runs not yet finished" in messages
+
+
+def test_too_many_preemptions_stop_the_run(sshd: SSHServer, image: str, tmp_path: Path) -> None:
+    provider = SpotDouble(sshd, preempt_on={1, 2}, full_zones=set())
+    outcome, _ = run(tmp_path, provider, image, "20260101T000000Z-pre2", max_preemptions=1)
+    record = outcome.record
+    assert record.status == "failed" and outcome.exit_code == 1
+    assert record.message.startswith("preempted 2 times (limit --max-preemptions 1); 1 of 2 container runs finished")
+    assert all(state != InstanceState.RUNNING for state in provider.states.values())
+
+
+def test_capacity_error_moves_to_the_next_zone(sshd: SSHServer, image: str, tmp_path: Path) -> None:
+    provider = SpotDouble(sshd, preempt_on=set(), full_zones={"zone-a"})
+    outcome, messages = run(tmp_path, provider, image, "20260101T000000Z-cap1")
+    assert outcome.record.status == "complete"
+    assert [i.zone for i in outcome.record.instances] == ["zone-b"]
+    assert "no capacity in zone-a: ZONE_RESOURCE_POOL_EXHAUSTED in zone-a; trying the next zone" in messages
+
+
+def test_no_capacity_anywhere_fails_clearly(sshd: SSHServer, image: str, tmp_path: Path) -> None:
+    provider = SpotDouble(sshd, preempt_on=set(), full_zones={"zone-a", "zone-b"})
+    outcome, _ = run(tmp_path, provider, image, "20260101T000000Z-cap2")
+    record = outcome.record
+    assert record.status == "failed" and record.instances == [] and record.items == []
+    assert record.message.startswith("no capacity for spot-double in any of its zones (zone-a: ZONE_RESOURCE")
+    assert record.message.endswith("try later, another profile, or --on-demand")
