@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.suites import get_suite
-from benchmarks.workloads import RECURRENT, WORKLOADS
+from benchmarks.workloads import WORKLOADS
 
 REPO = Path(__file__).resolve().parents[1]
 # Packages the GPU images commonly lack: Keras and its two small dependencies that ship no CUDA code.
@@ -42,25 +42,54 @@ CARRIED_DATASETS = ("fashion-mnist", "nietzsche.txt", "mnist.npz", "imdb.npz", "
 SWEEP_EPOCHS = 3
 # Eager JAX dispatches op by op and runs tens of times slower: it is measured on the small workloads only.
 EAGER_JAX_WORKLOADS = ("mnist_mlp", "mnist_cnn", "imdb_fasttext")
+# torch.compile spends a minute or more per model before its first step: measured where that can pay off.
+TORCH_COMPILE_WORKLOADS = ("mnist_mlp", "mnist_cnn", "cifar10_cnn", "imdb_fasttext", "imdb_bidirectional_lstm")
+# steps_per_execution pays off where steps are short; the PyDataset-fed workloads are left out.
+MULTI_STEP_WORKLOADS = (
+    "mnist_mlp",
+    "mnist_cnn",
+    "imdb_fasttext",
+    "imdb_bidirectional_lstm",
+    "lstm_text_generation",
+    "text_generator_keras",
+)
+# Keras's generic LSTM loop is 25x slower than cuDNN on a GPU: both kernels are timed on the same slice
+# (limits count samples for these two workloads), not on the full data.
+LSTM_SLICE_WORKLOADS = ("imdb_bidirectional_lstm", "siamese_lstm")
+LSTM_SLICE = ("--train-limit", "2500", "--val-limit", "2500")
 
-# Alternatives per backend, beside the default (benchmarks.harness.backends.DEFAULTS). Each is a runner flag set.
-CONFIGURATIONS: dict[str, dict[str, tuple[str, ...]]] = {
+
+@dataclass(frozen=True)
+class Configuration:
+    flags: tuple[str, ...]
+    workloads: tuple[str, ...] = WORKLOADS  # where the configuration applies
+
+
+def _common_alternatives() -> dict[str, Configuration]:
+    return {
+        "lstm-cudnn-slice": Configuration(LSTM_SLICE, LSTM_SLICE_WORKLOADS),
+        "lstm-generic-slice": Configuration(("--lstm-kernel", "generic", *LSTM_SLICE), LSTM_SLICE_WORKLOADS),
+    }
+
+
+# What a careful user would try per backend, beside the default (benchmarks.harness.backends.DEFAULTS).
+CONFIGURATIONS: dict[str, dict[str, Configuration]] = {
     "jax": {
-        "default": (),
-        "jit-off": ("--jit-compile", "off"),
-        "steps-per-execution-8": ("--steps-per-execution", "8"),
-        "lstm-generic": ("--lstm-kernel", "generic"),
+        "default": Configuration(()),
+        "jit-off": Configuration(("--jit-compile", "off"), EAGER_JAX_WORKLOADS),
+        "steps-per-execution-8": Configuration(("--steps-per-execution", "8"), MULTI_STEP_WORKLOADS),
+        **_common_alternatives(),
     },
     "torch": {
-        "default": (),
-        "lstm-generic": ("--lstm-kernel", "generic"),
-        "torch-compile": ("--jit-compile", "on"),
+        "default": Configuration(()),
+        "torch-compile": Configuration(("--jit-compile", "on"), TORCH_COMPILE_WORKLOADS),
+        **_common_alternatives(),
     },
     "tensorflow": {
-        "default": (),
-        "xla-on": ("--jit-compile", "on"),
-        "steps-per-execution-8": ("--steps-per-execution", "8"),
-        "lstm-generic": ("--lstm-kernel", "generic"),
+        "default": Configuration(()),
+        "xla-on": Configuration(("--jit-compile", "on")),
+        "steps-per-execution-8": Configuration(("--steps-per-execution", "8"), MULTI_STEP_WORKLOADS),
+        **_common_alternatives(),
     },
 }
 
@@ -90,7 +119,11 @@ class Item:
 
 
 def plan(
-    phase: str, backends: Sequence[str], workloads: Sequence[str] = WORKLOADS, dataset: str | None = None
+    phase: str,
+    backends: Sequence[str],
+    workloads: Sequence[str] = WORKLOADS,
+    dataset: str | None = None,
+    configs: Sequence[str] | None = None,
 ) -> list[Item]:
     """The items of a phase, defaults first so a budget cut loses alternatives rather than baselines."""
     if phase == "suite":
@@ -99,19 +132,11 @@ def plan(
         raise ValueError(f"unknown phase {phase!r}; choose sweep or suite")
     items = []
     for backend in backends:
-        for config, flags in CONFIGURATIONS[backend].items():
-            chosen = tuple(w for w in workloads if _applies(backend, config, w))
-            if chosen:
-                items.append(Item(phase, backend, config, chosen, flags, SWEEP_EPOCHS, dataset))
+        for name, config in CONFIGURATIONS[backend].items():
+            chosen = tuple(w for w in workloads if w in config.workloads)
+            if chosen and (configs is None or name in configs):
+                items.append(Item(phase, backend, name, chosen, config.flags, SWEEP_EPOCHS, dataset))
     return sorted(items, key=lambda item: item.config != "default")
-
-
-def _applies(backend: str, config: str, workload: str) -> bool:
-    if config == "lstm-generic":
-        return workload in RECURRENT
-    if backend == "jax" and config == "jit-off":
-        return workload in EAGER_JAX_WORKLOADS
-    return True
 
 
 def pack(dest: Path, python_version: str, keras_home: Path) -> None:
@@ -154,12 +179,12 @@ def run(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.budget_s
     env = install_carried(args.carry)
     logs = Path(tempfile.mkdtemp(prefix="kcb-logs-"))
-    suffix = args.phase if args.phase == "sweep" else f"{args.phase}-{'-'.join(args.backends)}"
+    suffix = f"{args.phase}-{'-'.join(args.backends)}"
     manifest = []
     with (args.out / f"console-{suffix}.log").open("w") as console:
         if args.phase == "overhead":
             manifest = _overhead(args, env, console, deadline)
-        items = plan(args.phase, args.backends, args.workloads, _preferred_dataset(args.carry))
+        items = plan(args.phase, args.backends, args.workloads, _preferred_dataset(args.carry), args.configs)
         for item in items if args.phase != "overhead" else []:
             manifest.append(_run_item(item, args.platform, logs, env, console, deadline))
     with tarfile.open(args.out / f"logs-{suffix}.tar.gz", "w:gz") as archive:
@@ -252,6 +277,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--phase", choices=("sweep", "suite", "overhead"), required=True)
     p.add_argument("--backends", default="jax,torch")
     p.add_argument("--workloads", default=",".join(WORKLOADS))
+    p.add_argument("--configs", help="sweep only these configurations (default: all of each backend's)")
     p.add_argument("--platform", default="gpu")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--budget-s", type=float, default=540)
@@ -283,6 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(" ".join(item.command("python3", "PLATFORM", Path("OUT"))))
         return 0
     args.workloads = _names(args.workloads, get_suite("bounded").workloads, "workload")
+    known = sorted({name for backend in args.backends for name in CONFIGURATIONS[backend]})
+    args.configs = _names(args.configs, known, "configuration") if args.configs else None
     args.out.mkdir(parents=True, exist_ok=True)
     return run(args)
 

@@ -80,9 +80,7 @@ def all_installed() -> dict[str, str | None]:
 def report_versions(report_path: Path) -> dict[str, str | None]:
     """Name -> version of what a `pip install --dry-run --report` run would install."""
     report = json.loads(report_path.read_text())
-    return {
-        canonical_name(item["metadata"]["name"]): item["metadata"]["version"] for item in report["install"]
-    }
+    return {canonical_name(item["metadata"]["name"]): item["metadata"]["version"] for item in report["install"]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -210,12 +210,15 @@ class Lifecycle:
 
     def _execute(self) -> None:
         while self._pending():
-            self.session = self._start_session()
             try:
+                self._start_session()
                 self._run_items()
             except InstancePreempted as exc:
                 self._after_preemption(str(exc))
-                continue
+            except RemoteError as exc:  # the machine vanished while being set up: a preemption, or a failure
+                if self.session is None or self._state(self.session) != InstanceState.PREEMPTED:
+                    raise
+                self._after_preemption(f"{self.provider.name} preempted {self.session.instance.instance_id} ({exc})")
         failed = [i for i in self.record.latest_items() if i.status != STATUS_COMPLETE]
         if self.abort_reason:
             self._finish(STATUS_FAILED, self.abort_reason)

@@ -26,16 +26,6 @@ WORKLOADS: tuple[str, ...] = (
     "twitter_sentiment_bilstm",
     "siamese_lstm",
 )
-# Workloads with LSTM layers (their SPEC.uses_lstm), listed here so planners need not import Keras.
-RECURRENT: tuple[str, ...] = (
-    "imdb_bidirectional_lstm",
-    "lstm_text_generation",
-    "text_generator_keras",
-    "twitter_sentiment_bilstm",
-    "siamese_lstm",
-)
-
-
 @dataclass(frozen=True)
 class Cut:
     """How a cut-down suite shrinks a workload: fewer epochs and the first N samples."""

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import gpu_session
 from benchmarks.logs import EpochLogWriter, EpochRecord, LogFormatError, write_metadata
-from benchmarks.workloads import RECURRENT, WORKLOADS
+from benchmarks.workloads import WORKLOADS, spec
 
 
 def test_sweep_runs_defaults_first_and_alternatives_where_they_apply() -> None:
@@ -18,10 +18,27 @@ def test_sweep_runs_defaults_first_and_alternatives_where_they_apply() -> None:
     assert configs[:2] == [("jax", "default"), ("torch", "default")]
     by_config = {(item.backend, item.config): item for item in items}
     assert by_config["jax", "default"].workloads == WORKLOADS
-    assert by_config["torch", "lstm-generic"].workloads == RECURRENT
     assert by_config["jax", "jit-off"].workloads == gpu_session.EAGER_JAX_WORKLOADS
+    assert by_config["torch", "torch-compile"].workloads == gpu_session.TORCH_COMPILE_WORKLOADS
     assert ("torch", "steps-per-execution-8") not in by_config  # Keras allows only 1 on torch
     assert all(item.epochs == gpu_session.SWEEP_EPOCHS for item in items)
+    # Both LSTM kernels are timed on the same slice, so their epochs compare.
+    cudnn, generic = by_config["torch", "lstm-cudnn-slice"], by_config["torch", "lstm-generic-slice"]
+    assert cudnn.workloads == generic.workloads == gpu_session.LSTM_SLICE_WORKLOADS
+    assert generic.flags == ("--lstm-kernel", "generic", *cudnn.flags)
+
+
+def test_configurations_name_real_workloads_and_slices_count_samples() -> None:
+    for configs in gpu_session.CONFIGURATIONS.values():
+        for config in configs.values():
+            assert set(config.workloads) <= set(WORKLOADS)
+    for name in gpu_session.LSTM_SLICE_WORKLOADS:
+        assert spec(name).uses_lstm and spec(name).datasets[0] in ("imdb", "voxceleb")
+
+
+def test_a_sweep_can_be_narrowed_to_some_configurations() -> None:
+    items = gpu_session.plan("sweep", ["jax"], configs=["steps-per-execution-8"])
+    assert [(i.backend, i.config) for i in items] == [("jax", "steps-per-execution-8")]
 
 
 def test_suite_runs_every_workload_with_published_epochs() -> None:

@@ -1,7 +1,7 @@
 """The GPU image.
 
 Always: its lock resolves with pip inside the base image (Python, glibc, wheel tags) to exactly the pinned
-set, from package metadata. Opt-in (BENCH_TEST_GPU_IMAGE=1): the full build, many GB of CUDA wheels, then the
+set, installing nothing. Opt-in (BENCH_TEST_GPU_IMAGE=1): the full build, many GB of CUDA wheels, then the
 frameworks import (no GPU here: they fall back to the CPU).
 """
 

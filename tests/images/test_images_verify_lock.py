@@ -10,7 +10,7 @@ SCRIPT = str(REPO / "docker" / "verify_lock.py")
 
 
 def pip_report(tmp_path: Path, *requirements: str) -> Path:
-    """A real `pip install --dry-run --report` resolution: metadata from the index, nothing installed."""
+    """A real `pip install --dry-run --report` resolution against the index, nothing installed."""
     report = tmp_path / "report.json"
     run(
         [

@@ -160,3 +160,38 @@ def test_no_capacity_anywhere_fails_clearly(sshd: SSHServer, image: str, tmp_pat
     assert record.status == "failed" and record.instances == [] and record.items == []
     assert record.message.startswith("no capacity for spot-double in any of its zones (zone-a: ZONE_RESOURCE")
     assert record.message.endswith("try later, another profile, or --on-demand")
+
+
+def test_an_image_with_baked_datasets_seeds_the_host_cache(sshd: SSHServer, tmp_path: Path) -> None:
+    """The cache mounted at KERAS_HOME would hide datasets baked into the image: they are copied out once.
+    Mechanics image: its entrypoint succeeds only if the baked file is visible through the mounted cache."""
+    from tests.support.docker import BASE_IMAGE
+
+    context = tmp_path / "baked"
+    context.mkdir()
+    (context / "Dockerfile").write_text(
+        f"FROM {BASE_IMAGE}\nENV KERAS_HOME=/data/keras\nLABEL io.keras-cloud-bench.datasets=keras\n"
+        "RUN mkdir -p /data/keras/datasets && echo baked > /data/keras/datasets/baked.txt\n"
+        'ENTRYPOINT ["sh", "-c", "grep -q baked /data/keras/datasets/baked.txt"]\n'
+    )
+    image = "kcb-test/baked-datasets-mechanics:latest"
+    subprocess.run(["docker", "build", "-q", "-t", image, str(context)], check=True, capture_output=True)
+    plan = RunPlan(
+        run_id="20260101T000000Z-seed",
+        profile=Profile(name="ssh", provider="ssh", machine_type=None),
+        platform="ssh",
+        suite="quick",
+        items=(WorkItem("mnist_mlp", "jax"),),
+        spot=False,
+        image_ref=image,
+        image_source="present",
+        build=None,
+        logs_dir=tmp_path / "logs",
+        owner="test@seed",
+        remote_dir=str(tmp_path / "host"),
+    )
+    outcome = Lifecycle(plan, SSHProvider(sshd.target()), Ledger(tmp_path / "l.jsonl"), Reporter(io.StringIO())).run()
+    assert outcome.record.status == "complete", outcome.record.message
+    cache = tmp_path / "host" / "cache" / "keras"
+    assert (cache / "datasets" / "baked.txt").read_text() == "baked\n"
+    assert list(cache.glob(".seeded-*"))  # once per image: the next run skips the copy

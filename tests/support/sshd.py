@@ -104,7 +104,9 @@ def start_sshd(workdir: Path, user: str | None = None) -> SSHServer:
     host_key = workdir / "ssh_host_ed25519_key"
     client_key = workdir / "id_ed25519"
     for key in (host_key, client_key):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        if not key.exists():  # a workdir used before keeps its keys
+            command = ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)]
+            subprocess.run(command, check=True, stdin=subprocess.DEVNULL)
     (workdir / "authorized_keys").write_text((workdir / "id_ed25519.pub").read_text())
     port = free_port()
     (workdir / "sshd_config").write_text(_sshd_config(workdir, port, host_key, user))
