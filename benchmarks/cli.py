@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.harness.backends import BACKENDS, DEFAULTS, Settings
+from benchmarks.harness.backends import BACKENDS, Overrides
 from benchmarks.suites import SUITES, get_suite
 from benchmarks.workloads import WORKLOADS
 
@@ -80,10 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workload", required=True, help=f"comma-separated: {', '.join(WORKLOADS)}")
     run.add_argument("--backend", required=True, choices=BACKENDS)
     run.add_argument("--suite", choices=list(SUITES), help="take epochs and slices from this suite")
+    run.add_argument("--dataset", help="a dataset every given workload accepts (e.g. fashion_mnist), or synthetic")
     run.add_argument(
-        "--dataset",
-        help="a dataset the workload accepts (e.g. fashion_mnist), or synthetic; with several workloads, "
-        "those that accept it",
+        "--prefer-dataset", help="a dataset for the workloads that accept it (e.g. fashion_mnist for the MNIST ones)"
     )
     run.add_argument(
         "--allow-synthetic", action="store_true", help="use labelled synthetic data where a real file is missing"
@@ -120,13 +119,11 @@ def _usage_error(message: str) -> int:
     return EXIT_USAGE
 
 
-def _settings(args: argparse.Namespace, backend: str) -> Settings:
-    default = DEFAULTS[backend]
-    kernel = {"auto": "auto", "generic": False, None: default.use_cudnn}[args.lstm_kernel]
-    return Settings(
-        jit_compile=default.jit_compile if args.jit_compile is None else args.jit_compile,
-        steps_per_execution=args.steps_per_execution or default.steps_per_execution,
-        use_cudnn=kernel,
+def _overrides(args: argparse.Namespace) -> Overrides:
+    return Overrides(
+        jit_compile=args.jit_compile,
+        steps_per_execution=args.steps_per_execution,
+        use_cudnn={"auto": "auto", "generic": False, None: None}[args.lstm_kernel],
     )
 
 
@@ -162,8 +159,7 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     names = _split(args.workload, WORKLOADS, "workload")
-    settings = _settings(args, args.backend)
-    if args.backend == "torch" and settings.steps_per_execution > 1:
+    if args.backend == "torch" and (args.steps_per_execution or 1) > 1:
         return _usage_error("--steps-per-execution must be 1 on the torch backend (Keras supports no other value)")
     os.environ["KERAS_BACKEND"] = args.backend
     signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -177,7 +173,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_id=args.run_id or new_run_id(),
         out_dir=args.out,
         locations=FileLocations.from_env(args.data_dir, True if args.offline else None),
-        settings=settings,
+        overrides=_overrides(args),
         suite=args.suite,
         cut=suite.cut if suite else None,
         epochs=args.epochs,
@@ -191,7 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     failed = 0
     for name in names:
         try:
-            workload_options = replace(options, dataset=_dataset_for(name, args.dataset, several=len(names) > 1))
+            workload_options = replace(options, dataset=args.dataset or _preferred(name, args.prefer_dataset))
             print(f"wrote {run_workload(name, workload_options, notices)}", flush=True)
         except BadRunArguments as exc:
             return _usage_error(str(exc))
@@ -207,13 +203,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else 0
 
 
-def _dataset_for(workload: str, dataset: str | None, several: bool) -> str | None:
-    """With several workloads, --dataset applies to those that accept it; with one, a misfit is an error."""
+def _preferred(workload: str, dataset: str | None) -> str | None:
+    """--prefer-dataset applies to the workloads that accept it; the others keep their default."""
     from benchmarks.workloads import spec
 
-    if dataset is None or not several or dataset == "synthetic" or dataset in spec(workload).datasets:
-        return dataset
-    return None
+    return dataset if dataset is not None and dataset in spec(workload).datasets else None
 
 
 def cmd_suite(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -115,7 +116,7 @@ class Item:
         command += ["--backend", self.backend, "--suite", "bounded", "--platform", platform]
         command += ["--out", str(out), "--run-id", self.run_id, "--allow-synthetic", "--offline", *self.flags]
         command += ["--epochs", str(self.epochs)] if self.epochs else []
-        return command + (["--dataset", self.dataset] if self.dataset else [])
+        return command + (["--prefer-dataset", self.dataset] if self.dataset else [])
 
 
 def plan(
@@ -184,9 +185,9 @@ def run(args: argparse.Namespace) -> int:
     with (args.out / f"console-{suffix}.log").open("w") as console:
         if args.phase == "overhead":
             manifest = _overhead(args, env, console, deadline)
-        items = plan(args.phase, args.backends, args.workloads, _preferred_dataset(args.carry), args.configs)
-        for item in items if args.phase != "overhead" else []:
-            manifest.append(_run_item(item, args.platform, logs, env, console, deadline))
+        else:
+            items = plan(args.phase, args.backends, args.workloads, _preferred_dataset(args.carry), args.configs)
+            manifest = [_run_item(item, args.platform, logs, env, console, deadline) for item in items]
     with tarfile.open(args.out / f"logs-{suffix}.tar.gz", "w:gz") as archive:
         archive.add(logs, arcname=".")
     (args.out / f"manifest-{suffix}.json").write_text(json.dumps(manifest, indent=2))
@@ -247,19 +248,61 @@ def _overhead(args: argparse.Namespace, env: dict[str, str], console, deadline: 
 
 
 def collect(tarballs: Sequence[Path], logs: Path) -> list[Path]:
-    """Unpack results into the log tree and read every log back; a broken one fails the collection."""
+    """Copy the complete runs of result tarballs into the log tree, later tarballs replacing earlier ones.
+
+    Runs stopped by the time budget (status other than complete) are listed and left out: their timing is not a
+    result. A complete run whose log does not read back fails the collection.
+    """
+    from benchmarks.logs import STATUS_COMPLETE, read_epoch_log, read_metadata
+
+    collected: set[Path] = set()
+    for tarball in tarballs:
+        with tempfile.TemporaryDirectory() as tmp, tarfile.open(tarball) as archive:
+            archive.extractall(tmp, filter="data")
+            for path in sorted(Path(tmp).rglob("*.csv")):
+                relative = path.relative_to(tmp)
+                status = (read_metadata(path) or {}).get("status")
+                if status != STATUS_COMPLETE:
+                    print(f"left out {relative}: status {status}")
+                    continue
+                read_epoch_log(path)
+                target = logs / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
+                shutil.copy2(path.with_suffix(".json"), target.with_suffix(".json"))
+                collected.add(target)
+    print(f"collected {len(collected)} complete runs into {logs}")
+    return sorted(collected)
+
+
+def configuration_table(logs: Path) -> str:
+    """Markdown: median steady-epoch seconds of every workload x backend x configuration in the sweep and suite."""
     from benchmarks.logs import find_logs, read_epoch_log
 
-    written = []
-    for tarball in tarballs:
-        with tarfile.open(tarball) as archive:
-            members = [m for m in archive.getmembers() if m.isfile() and m.name.endswith((".csv", ".json"))]
-            archive.extractall(logs, members=members, filter="data")
-            written += [logs / m.name for m in members if m.name.endswith(".csv")]
-    for path in written:
-        read_epoch_log(path)
-    print(f"collected {len(written)} runs into {logs}")
-    return sorted(set(written) & set(find_logs(logs)))
+    rows: dict[tuple[str, str], dict[tuple[str, str], tuple[float, float, int]]] = {}
+    for path in find_logs(logs):
+        log = read_epoch_log(path)
+        meta = log.metadata or {}
+        phase_config = path.parent.name.removeprefix("gpu-").split("-", 2)  # phase, backend, config
+        steady = [e.elapsed for e in log.steady_epochs]
+        if len(phase_config) != 3 or not steady:
+            continue
+        phase, backend, config = phase_config
+        label = (config, f"{phase}, {log.epochs[-1].epoch + 1} epochs")
+        summary = (statistics.median(steady), log.epochs[0].elapsed, len(steady))
+        rows.setdefault((meta["workload"], backend), {})[label] = summary
+    lines = [
+        "| workload | backend | configuration | steady epoch s (median) | first epoch s | steady epochs |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for (workload, backend), configs in sorted(rows.items()):
+        # The fastest configuration by name: the same configuration measured twice (sweep and suite) is one.
+        names = {config for config, _ in configs}
+        fastest = min(configs, key=lambda label: configs[label][0])[0] if len(names) > 1 else None
+        for (config, where), (median, first, n) in sorted(configs.items(), key=lambda item: item[1][0]):
+            mark = " **fastest**" if config == fastest else ""
+            lines.append(f"| {workload} | {backend} | {config}{mark} ({where}) | {median:.2f} | {first:.2f} | {n} |")
+    return "\n".join(lines) + "\n"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -284,6 +327,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("collect", help="unpack result tarballs into the log tree")
     p.add_argument("tarballs", type=Path, nargs="+")
     p.add_argument("--logs", type=Path, default=Path("logs"))
+    p = sub.add_parser("configurations", help="markdown table of the configurations measured under a log folder")
+    p.add_argument("logs", type=Path)
     return parser
 
 
@@ -302,6 +347,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "collect":
         collect(args.tarballs, args.logs)
+        return 0
+    if args.command == "configurations":
+        print(configuration_table(args.logs), end="")
         return 0
     args.backends = _names(args.backends, list(CONFIGURATIONS), "backend")
     if args.command == "plan":

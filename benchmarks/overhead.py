@@ -57,7 +57,6 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         run_id="overhead",
         out_dir=Path(tempfile.mkdtemp()),
         locations=FileLocations.from_env(),
-        settings=backends.DEFAULTS[args.backend],
         epochs=args.epochs,
         train_limit=args.train_limit,
         dataset=args.dataset,
@@ -66,9 +65,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     run_plan = plan(spec, options)
     data = load_data(module, run_plan.request, options, set())
     model = module.build_model(data)
-    model.compile(**module.compile_args(), jit_compile=options.settings.jit_compile)
+    settings = backends.default_settings(args.backend, args.workload, backends.gpu_available(args.backend))
+    model.compile(**module.compile_args(), jit_compile=settings.jit_compile)
     sync = backends.synchronizer(args.backend, model)
-    meta = _metadata(spec, options, run_plan, data, model, "")
+    meta = _metadata(spec, options, settings, run_plan, data, model, "")
     path = options.out_dir / "probe.csv"
 
     def bare() -> float:

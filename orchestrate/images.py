@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker
 from docker.utils import build as docker_build
 
-import docker
 from orchestrate.remote import Host, LocalHost
 
 IMAGE_SOURCES = ("auto", "present", "pull", "stream", "build")

@@ -60,6 +60,7 @@ class Run:
     epochs_planned: int | None = None
     image: str | None = None
     precision: str | None = None
+    compile_settings: str | None = None  # jit, steps per execution and LSTM kernel: each changes the times
 
     @property
     def metadata(self) -> Mapping[str, Any]:
@@ -174,7 +175,19 @@ def _run_from_metadata(log: EpochLog, meta: Mapping[str, Any]) -> Run:
         epochs_planned=planned,
         image=_short_image_name(container.get("image")),
         precision=settings.get("dtype_policy"),
+        compile_settings=_compile_settings(settings),
     )
+
+
+def _compile_settings(settings: Mapping[str, Any]) -> str | None:
+    if not settings:
+        return None
+    parts = [f"jit {'on' if settings.get('jit_compile') else 'off'}"]
+    if (settings.get("steps_per_execution") or 1) > 1:
+        parts.append(f"{settings['steps_per_execution']} steps/execution")
+    if settings.get("lstm_kernel"):
+        parts.append(f"{settings['lstm_kernel']} LSTM")
+    return ", ".join(parts)
 
 
 def _required_text(where: Path, meta: Mapping[str, Any], key: str) -> str:
@@ -225,15 +238,17 @@ def _run_from_path(root: Path, log: EpochLog) -> Run:
 
 
 def assign_variants(runs: Iterable[Run]) -> list[Run]:
-    """Name the image and precision in a configuration only where runs of one platform+backend differ in them,
-    so that differing builds are never pooled and labels stay short otherwise."""
+    """Name the image, precision and compile settings in a configuration only where runs of one platform+backend
+    (for settings: of one workload) differ in them, so that they are never pooled and labels stay short otherwise."""
     runs = list(runs)
     images: dict[tuple[str, str], set[str | None]] = defaultdict(set)
     precisions: dict[tuple[str, str], set[str | None]] = defaultdict(set)
+    compiled: dict[tuple[str, str, str], set[str | None]] = defaultdict(set)
     for run in runs:
         key = (run.config.platform, run.config.backend)
         images[key].add(run.image)
         precisions[key].add(run.precision)
+        compiled[(*key, run.workload)].add(run.compile_settings)
     named = []
     for run in runs:
         key = (run.config.platform, run.config.backend)
@@ -242,5 +257,7 @@ def assign_variants(runs: Iterable[Run]) -> list[Run]:
             parts.append(run.image or "no image")
         if len(precisions[key]) > 1:
             parts.append(run.precision or "default precision")
+        if len(compiled[(*key, run.workload)]) > 1:
+            parts.append(run.compile_settings or "default settings")
         named.append(replace(run, config=replace(run.config, variant=", ".join(parts))))
     return named

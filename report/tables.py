@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -202,23 +202,26 @@ def _estimate_columns(prefix: str, estimate: Estimate | None, value_key: str) ->
 
 
 def _add_relative(table: pd.DataFrame, groups: dict[tuple[str, str], Group], base: Configuration) -> pd.DataFrame:
+    """Ratios against the base, on the same data source: synthetic rows against the base's synthetic runs."""
     table = table.copy()
-    table["is_base"] = table["config"] == base.label
+    table["is_base"] = False
     for index, row in table.iterrows():
-        base_group = groups.get((row["workload"], base.label))
-        reason = _incomparable(groups[(row["workload"], row["config"])], base_group, base)
+        group = groups[(row["workload"], row["config"])]
+        twin = replace(base, synthetic=group.config.synthetic)
+        table.at[index, "is_base"] = group.config == twin
+        base_group = groups.get((row["workload"], twin.label))
+        reason = _incomparable(group, base_group, twin)
         if reason:
             table.at[index, "notes"] = "; ".join(filter(None, [row["notes"], reason]))
             continue
         assert base_group is not None
-        ratio = ratio_of_medians(groups[(row["workload"], row["config"])].totals(), base_group.totals())
+        ratio = ratio_of_medians(group.totals(), base_group.totals())
         table.at[index, "rel_time"] = ratio.value
-        if not row["is_base"]:  # the base against itself is 1.0 by definition, not an estimate
+        if not table.at[index, "is_base"]:  # the base against itself is 1.0 by definition, not an estimate
             table.at[index, "rel_time_low"] = ratio.low
             table.at[index, "rel_time_high"] = ratio.high
-        base_cost = table.loc[
-            (table["workload"] == row["workload"]) & (table["config"] == base.label), "cost_usd"
-        ].iloc[0]
+        base_cost = table.loc[(table["workload"] == row["workload"]) & (table["config"] == twin.label), "cost_usd"]
+        base_cost = base_cost.iloc[0]
         if pd.notna(row["cost_usd"]) and pd.notna(base_cost) and base_cost > 0:
             table.at[index, "rel_cost"] = row["cost_usd"] / base_cost
     return table

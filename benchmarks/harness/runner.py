@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ class RunOptions:
     run_id: str
     out_dir: Path
     locations: FileLocations
-    settings: backends.Settings
+    overrides: backends.Overrides = field(default_factory=backends.Overrides)
     suite: str | None = None
     cut: str | None = None  # "quick" or "bounded": train on the workload's cut of that name
     epochs: int | None = None
@@ -113,16 +113,19 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     keras.utils.set_random_seed(options.seed)
     started_at = _now()
     data = load_data(module, run_plan.request, options, notices if notices is not None else set())
+    settings = options.overrides.apply(
+        backends.default_settings(options.backend, name, backends.gpu_available(options.backend))
+    )
     model = module.build_model(data)
-    backends.apply_lstm_setting(model, options.settings.use_cudnn)
+    backends.apply_lstm_setting(model, settings.use_cudnn)
     model.compile(
         **module.compile_args(),
-        jit_compile=options.settings.jit_compile,
-        steps_per_execution=options.settings.steps_per_execution,
+        jit_compile=settings.jit_compile,
+        steps_per_execution=settings.steps_per_execution,
     )
     path = csv_path(options, name, data.info.source == SYNTHETIC)
     records: list[EpochRecord] = []
-    meta = _metadata(spec, options, run_plan, data, model, started_at)
+    meta = _metadata(spec, options, settings, run_plan, data, model, started_at)
     write_metadata(path, {**meta, "status": STATUS_RUNNING})
     writer = EpochLogWriter(path)
 
@@ -141,7 +144,7 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     monitor = GPUMonitor()
     try:
         with monitor:
-            _fit(model, data, spec, run_plan.epochs, timer)
+            _fit(model, data, spec, run_plan.epochs, [timer])
         extra = module.after_training(model, data) if hasattr(module, "after_training") else None
     except BaseException as exc:
         write_metadata(path, _finish(meta, records, monitor, timer, STATUS_PARTIAL, error=_describe(exc)))
@@ -152,12 +155,12 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     return path
 
 
-def _fit(model: keras.Model, data: Data, spec: workloads.WorkloadSpec, epochs: int, timer: EpochTimer) -> None:
+def _fit(model: keras.Model, data: Data, spec: workloads.WorkloadSpec, epochs: int, callbacks: list) -> None:
     validation = None
     if spec.validates and data.has_validation:
         validation = data.x_val if data.y_val is None else (data.x_val, data.y_val)
     if isinstance(data.x_train, keras.utils.PyDataset):  # batches itself
-        model.fit(data.x_train, epochs=epochs, validation_data=validation, callbacks=[timer], verbose=0)
+        model.fit(data.x_train, epochs=epochs, validation_data=validation, callbacks=callbacks, verbose=0)
         return
     model.fit(
         data.x_train,
@@ -165,7 +168,7 @@ def _fit(model: keras.Model, data: Data, spec: workloads.WorkloadSpec, epochs: i
         batch_size=spec.batch_size,
         epochs=epochs,
         validation_data=validation,
-        callbacks=[timer],
+        callbacks=callbacks,
         verbose=0,
     )
 
@@ -173,6 +176,7 @@ def _fit(model: keras.Model, data: Data, spec: workloads.WorkloadSpec, epochs: i
 def _metadata(
     spec: workloads.WorkloadSpec,
     options: RunOptions,
+    settings: backends.Settings,
     run_plan: Plan,
     data: Data,
     model: keras.Model,
@@ -195,11 +199,11 @@ def _metadata(
         "data": data.info.as_dict(),
         "settings": {
             "jit_compile": model.jit_compile,
-            "jit_compile_requested": options.settings.jit_compile,
-            "steps_per_execution": options.settings.steps_per_execution,
+            "jit_compile_requested": settings.jit_compile,
+            "steps_per_execution": settings.steps_per_execution,
             "dtype_policy": keras.config.dtype_policy().name,
             "lstm_kernel": backends.lstm_kernel(model, options.backend),
-            "use_cudnn": options.settings.use_cudnn if spec.uses_lstm else None,
+            "use_cudnn": settings.use_cudnn if spec.uses_lstm else None,
         },
         "software": sysinfo.software(backends.framework_versions(options.backend)),
         "hardware": {**sysinfo.hardware(), "accelerator": "gpu" if backends.gpu_available(options.backend) else "cpu"},

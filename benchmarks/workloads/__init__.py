@@ -26,6 +26,8 @@ WORKLOADS: tuple[str, ...] = (
     "twitter_sentiment_bilstm",
     "siamese_lstm",
 )
+
+
 @dataclass(frozen=True)
 class Cut:
     """How a cut-down suite shrinks a workload: fewer epochs and the first N samples."""

@@ -1,8 +1,8 @@
 """CIFAR-10 convnet with real-time augmentation (Keras example `cifar10_cnn.py`, as benchmarked in 2017).
 
-The original augmented in its data pipeline with `ImageDataGenerator` (shifts of up to 0.1 with bilinear
-interpolation and nearest fill, horizontal flips) and trained with `fit_generator`; the same augmentation runs here
-in a `PyDataset` on the CPU, identical on every backend (benchmarks/data/augment.py).
+The original augmented in its data pipeline with `ImageDataGenerator` (shifts of up to 0.1, nearest pixel and
+nearest fill, horizontal flips) and trained with `fit_generator`; the same augmentation runs here in a
+`PyDataset` on the CPU, identical on every backend (benchmarks/data/augment.py).
 """
 
 import keras
@@ -23,7 +23,7 @@ SPEC = WorkloadSpec(
         "optimizer": "RMSprop",
         "learning_rate": 1e-4,
         "decay": 1e-6,
-        "augmentation": "CPU pipeline: shift 0.1 (bilinear, nearest fill) + horizontal flip, as ImageDataGenerator",
+        "augmentation": "CPU pipeline: shift 0.1 (nearest) + horizontal flip, as Keras 2.0 ImageDataGenerator",
     },
     quick=Cut(epochs=3, train_limit=500, val_limit=250),
     reference="keras/examples/cifar10_cnn.py (Keras 2.0, data_augmentation=True)",

@@ -7,6 +7,7 @@ import time
 from typing import ClassVar
 
 import docker
+
 from orchestrate.provider import CredentialsError, Instance, InstanceState, LaunchRequest, Provider
 
 

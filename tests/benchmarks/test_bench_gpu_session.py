@@ -46,7 +46,7 @@ def test_suite_runs_every_workload_with_published_epochs() -> None:
     command = jax.command("python3", "h100", Path("/out"))
     assert jax.workloads == WORKLOADS and jax.epochs is None and "--epochs" not in command
     assert command[command.index("--suite") + 1] == "bounded"
-    assert command[command.index("--dataset") + 1] == "fashion_mnist"
+    assert command[command.index("--prefer-dataset") + 1] == "fashion_mnist"
     assert command[command.index("--run-id") + 1] == "gpu-suite-jax-default" and torch.backend == "torch"
 
 
@@ -77,12 +77,27 @@ def _write_run(root: Path, name: str, status: str = "complete") -> Path:
 def test_collect_unpacks_into_the_log_tree_and_reads_every_log(tmp_path: Path) -> None:
     remote = tmp_path / "remote"
     _write_run(remote, "mnist_mlp_jax.csv")
+    _write_run(remote, "cifar10_cnn_jax.csv", status="running")  # stopped at the time budget
     tarball = tmp_path / "logs-suite-jax.tar.gz"
     with tarfile.open(tarball, "w:gz") as archive:
         archive.add(remote, arcname=".")
     collected = gpu_session.collect([tarball], tmp_path / "logs")
     assert collected == [tmp_path / "logs" / "h100" / "gpu-suite-jax-default" / "mnist_mlp_jax.csv"]
     assert collected[0].with_suffix(".json").is_file()
+
+
+def test_configuration_table_marks_the_fastest(tmp_path: Path) -> None:
+    for config, steady in (("default", 1.0), ("torch-compile", 0.5)):
+        path = tmp_path / "h200" / f"gpu-sweep-torch-{config}" / "mnist_mlp_torch.csv"
+        writer = EpochLogWriter(path)
+        writer.append(EpochRecord(0, 9.0, compiled=True))
+        writer.append(EpochRecord(1, steady, compiled=False))
+        writer.append(EpochRecord(2, steady * 1.2, compiled=False))
+        writer.close()
+        write_metadata(path, {"workload": "mnist_mlp", "backend": "torch", "status": "complete"})
+    table = gpu_session.configuration_table(tmp_path)
+    assert "| mnist_mlp | torch | torch-compile **fastest** (sweep, 3 epochs) | 0.55 | 9.00 | 2 |" in table
+    assert "| mnist_mlp | torch | default (sweep, 3 epochs) | 1.10 | 9.00 | 2 |" in table
 
 
 def test_collect_rejects_a_broken_log(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
     from tests.support.datasets import prefill_keras_cache
 
-Only tests read /work/shared (or $KCB_SHARED_DATASETS); the product downloads datasets on the host.
+Only tests read ../shared beside the checkout (or $KCB_SHARED_DATASETS); the product downloads datasets on the host.
 """
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-SHARED_DATASETS = Path(os.environ.get("KCB_SHARED_DATASETS", "/work/shared/datasets"))
+# ../shared/datasets beside the checkout (where CI puts it), unless KCB_SHARED_DATASETS says otherwise.
+SHARED_DATASETS = Path(
+    os.environ.get("KCB_SHARED_DATASETS", Path(__file__).resolve().parents[3] / "shared" / "datasets")
+)
 FILES = (
     "fashion-mnist/train-images-idx3-ubyte.gz",
     "fashion-mnist/train-labels-idx1-ubyte.gz",
