@@ -74,6 +74,12 @@ def parser() -> argparse.ArgumentParser:
         help="write a markdown document (charts in FILE's folder) instead of the HTML report",
     )
     p.add_argument(
+        "--preamble",
+        type=Path,
+        metavar="FILE",
+        help="with --markdown: a markdown file placed before the generated tables (context, method, findings)",
+    )
+    p.add_argument(
         "--ledger",
         type=Path,
         metavar="FILE",
@@ -118,6 +124,8 @@ def _request(args: argparse.Namespace) -> Request:
         raise BadArgumentError(f"log folder {str(args.logdir)!r} does not exist or is not a folder")
     if args.markdown is not None and args.markdown.suffix.lower() != ".md":
         raise BadArgumentError(f"--markdown {str(args.markdown)!r}: expected a .md file name")
+    if args.preamble is not None and (args.markdown is None or not args.preamble.is_file()):
+        raise BadArgumentError(f"--preamble {str(args.preamble)!r}: needs --markdown and an existing file")
     overrides = parse_price_arguments(args.price)
     profiles, problem = load_catalog_profiles()
     return Request(
@@ -137,7 +145,8 @@ def _warn_unused_prices(prices: PriceBook, platforms: set[str]) -> None:
 
 def _write(report: Report, args: argparse.Namespace) -> int:
     if args.markdown is not None:
-        path = write_markdown(report, args.markdown)
+        preamble = args.preamble.read_text() if args.preamble is not None else ""
+        path = write_markdown(report, args.markdown, preamble)
         print(f"markdown: {path.resolve()}")
         return EXIT_OK
     page = write_report(report, args.out)

@@ -93,9 +93,9 @@ def _study_markdown(report: Report) -> list[str]:
     return parts
 
 
-def write_markdown(report: Report, path: Path) -> Path:
-    """Write `path` and its charts into `<path stem>_charts/` beside it, linked relatively."""
+def write_markdown(report: Report, path: Path, preamble: str = "") -> Path:
+    """Write `path` (after `preamble`, if any) and its charts into `<path stem>_charts/` beside it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     draw_charts(report, path.parent, charts_dir=f"{path.stem}_charts")
-    path.write_text(render_markdown(report))
+    path.write_text(preamble.rstrip() + "\n\n" + render_markdown(report) if preamble else render_markdown(report))
     return path

@@ -131,3 +131,16 @@ def test_markdown_for_the_results_page(logs: Path, tmp_path: Path, capsys: pytes
     images = [line[line.index("](") + 2 : -1] for line in text.splitlines() if line.startswith("![")]
     assert images and all((target.parent / image).is_file() for image in images)
     assert all(image.startswith("results_charts/") for image in images)
+
+
+def test_markdown_preamble_comes_first(logs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_run(logs, platform="gce-k80", backend="tensorflow", elapsed=(4.0, *([3.0] * 19)))
+    preamble = tmp_path / "preamble.md"
+    preamble.write_text("# GPU results\n\nHow they were measured.\n")
+    target = tmp_path / "results.md"
+    assert main([str(logs), "--markdown", str(target), "--preamble", str(preamble)]) == 0
+    text = target.read_text()
+    assert text.startswith("# GPU results\n\nHow they were measured.\n\n# Benchmark results\n")
+    capsys.readouterr()
+    assert main([str(logs), "--preamble", str(preamble)]) == 2
+    assert "needs --markdown" in capsys.readouterr().err
