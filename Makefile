@@ -42,7 +42,7 @@ bench: venv
 	$(PY) -m benchmarks suite --suite $(SUITE) --platform $(PLATFORM) $(if $(BACKENDS),--backends $(BACKENDS))
 
 overhead: venv
-	$(PY) -m benchmarks.overhead --workload mnist_mlp --backend jax --dataset synthetic
+	$(PY) -m benchmarks.overhead --workload mnist_mlp --backend jax --dataset fashion_mnist
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -25,6 +25,12 @@ BENCH_FLAGS_ssh = $(if $(HOST),--host $(HOST),$(error HOST is required: make ben
 	$(if $(PORT),--port $(PORT)) \
 	$(if $(IDENTITY),--identity $(IDENTITY))
 
+# Per-provider extra flags for the generated targets, empty unless set, e.g.
+#   make bench-gce-t4 BENCH_FLAGS_gce="--provider-setting ssh_address={private_ip}"
+BENCH_FLAGS_local ?=
+BENCH_FLAGS_aws ?=
+BENCH_FLAGS_gce ?=
+
 .PHONY: bench-profiles bench-sweep bench-cost bench-targets
 
 bench-profiles:  ## list the catalog's machine profiles and prices
