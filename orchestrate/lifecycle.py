@@ -308,7 +308,12 @@ class Lifecycle:
             ssh_config=self.plan.ssh_config,
             verify_known_hosts=not self.provider.creates_machines,  # fresh machines reuse addresses
         )
-        wait_for_ssh(host, self.plan.ssh_timeout_s, on_retry=lambda e: self.reporter.note(f"SSH not ready: {e}"))
+        wait_for_ssh(
+            host,
+            self.plan.ssh_timeout_s,
+            on_retry=lambda e: self.reporter.note(f"SSH not ready: {e}"),
+            retry_auth=self.provider.creates_machines,
+        )
         return host
 
     def _ensure_image(self, session: _Session) -> ImageInfo:

@@ -254,8 +254,17 @@ def _changed(local_path: Path, size: int | None, mtime: float | None) -> bool:
     return st.st_size != size or int(st.st_mtime) != int(mtime or 0)
 
 
-def wait_for_ssh(host: SSHHost, timeout_s: float, on_retry: Callable[[str], None] | None = None) -> float:
-    """Connect, retrying until `timeout_s`; return the seconds it took. RemoteError names the last failure."""
+def wait_for_ssh(
+    host: SSHHost,
+    timeout_s: float,
+    on_retry: Callable[[str], None] | None = None,
+    retry_auth: bool = False,
+) -> float:
+    """Connect, retrying until `timeout_s`; return the seconds it took. RemoteError names the last failure.
+
+    A refused login ends the wait at once, except with `retry_auth`: a machine just launched may run sshd before
+    its first-boot agent (cloud-init, the guest agent) has installed the key.
+    """
     started = time.monotonic()
     last_error = "no attempt made"
     while True:
@@ -265,7 +274,8 @@ def wait_for_ssh(host: SSHHost, timeout_s: float, on_retry: Callable[[str], None
             return time.monotonic() - started
         except (OSError, paramiko.SSHException, EOFError, RemoteError) as exc:
             last_error = str(exc) or type(exc).__name__
-            if isinstance(exc, paramiko.AuthenticationException | paramiko.BadHostKeyException):
+            refused = isinstance(exc, paramiko.AuthenticationException | paramiko.BadHostKeyException)
+            if refused and not (retry_auth and isinstance(exc, paramiko.AuthenticationException)):
                 raise RemoteError(f"cannot log in to {host.description}: {last_error}") from exc
         elapsed = time.monotonic() - started
         if elapsed >= timeout_s:

@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.harness.backends import BACKENDS
 from benchmarks.logs import COLUMNS, read_epoch_log
-from benchmarks.workloads import WORKLOADS
+from benchmarks.workloads import WORKLOADS, spec
 from tests.benchmarks.conftest import run_benchmarks
 
 pytestmark = pytest.mark.slow
@@ -53,7 +53,7 @@ def test_every_workload_writes_a_valid_log(tiny_suite: tuple[Path, str], workloa
     assert meta["software"]["framework"] == backend and meta["software"]["keras"].startswith("3.")
     assert meta["hardware"]["accelerator"] == "cpu" and meta["hardware"]["cpu_cores_logical"] >= 1
     assert meta["settings"]["dtype_policy"] == "float32"
-    assert meta["settings"]["lstm_kernel"] == ("generic" if "lstm" in workload else None)
+    assert meta["settings"]["lstm_kernel"] == ("generic" if spec(workload).uses_lstm else None)  # no GPU here
     # Synthetic data is never silent: the file name and the metadata both say so, with the reason.
     synthetic = meta["data"]["source"] == "synthetic"
     assert path.stem.endswith("_synthetic") == synthetic

@@ -130,6 +130,30 @@ def test_a_rejected_key_fails_at_once(sshd: SSHServer, tmp_path: Path) -> None:
     assert time.monotonic() - started < 10
 
 
+def test_a_fresh_machine_gets_time_to_install_the_key(sshd: SSHServer, tmp_path: Path) -> None:
+    """A launched machine's sshd can answer before its first-boot agent installs the key: retry the login."""
+    import subprocess
+    import threading
+
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    target = SSHTarget(host=sshd.host, user=sshd.user, port=sshd.port, key_filename=str(other))
+    host = SSHHost(target, verify_known_hosts=False)
+    host.connection.connect_kwargs.update(look_for_keys=False, allow_agent=False)
+    authorized = sshd.workdir / "authorized_keys"
+    original = authorized.read_text()
+    install = threading.Timer(2.0, lambda: authorized.write_text(original + other.with_suffix(".pub").read_text()))
+    install.start()
+    retries: list[str] = []
+    try:
+        waited = wait_for_ssh(host, 30, on_retry=retries.append, retry_auth=True)
+    finally:
+        install.cancel()
+        authorized.write_text(original)
+        host.close()
+    assert waited >= 2.0 and retries and "Authentication failed" in retries[0]
+
+
 def test_local_host_streams_and_copies(tmp_path: Path) -> None:
     host = LocalHost()
     out = io.BytesIO()
