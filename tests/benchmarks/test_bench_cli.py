@@ -12,12 +12,12 @@ from tests.benchmarks.conftest import run_benchmarks
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["run", "--workload", "mnist_mlpx", "--backend", "jax"], "unknown workload mnist_mlpx"),
+        (["run", "--workload", "mnist_mlpx", "--backend", "jax"], "unknown workload 'mnist_mlpx'"),
         (["run", "--workload", "mnist_mlp", "--backend", "cntk"], "invalid choice: 'cntk'"),
         (["run", "--workload", "mnist_mlp", "--backend", "jax", "--epochs", "0"], "expected a positive integer"),
         (["run", "--workload", "mnist_mlp", "--backend", "jax", "--platform", "../x"], "use letters, digits"),
         (["suite", "--suite", "nightly"], "invalid choice: 'nightly'"),
-        (["suite", "--backends", "jax,mxnet"], "unknown backend mxnet"),
+        (["suite", "--backends", "jax,mxnet"], "unknown backend 'mxnet'"),
         (["run", "--workload", "mnist_mlp", "--backend", "jax", "--dataset", "cifar10"], "does not fit mnist_mlp"),
     ],
 )
