@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import os
 import secrets
 import signal
@@ -214,7 +215,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
     from benchmarks.summary import print_table, summarize
 
     suite = get_suite(args.suite)
-    backends = _split(args.backends, BACKENDS, "backend") if args.backends else list(suite.backends)
+    backends = _split(args.backends, BACKENDS, "backend") if args.backends else _installed(suite.backends)
     names = _split(args.workloads, suite.workloads, "workload") if args.workloads else list(suite.workloads)
     run_id = args.run_id or new_run_id()
     run_dir = args.out / args.platform / run_id
@@ -229,6 +230,14 @@ def cmd_suite(args: argparse.Namespace) -> int:
             break
     print_table(summarize(run_dir))
     return max(codes.values(), default=0) if any(codes.values()) else 0
+
+
+def _installed(backends: Sequence[str]) -> list[str]:
+    """The backends whose framework is installed; a suite run without --backends skips the others, saying so."""
+    found = [b for b in backends if importlib.util.find_spec(b) is not None]
+    for missing in sorted(set(backends) - set(found)):
+        print(f"note: {missing} is not installed; the suite runs without it")
+    return found
 
 
 def _passthrough(args: argparse.Namespace) -> list[str]:

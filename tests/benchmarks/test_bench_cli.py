@@ -41,3 +41,10 @@ def test_list_names_every_workload_and_suite(keras_home: Path) -> None:
     result = run_benchmarks(["list"], keras_home, timeout=120)
     assert result.returncode == 0
     assert "twitter_sentiment_bilstm" in result.stdout and "benchmark-gpus-2017-11" in result.stdout
+
+
+def test_suite_runs_only_installed_backends_and_says_which_are_missing(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.cli import _installed
+
+    assert _installed(["jax", "no_such_framework"]) == ["jax"]
+    assert capsys.readouterr().out == "note: no_such_framework is not installed; the suite runs without it\n"
