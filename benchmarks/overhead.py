@@ -45,7 +45,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks import workloads
     from benchmarks.data.files import FileLocations
     from benchmarks.harness import backends
-    from benchmarks.harness.runner import RunOptions, _fit, _metadata, load_data, plan
+    from benchmarks.harness.runner import RunOptions, fit, load_data, plan, run_metadata
     from benchmarks.harness.timing import EpochTimer
     from benchmarks.logs import EpochLogWriter, write_metadata
 
@@ -68,11 +68,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     settings = backends.default_settings(args.backend, args.workload, backends.gpu_available(args.backend))
     model.compile(**module.compile_args(), jit_compile=settings.jit_compile)
     sync = backends.synchronizer(args.backend, model)
-    meta = _metadata(spec, options, settings, run_plan, data, model, "")
+    meta = run_metadata(spec, options, settings, run_plan, data, model, "")
     path = options.out_dir / "probe.csv"
 
     def bare() -> float:
-        return _timed(sync, lambda: _fit(model, data, spec, args.epochs, []))
+        return _timed(sync, lambda: fit(model, data, spec, args.epochs, []))
 
     def harnessed() -> tuple[float, float]:
         start = time.perf_counter()
@@ -80,14 +80,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         write_metadata(path, {**meta, "status": "running"})
         setup = time.perf_counter() - start
         timer = EpochTimer(sync, writer.append, data.info.train_samples, spec.loss_key, spec.accuracy_key)
-        total = _timed(sync, lambda: _fit(model, data, spec, args.epochs, [timer]))
+        total = _timed(sync, lambda: fit(model, data, spec, args.epochs, [timer]))
         start = time.perf_counter()
         writer.close()
         write_metadata(path, {**meta, "status": "complete"})
         teardown = time.perf_counter() - start
         return total + setup + teardown, timer.hook_seconds + setup + teardown
 
-    _fit(model, data, spec, 1, [])  # compile outside the measurement
+    fit(model, data, spec, 1, [])  # compile outside the measurement
     bare_s, harnessed_s, direct_s = [], [], []
     for _ in range(args.repeats):
         bare_s.append(bare() / args.epochs)

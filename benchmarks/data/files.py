@@ -87,6 +87,11 @@ class FileLocations:
             offline = os.environ.get("BENCH_OFFLINE", "") not in ("", "0", "false", "no")
         return cls(keras_home / "datasets", Path(data_dir).expanduser() if data_dir else None, offline)
 
+    @property
+    def folders(self) -> list[Path]:
+        """Where files are looked for, in order: the offline data folder, then the cache."""
+        return [f for f in (self.data_dir, self.cache_dir) if f is not None]
+
 
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()

@@ -150,7 +150,7 @@ def split(x: np.ndarray, y: np.ndarray, seed: int = SPLIT_SEED):
 
 def find(where: FileLocations) -> list[Path]:
     """The corpus files the user supplied: the .pos/.neg pair, else the CSV; data folder first, then the cache."""
-    folders = [f for f in (where.data_dir, where.cache_dir) if f is not None]
+    folders = where.folders
     for folder in folders:
         pair = [folder / POS_FILE, folder / NEG_FILE]
         if all(p.is_file() for p in pair):

@@ -68,7 +68,7 @@ def read(path: Path) -> Utterances:
 
 
 def find(where: FileLocations) -> Path:
-    folders = [f for f in (where.data_dir, where.cache_dir) if f is not None]
+    folders = where.folders
     for folder in folders:
         if (folder / FILE).is_file():
             return folder / FILE

@@ -125,7 +125,7 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     )
     path = csv_path(options, name, data.info.source == SYNTHETIC)
     records: list[EpochRecord] = []
-    meta = _metadata(spec, options, settings, run_plan, data, model, started_at)
+    meta = run_metadata(spec, options, settings, run_plan, data, model, started_at)
     write_metadata(path, {**meta, "status": STATUS_RUNNING})
     writer = EpochLogWriter(path)
 
@@ -144,7 +144,7 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     monitor = GPUMonitor()
     try:
         with monitor:
-            _fit(model, data, spec, run_plan.epochs, [timer])
+            fit(model, data, spec, run_plan.epochs, [timer])
         extra = module.after_training(model, data) if hasattr(module, "after_training") else None
     except BaseException as exc:
         write_metadata(path, _finish(meta, records, monitor, timer, STATUS_PARTIAL, error=_describe(exc)))
@@ -155,7 +155,7 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     return path
 
 
-def _fit(model: keras.Model, data: Data, spec: workloads.WorkloadSpec, epochs: int, callbacks: list) -> None:
+def fit(model: keras.Model, data: Data, spec: workloads.WorkloadSpec, epochs: int, callbacks: list) -> None:
     validation = None
     if spec.validates and data.has_validation:
         validation = data.x_val if data.y_val is None else (data.x_val, data.y_val)
@@ -173,7 +173,7 @@ def _fit(model: keras.Model, data: Data, spec: workloads.WorkloadSpec, epochs: i
     )
 
 
-def _metadata(
+def run_metadata(
     spec: workloads.WorkloadSpec,
     options: RunOptions,
     settings: backends.Settings,

@@ -116,7 +116,8 @@ def test_unreachable_host_fails_after_the_timeout_with_the_last_error() -> None:
     assert time.monotonic() - started < 10
 
 
-def test_a_rejected_key_fails_at_once(sshd: SSHServer, tmp_path: Path) -> None:
+def _host_with_unknown_key(sshd: SSHServer, tmp_path: Path) -> tuple[SSHHost, Path]:
+    """A host whose only key is a new one that the server does not (yet) authorize."""
     import subprocess
 
     other = tmp_path / "other_key"
@@ -124,6 +125,11 @@ def test_a_rejected_key_fails_at_once(sshd: SSHServer, tmp_path: Path) -> None:
     target = SSHTarget(host=sshd.host, user=sshd.user, port=sshd.port, key_filename=str(other))
     host = SSHHost(target, verify_known_hosts=False)
     host.connection.connect_kwargs.update(look_for_keys=False, allow_agent=False)
+    return host, other
+
+
+def test_a_rejected_key_fails_at_once(sshd: SSHServer, tmp_path: Path) -> None:
+    host, _ = _host_with_unknown_key(sshd, tmp_path)
     started = time.monotonic()
     with pytest.raises(RemoteError, match="cannot log in to"):
         wait_for_ssh(host, 30)
@@ -132,14 +138,9 @@ def test_a_rejected_key_fails_at_once(sshd: SSHServer, tmp_path: Path) -> None:
 
 def test_a_fresh_machine_gets_time_to_install_the_key(sshd: SSHServer, tmp_path: Path) -> None:
     """A launched machine's sshd can answer before its first-boot agent installs the key: retry the login."""
-    import subprocess
     import threading
 
-    other = tmp_path / "other_key"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
-    target = SSHTarget(host=sshd.host, user=sshd.user, port=sshd.port, key_filename=str(other))
-    host = SSHHost(target, verify_known_hosts=False)
-    host.connection.connect_kwargs.update(look_for_keys=False, allow_agent=False)
+    host, other = _host_with_unknown_key(sshd, tmp_path)
     authorized = sshd.workdir / "authorized_keys"
     original = authorized.read_text()
     install = threading.Timer(2.0, lambda: authorized.write_text(original + other.with_suffix(".pub").read_text()))
