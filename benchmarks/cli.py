@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.harness.backends import BACKENDS, Overrides
+from benchmarks.harness.backends import BACKENDS, FLOAT32_MATMUL, Overrides
 from benchmarks.suites import SUITES, get_suite
 from benchmarks.workloads import WORKLOADS
 
@@ -70,6 +70,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps-per-execution", type=_positive, help="default: the backend's measured best")
     parser.add_argument(
         "--lstm-kernel", choices=("auto", "generic"), help="auto: cuDNN where Keras can use it; generic: Keras's loop"
+    )
+    parser.add_argument(
+        "--float32-matmul", choices=FLOAT32_MATMUL, help="GPU matmul/conv arithmetic (default: tf32 on GPUs)"
     )
 
 
@@ -125,6 +128,7 @@ def _overrides(args: argparse.Namespace) -> Overrides:
         jit_compile=args.jit_compile,
         steps_per_execution=args.steps_per_execution,
         use_cudnn={"auto": "auto", "generic": False, None: None}[args.lstm_kernel],
+        float32_matmul=args.float32_matmul,
     )
 
 
@@ -242,7 +246,8 @@ def _installed(backends: Sequence[str]) -> list[str]:
 
 def _passthrough(args: argparse.Namespace) -> list[str]:
     out = ["--platform", args.platform, "--out", str(args.out), "--seed", str(args.seed)]
-    for flag in ("epochs", "train_limit", "val_limit", "data_dir", "steps_per_execution", "lstm_kernel"):
+    flags = ("epochs", "train_limit", "val_limit", "data_dir", "steps_per_execution", "lstm_kernel", "float32_matmul")
+    for flag in flags:
         value = getattr(args, flag)
         if value is not None:
             out += [f"--{flag.replace('_', '-')}", str(value)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ import pandas as pd
 from report import format as fmt
 from report.charts import Bar, relative_chart
 from report.costs import PriceBook
-from report.loading import LoadResult, Run, Skipped, load_runs
+from report.loading import LoadResult, Run, Skipped, assign_variants, load_runs
 from report.machines import machine_table, read_ledger
 from report.studies import Published, Study, compare, measured_setups, published_results
 from report.tables import ReportError, group_runs, partial_runs_table, resolve_base, runs_table, summarize
@@ -28,6 +29,7 @@ class Request:
     study: Study | None
     ledger: Path | None = None  # None: the orchestrator's default ledger
     suite: str | None = None  # only runs whose metadata names this suite
+    run_ids: tuple[str, ...] = ()  # only runs whose run id matches one of these shell patterns
 
 
 @dataclass
@@ -115,6 +117,8 @@ def build(request: Request) -> Report:
     loaded = load_runs(request.logdir)
     if request.suite is not None:
         loaded = _of_suite(loaded, request.suite, request.logdir)
+    if request.run_ids:
+        loaded = _of_run_ids(loaded, request.run_ids, request.logdir)
     if not loaded.runs:
         raise ReportError(_nothing_found(request.logdir, loaded))
     groups = group_runs(loaded.runs)
@@ -145,7 +149,15 @@ def _of_suite(loaded: LoadResult, suite: str, logdir: Path) -> LoadResult:
     runs = [r for r in loaded.runs if r.metadata.get("suite") == suite]
     if loaded.runs and not runs:
         raise ReportError(f"{logdir}: no runs of suite {suite!r} ({len(loaded.runs)} runs of other suites)")
-    return LoadResult(runs=runs, skipped=loaded.skipped)
+    return LoadResult(runs=assign_variants(runs), skipped=loaded.skipped)
+
+
+def _of_run_ids(loaded: LoadResult, patterns: Sequence[str], logdir: Path) -> LoadResult:
+    runs = [r for r in loaded.runs if any(fnmatch.fnmatchcase(r.run_id, p) for p in patterns)]
+    if loaded.runs and not runs:
+        raise ReportError(f"{logdir}: no run id matches {', '.join(patterns)} ({len(loaded.runs)} runs in all)")
+    # Variants name only what differs among the runs shown.
+    return LoadResult(runs=assign_variants(runs), skipped=loaded.skipped)
 
 
 def _nothing_found(logdir: Path, loaded: LoadResult) -> str:

@@ -70,7 +70,7 @@ def relative_chart(
         handles=handles,
         loc="upper center",
         bbox_to_anchor=(0.5, -0.14 - 0.5 / height),
-        ncols=len(handles),
+        ncols=min(len(handles), 4),  # wraps into rows rather than past the figure edge
         fontsize=8,
         frameon=False,
     )  # below the axis, never over a bar

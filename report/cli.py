@@ -68,6 +68,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--suite", help="only runs made by this suite (their metadata names it), e.g. quick")
     p.add_argument(
+        "--runs",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="only runs whose run id matches this shell pattern, e.g. 'gpu-suite-*-default'; repeatable",
+    )
+    p.add_argument(
         "--markdown",
         type=Path,
         metavar="FILE",
@@ -135,6 +142,7 @@ def _request(args: argparse.Namespace) -> Request:
         study=get_study(args.study) if args.study else None,
         ledger=args.ledger,
         suite=args.suite,
+        run_ids=tuple(args.runs),
     )
 
 

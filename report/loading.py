@@ -187,6 +187,8 @@ def _compile_settings(settings: Mapping[str, Any]) -> str | None:
         parts.append(f"{settings['steps_per_execution']} steps/execution")
     if settings.get("lstm_kernel"):
         parts.append(f"{settings['lstm_kernel']} LSTM")
+    if settings.get("float32_matmul"):
+        parts.append(f"{settings['float32_matmul']} matmul")
     return ", ".join(parts)
 
 

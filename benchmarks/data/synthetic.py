@@ -26,7 +26,7 @@ def images(n: int, shape: tuple[int, ...], classes: int, seed: int) -> tuple[np.
 
 def token_sequences(
     n: int, vocab: int, min_len: int, max_len: int, seed: int, classes: int = 2
-) -> tuple[list[list[int]], np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray]:
     """Ragged token-id lists like Keras's IMDB (ids from 3 up, Zipf-like), with class-indicative words.
 
     The marker words depend on `seed` only: make the training and validation splits from one call.
@@ -42,7 +42,15 @@ def token_sequences(
         marked = rng.random(length) < 0.15
         words[marked] = rng.choice(markers[label], size=int(marked.sum()))
         texts.append([1, *words.tolist()])  # 1 = start token, as Keras's IMDB
-    return texts, labels.astype(np.int32)
+    return _object_array(texts), labels.astype(np.int32)
+
+
+def _object_array(texts: list[list[int]]) -> np.ndarray:
+    """A 1-D array of lists, the container Keras's IMDB loader returns (np.array would make it 2-D if equal)."""
+    out = np.empty(len(texts), dtype=object)
+    for i, tokens in enumerate(texts):
+        out[i] = tokens
+    return out
 
 
 def text(n_chars: int, seed: int) -> str:

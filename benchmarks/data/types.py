@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 REAL = "real"
 SYNTHETIC = "synthetic"
 
@@ -48,14 +50,19 @@ class Data:
         return self.x_val is not None
 
 
+def is_multi_input(x: Any) -> bool:
+    """A list or tuple of per-input arrays (e.g. the two sides of a siamese pair), not a list of samples."""
+    return isinstance(x, list | tuple) and bool(x) and all(isinstance(a, np.ndarray) for a in x)
+
+
 def head(array: Any, limit: int | None) -> Any:
-    """The first `limit` samples of an array or of each array in a list."""
+    """The first `limit` samples of an array, of a list of samples, or of each array of a multi-input."""
     if limit is None:
         return array
-    if isinstance(array, list | tuple):
+    if is_multi_input(array):
         return type(array)(a[:limit] for a in array)
     return array[:limit]
 
 
 def sample_count(array: Any) -> int:
-    return len(array[0]) if isinstance(array, list | tuple) else len(array)
+    return len(array[0]) if is_multi_input(array) else len(array)

@@ -6,7 +6,7 @@ Imported only after KERAS_BACKEND is set; each function imports just the framewo
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 BACKENDS: tuple[str, ...] = ("tensorflow", "jax", "torch")
@@ -19,6 +19,9 @@ class Settings:
     jit_compile: bool | str  # "auto" lets Keras decide (XLA on TF/JAX where supported; eager on torch)
     steps_per_execution: int  # must be 1 on torch (Keras's rule)
     use_cudnn: bool | str = "auto"  # LSTM layers: "auto" takes cuDNN where it applies; False forces the generic loop
+    # float32 matmuls and convolutions on GPUs: "tf32" (tensor cores, 10-bit mantissa inputs) or "float32".
+    # JAX and TensorFlow default to TF32 on Ampere and later, PyTorch only for convolutions: one value for all.
+    float32_matmul: str = "float32"
 
 
 # The suite's default per backend: the fastest configuration measured that keeps the published hyperparameters
@@ -28,17 +31,36 @@ DEFAULTS: dict[str, Settings] = {
     "jax": Settings(jit_compile="auto", steps_per_execution=1),
     "torch": Settings(jit_compile="auto", steps_per_execution=1),
 }
-# Where a GPU measurement found another configuration faster in steady epochs for a workload, it is that
-# workload's default on GPUs. Measured on an H200 (docs/results.md, logs/NVIDIA-H200): torch.compile halves the
-# MNIST models' steady epochs (1.13 s vs 1.97 s; 1.61 s vs 2.73 s) for a first epoch of 27 s and 84 s.
+
+
+def _on_gpu(backend: str, **changes: Any) -> Settings:
+    return replace(DEFAULTS[backend], float32_matmul="tf32", **changes)
+
+
+# On GPUs every backend computes float32 matmuls in TF32, and a workload's default is the configuration that
+# was fastest in steady epochs on an H200 (the table in docs/results/preamble.md, logs in logs/NVIDIA-H200):
+# several steps per dispatch on JAX, XLA's own LSTM loop on JAX, torch.compile for PyTorch's non-recurrent models.
 GPU_DEFAULTS: dict[tuple[str, str], Settings] = {
-    ("torch", "mnist_mlp"): Settings(jit_compile=True, steps_per_execution=1),
-    ("torch", "mnist_cnn"): Settings(jit_compile=True, steps_per_execution=1),
+    ("jax", "mnist_mlp"): _on_gpu("jax", steps_per_execution=32),
+    ("jax", "mnist_cnn"): _on_gpu("jax", steps_per_execution=32),
+    ("jax", "cifar10_cnn"): _on_gpu("jax", steps_per_execution=8),
+    ("jax", "imdb_fasttext"): _on_gpu("jax", steps_per_execution=32),
+    ("jax", "siamese_lstm"): _on_gpu("jax", steps_per_execution=8),
+    **{
+        ("jax", name): _on_gpu("jax", steps_per_execution=8, use_cudnn=False)
+        for name in ("imdb_bidirectional_lstm", "lstm_text_generation", "text_generator_keras")
+    },
+    **{
+        ("torch", name): _on_gpu("torch", jit_compile=True)
+        for name in ("mnist_mlp", "mnist_cnn", "cifar10_cnn", "imdb_fasttext")
+    },
 }
 
 
 def default_settings(backend: str, workload: str, gpu: bool) -> Settings:
-    return GPU_DEFAULTS.get((backend, workload), DEFAULTS[backend]) if gpu else DEFAULTS[backend]
+    if not gpu:
+        return DEFAULTS[backend]
+    return GPU_DEFAULTS.get((backend, workload)) or _on_gpu(backend)
 
 
 @dataclass(frozen=True)
@@ -48,13 +70,51 @@ class Overrides:
     jit_compile: bool | str | None = None
     steps_per_execution: int | None = None
     use_cudnn: bool | str | None = None
+    float32_matmul: str | None = None
 
     def apply(self, settings: Settings) -> Settings:
         return Settings(
             jit_compile=settings.jit_compile if self.jit_compile is None else self.jit_compile,
             steps_per_execution=self.steps_per_execution or settings.steps_per_execution,
             use_cudnn=settings.use_cudnn if self.use_cudnn is None else self.use_cudnn,
+            float32_matmul=self.float32_matmul or settings.float32_matmul,
         )
+
+
+FLOAT32_MATMUL = ("tf32", "float32")
+
+
+def apply_float32_matmul(backend: str, value: str) -> None:
+    """Set the framework's float32 matmul/convolution precision (GPUs without TF32 compute in float32 anyway)."""
+    tf32 = {"tf32": True, "float32": False}[value]
+    if backend == "torch":
+        import torch
+
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        torch.backends.cudnn.allow_tf32 = tf32
+    elif backend == "jax":
+        import jax
+
+        jax.config.update("jax_default_matmul_precision", "tensorfloat32" if tf32 else "float32")
+    else:
+        import tensorflow as tf
+
+        tf.config.experimental.enable_tensor_float_32_execution(tf32)
+
+
+def reset_compiled_state(backend: str) -> None:
+    """Forget what earlier workloads of this process compiled, so each starts as in a fresh process.
+
+    Keras's torch trainer compiles one `train_step` function for every model: without a reset, the compiles
+    of earlier workloads count against torch.compile's recompile limit and a later model silently runs eager.
+    """
+    import keras
+
+    keras.utils.clear_session()
+    if backend == "torch":
+        import torch
+
+        torch._dynamo.reset()
 
 
 def synchronizer(backend: str, model: Any) -> Callable[[], None]:

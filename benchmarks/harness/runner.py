@@ -110,12 +110,14 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     module = workloads.load(name)
     spec: workloads.WorkloadSpec = module.SPEC
     run_plan = plan(spec, options)
+    backends.reset_compiled_state(options.backend)
     keras.utils.set_random_seed(options.seed)
     started_at = _now()
     data = load_data(module, run_plan.request, options, notices if notices is not None else set())
     settings = options.overrides.apply(
         backends.default_settings(options.backend, name, backends.gpu_available(options.backend))
     )
+    backends.apply_float32_matmul(options.backend, settings.float32_matmul)
     model = module.build_model(data)
     backends.apply_lstm_setting(model, settings.use_cudnn)
     model.compile(
@@ -202,6 +204,7 @@ def run_metadata(
             "jit_compile_requested": settings.jit_compile,
             "steps_per_execution": settings.steps_per_execution,
             "dtype_policy": keras.config.dtype_policy().name,
+            "float32_matmul": settings.float32_matmul,
             "lstm_kernel": backends.lstm_kernel(model, options.backend),
             "use_cudnn": settings.use_cudnn if spec.uses_lstm else None,
         },

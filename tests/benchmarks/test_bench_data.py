@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.data import loaders
 from benchmarks.data.files import FILES, ChecksumMismatch, DatasetUnavailable, FileLocations, resolve_dataset
-from benchmarks.data.types import DataRequest
+from benchmarks.data.types import DataRequest, head, sample_count
 
 
 def test_real_fashion_mnist_loads_from_the_cache(keras_home: Path) -> None:
@@ -91,3 +91,20 @@ def test_synthetic_reviews_are_learnable_across_the_split() -> None:
     log_odds = np.log(counts[1] / counts[1].sum()) - np.log(counts[0] / counts[0].sum())
     predicted = np.array([log_odds[tokens].sum() > 0 for tokens in x_val])
     assert (predicted == y_val).mean() > 0.75
+
+
+def test_reviews_are_counted_and_cut_by_review_not_by_token() -> None:
+    # Reviews are ragged token lists: a count or a cut must apply to the reviews, never to one review's tokens.
+    full = DataRequest("synthetic")
+    (x_train, _), (x_val, _) = loaders.imdb(full, FileLocations(Path("/nonexistent"), None, True), 20000)
+    info = loaders.info_for(full, "imdb", x_train, x_val)
+    assert (info.train_samples, info.val_samples) == (25000, 25000)
+    assert len({len(t) for t in x_train[:50]}) > 1  # ragged, as Keras's IMDB
+    assert head(x_train, 7).shape == (7,) and list(head(x_train, 7)[0]) == list(x_train[0])
+    assert sample_count(list(x_train[:9])) == 9
+
+
+def test_multi_input_is_counted_and_cut_per_input() -> None:
+    pair = [np.zeros((30, 4)), np.ones((30, 4))]
+    assert sample_count(pair) == 30
+    assert [a.shape for a in head(pair, 5)] == [(5, 4), (5, 4)]

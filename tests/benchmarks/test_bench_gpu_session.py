@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tarfile
 from pathlib import Path
 
@@ -25,7 +26,8 @@ def test_sweep_runs_defaults_first_and_alternatives_where_they_apply() -> None:
     # Both LSTM kernels are timed on the same slice, so their epochs compare.
     cudnn, generic = by_config["torch", "lstm-cudnn-slice"], by_config["torch", "lstm-generic-slice"]
     assert cudnn.workloads == generic.workloads == gpu_session.LSTM_SLICE_WORKLOADS
-    assert generic.flags == ("--lstm-kernel", "generic", *cudnn.flags)
+    assert cudnn.flags[:2] == ("--lstm-kernel", "auto") and generic.flags[:2] == ("--lstm-kernel", "generic")
+    assert cudnn.flags[2:] == generic.flags[2:] == gpu_session.LSTM_SLICE
 
 
 def test_configurations_name_real_workloads_and_slices_count_samples() -> None:
@@ -34,6 +36,7 @@ def test_configurations_name_real_workloads_and_slices_count_samples() -> None:
             assert set(config.workloads) <= set(WORKLOADS)
     for name in gpu_session.LSTM_SLICE_WORKLOADS:
         assert spec(name).uses_lstm and spec(name).datasets[0] in ("imdb", "voxceleb")
+    assert set(gpu_session.LSTM_WORKLOADS) == {name for name in WORKLOADS if spec(name).uses_lstm}
 
 
 def test_a_sweep_can_be_narrowed_to_some_configurations() -> None:
@@ -86,18 +89,58 @@ def test_collect_unpacks_into_the_log_tree_and_reads_every_log(tmp_path: Path) -
     assert collected[0].with_suffix(".json").is_file()
 
 
-def test_configuration_table_marks_the_fastest(tmp_path: Path) -> None:
-    for config, steady in (("default", 1.0), ("torch-compile", 0.5)):
-        path = tmp_path / "h200" / f"gpu-sweep-torch-{config}" / "mnist_mlp_torch.csv"
-        writer = EpochLogWriter(path)
-        writer.append(EpochRecord(0, 9.0, compiled=True))
-        writer.append(EpochRecord(1, steady, compiled=False))
-        writer.append(EpochRecord(2, steady * 1.2, compiled=False))
-        writer.close()
-        write_metadata(path, {"workload": "mnist_mlp", "backend": "torch", "status": "complete"})
+def _write_timed(root: Path, run_id: str, steady: float, samples: int = 60000, **settings) -> None:
+    path = root / "h200" / run_id / "mnist_mlp_torch.csv"
+    writer = EpochLogWriter(path)
+    writer.append(EpochRecord(0, 9.0, compiled=True))
+    writer.append(EpochRecord(1, steady, compiled=False))
+    writer.append(EpochRecord(2, steady * 1.2, compiled=False))
+    writer.close()
+    meta = {"workload": "mnist_mlp", "backend": "torch", "status": "complete", "run_id": run_id}
+    meta |= {"data": {"train_samples": samples}, "settings": {"steps_per_execution": 1, **settings}}
+    write_metadata(path, meta)
+
+
+def test_configuration_table_marks_the_default_and_the_fastest_among_comparable_runs(tmp_path: Path) -> None:
+    _write_timed(tmp_path, "gpu-suite-torch-default", 1.0, jit_compile=False, float32_matmul="tf32")
+    _write_timed(tmp_path, "gpu-sweep-torch-torch-compile", 0.5, jit_compile=True, float32_matmul="tf32")
+    _write_timed(tmp_path, "gpu-sweep-torch-slice", 0.1, samples=2500, jit_compile=False)  # compares with no other
     table = gpu_session.configuration_table(tmp_path)
-    assert "| mnist_mlp | torch | torch-compile **fastest** (sweep, 3 epochs) | 0.55 | 9.00 | 2 |" in table
-    assert "| mnist_mlp | torch | default (sweep, 3 epochs) | 1.10 | 9.00 | 2 |" in table
+    assert "| jit on, 1 step/exec, tf32 matmul **fastest** | sweep-torch-torch-compile | 0.55 | 9.00 | 3 |" in table
+    assert "| jit off, 1 step/exec, tf32 matmul **default** | suite-torch-default | 1.10 | 9.00 | 3 |" in table
+    assert "| 2,500 | jit off, 1 step/exec, framework-default matmul | sweep-torch-slice | 0.11 |" in table
+    [problem] = gpu_session.slower_defaults(tmp_path)
+    assert problem.startswith("mnist_mlp on torch: the default (jit off, 1 step/exec, tf32 matmul) takes 1.10 s")
+
+
+def test_a_default_within_the_run_to_run_spread_of_the_fastest_passes(tmp_path: Path) -> None:
+    _write_timed(tmp_path, "gpu-suite-torch-default", 1.05, jit_compile=False)
+    _write_timed(tmp_path, "gpu-sweep-torch-torch-compile", 1.0, jit_compile=True)
+    assert gpu_session.slower_defaults(tmp_path) == []
+    assert gpu_session.slower_defaults(tmp_path, tolerance=0.01) != []
+
+
+COMMITTED_GPU_LOGS = Path(__file__).resolve().parents[2] / "logs" / "NVIDIA-H200"
+
+
+def test_committed_gpu_defaults_are_the_fastest_configurations_measured() -> None:
+    assert gpu_session.slower_defaults(COMMITTED_GPU_LOGS) == []
+
+
+def test_committed_default_runs_ran_with_the_current_gpu_defaults() -> None:
+    from benchmarks.harness.backends import default_settings
+
+    defaults = [m for m in gpu_session.measurements(COMMITTED_GPU_LOGS) if m.is_default]
+    assert {(m.backend, m.workload) for m in defaults} == {(b, w) for b in ("jax", "torch") for w in WORKLOADS}
+    for path in COMMITTED_GPU_LOGS.glob("gpu-suite-*-default/*.json"):
+        meta = json.loads(path.read_text())
+        recorded, expected = meta["settings"], default_settings(meta["backend"], meta["workload"], gpu=True)
+        jit = expected.jit_compile if expected.jit_compile != "auto" else meta["backend"] != "torch"
+        assert (recorded["jit_compile"], recorded["steps_per_execution"]) == (jit, expected.steps_per_execution), path
+        if spec(meta["workload"]).uses_lstm:
+            assert recorded["use_cudnn"] == expected.use_cudnn, path
+        # Runs from before the precision was recorded ran with each framework's default (docs/results.md).
+        assert recorded.get("float32_matmul", expected.float32_matmul) == expected.float32_matmul, path
 
 
 def test_collect_rejects_a_broken_log(tmp_path: Path) -> None:

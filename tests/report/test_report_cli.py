@@ -184,6 +184,20 @@ def test_suite_filter(logs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[
     assert code == 1 and "no runs of suite 'full'" in stderr
 
 
+def test_run_id_filter_keeps_matching_runs_and_names_only_their_differences(
+    logs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_run(logs, run_id="gpu-suite-jax-default", backend="jax", image="ghcr.io/x/keras-cloud-bench:gpu")
+    write_run(logs, run_id="gpu-suite-torch-default", backend="torch")
+    write_run(logs, run_id="gpu-sweep-jax-jit-off", backend="jax", image="ghcr.io/x/keras-cloud-bench:cpu")
+    out = tmp_path / "out"
+    assert _report([str(logs), "--out", str(out), "--runs", "gpu-suite-*-default"], capsys)[0] == 0
+    # Without the sweep run the two images no longer differ among jax runs: no variant label.
+    assert sorted(pd.read_csv(out / "results.csv")["config"]) == ["local-jax", "local-torch"]
+    code, _, stderr = _report([str(logs), "--runs", "nothing-*"], capsys)
+    assert code == 1 and "no run id matches nothing-*" in stderr
+
+
 def test_machine_time_from_the_ledger_or_estimated(
     logs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
