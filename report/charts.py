@@ -82,7 +82,9 @@ def relative_chart(
     written = []
     for fmt in FORMATS:
         path = out_stem.with_suffix(f".{fmt}")
-        fig.savefig(path, dpi=150 if fmt == "png" else None, metadata=_reproducible_metadata(fmt))
+        # A fixed salt makes the SVG's element ids, random otherwise, the same on every run.
+        with plt.rc_context({"svg.hashsalt": "keras-cloud-bench"}):
+            fig.savefig(path, dpi=150 if fmt == "png" else None, metadata=_reproducible_metadata(fmt))
         written.append(path)
     plt.close(fig)
     return written
