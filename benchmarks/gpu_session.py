@@ -300,7 +300,6 @@ class Measured:
     epochs: int
     steady_median: float
     first_epoch: float
-    steady_count: int
 
     @property
     def is_default(self) -> bool:
@@ -322,12 +321,12 @@ def measurements(logs: Path) -> list[Measured]:
     """Every complete run under `logs` that has steady epochs."""
     from benchmarks.logs import STATUS_COMPLETE, find_logs, read_epoch_log
 
-    found = []
+    found: list[Measured] = []
     for path in find_logs(logs):
         log = read_epoch_log(path)
         meta = log.metadata or {}
         steady = [e.elapsed for e in log.steady_epochs]
-        if meta.get("status") != STATUS_COMPLETE or not steady:
+        if meta.get("status") != STATUS_COMPLETE or not steady or log.first_epoch is None:
             continue
         found.append(
             Measured(
@@ -338,8 +337,7 @@ def measurements(logs: Path) -> list[Measured]:
                 train_samples=int((meta.get("data") or {}).get("train_samples") or 0),
                 epochs=len(log.epochs),
                 steady_median=statistics.median(steady),
-                first_epoch=log.epochs[0].elapsed,
-                steady_count=len(steady),
+                first_epoch=log.first_epoch.elapsed,
             )
         )
     return found

@@ -4,6 +4,8 @@ workloads' logs kept, and nothing left running. Bad inputs fail before anything 
 from __future__ import annotations
 
 import signal
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,23 @@ def ws(tmp_path: Path) -> Workspace:
     workspace = Workspace(tmp_path)
     workspace.prefill()
     return workspace
+
+
+def _interrupt_when(
+    process: subprocess.Popen[bytes], run_id: str, ready: Callable[[], None], sig: signal.Signals, timeout: float
+) -> tuple[int, list[str]]:
+    """Once `ready` returns, send `sig` and wait for the exit code. Whatever happens, kill a survivor and remove
+    the run's containers; return the exit code and the containers that were still there."""
+    try:
+        ready()
+        process.send_signal(sig)
+        code = process.wait(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        leftovers = containers_of_run(run_id)
+        remove_containers_of_run(run_id)
+    return code, leftovers
 
 
 def test_unreachable_host_fails_clearly_and_leaves_a_record(ws: Workspace) -> None:
@@ -88,16 +107,11 @@ def test_ctrl_c_mid_run_tears_down_and_keeps_finished_logs(
     args += ["--image", cpu_image, "--epochs", "40", "--train-limit", "512", "--val-limit", "128"]
     remote_csv = ws.remote_dir / "runs" / run_id / "logs" / "ssh" / run_id / "lstm_text_generation_jax.csv"
     process = start_orchestrate(*args, output=tmp_path / "out.txt")
-    try:
-        # Interrupt once the first workload finished and the second has logged an epoch.
+
+    def first_done_second_started() -> None:
         wait_for(lambda: remote_csv.exists() and len(remote_csv.read_text().splitlines()) >= 2, 600, "an epoch")
-        process.send_signal(signal.SIGINT)
-        code = process.wait(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-        leftovers = containers_of_run(run_id)
-        remove_containers_of_run(run_id)
+
+    code, leftovers = _interrupt_when(process, run_id, first_done_second_started, signal.SIGINT, 120)
     out = (tmp_path / "out.txt").read_text()
     assert code == 130, out
     assert f"Run {run_id}: interrupted: interrupted by SIGINT" in out
@@ -123,18 +137,14 @@ def test_sigterm_tears_down_too(sshd: SSHServer, ws: Workspace, tmp_path: Path) 
     run_id = "20260101T000000Z-sigt"
     args = ssh_run_args(sshd, ws, run_id, "--workloads", "mnist_mlp,cifar10_cnn", "--backends", "torch")
     process = start_orchestrate(*args, "--image", image, "--image-source", "present", output=tmp_path / "out.txt")
-    try:
+
+    def second_container_running() -> None:
         wait_for(
             lambda: [i["status"] for i in ledger_items(ws.ledger, run_id)] == ["complete", "running"], 120, "run 2"
         )
         wait_for(lambda: containers_of_run(run_id), 30, "the second container")
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-        leftovers = containers_of_run(run_id)
-        remove_containers_of_run(run_id)
+
+    code, leftovers = _interrupt_when(process, run_id, second_container_running, signal.SIGTERM, 60)
     out = (tmp_path / "out.txt").read_text()
     assert code == 130, out
     assert "interrupted by SIGTERM" in out and f"stopped container {run_id}-cifar10_cnn-torch" in out
