@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from report.stats import Estimate
+from benchmarks.stats import Estimate
 
 NA = "n/a"
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from benchmarks.stats import Estimate, median_estimate, ratio_of_medians
 from report.costs import Pricing, Unpriced
 from report.loading import Configuration, Run
-from report.stats import Estimate, median_estimate, ratio_of_medians
 
 PricingLookup = Callable[[str], Pricing | Unpriced]
 

@@ -120,7 +120,7 @@ def test_a_default_within_the_run_to_run_spread_of_the_fastest_passes(tmp_path: 
     assert gpu_session.slower_defaults(tmp_path, tolerance=0.01) != []
 
 
-COMMITTED_GPU_LOGS = Path(__file__).resolve().parents[2] / "logs" / "NVIDIA-H200"
+COMMITTED_GPU_LOGS = Path(__file__).resolve().parents[2] / "logs" / "reference" / "NVIDIA-H200"
 
 
 def test_committed_gpu_defaults_are_the_fastest_configurations_measured() -> None:

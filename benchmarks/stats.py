@@ -1,0 +1,221 @@
+"""Statistics over repeats: medians with distribution-free intervals, ratios of aggregates, and the test that
+decides whether two configurations differ beyond noise.
+
+Shared by the repeat scheduler (adaptive repeats stop on an interval's width), the GPU configuration check and the
+report, so every figure and every verdict is computed one way. Needs numpy only (no framework).
+
+Timings are skewed (a slow neighbour, a cold cache), so we summarise repeats by their median and give the
+order-statistic confidence interval for it, which assumes nothing about the distribution. With few repeats
+that interval is wide or its coverage is below 95 %; we say so rather than show a tight interval we cannot
+back.
+Relative figures are ratios of aggregates (median time of a configuration / median time of the base), never
+averages of per-repeat ratios.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+CONFIDENCE = 0.95
+MIN_REPEATS_FOR_INTERVAL = 3  # below this no interval is shown: "n=2, no interval"
+BOOTSTRAP_RESAMPLES = 4000
+BOOTSTRAP_SEED = 20170705  # fixed so a report is reproducible byte for byte
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A median over `n` repeats and, when there are enough of them, an interval with its actual coverage."""
+
+    value: float
+    n: int
+    low: float | None = None
+    high: float | None = None
+    coverage: float | None = None  # exact coverage of [low, high]; may be below CONFIDENCE for small n
+    method: str = ""
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    @property
+    def half_width_pct(self) -> float | None:
+        """The larger distance from the median to an interval end, in % of the median (None: no interval)."""
+        if self.low is None or self.high is None or self.value == 0:
+            return None
+        return max(self.value - self.low, self.high - self.value) / abs(self.value) * 100
+
+    def interval_text(self, fmt: str = "{:.1f}") -> str:
+        if not self.has_interval:
+            return f"n={self.n}, no interval"
+        assert self.low is not None and self.high is not None and self.coverage is not None
+        return f"{fmt.format(self.low)}–{fmt.format(self.high)} ({self.coverage:.0%} {self.method}, n={self.n})"
+
+
+def _binomial_half_cdf(k: int, n: int) -> float:
+    """P(B <= k) for B ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+
+def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, float]:
+    """The rank k (1-based) of the narrowest interval [x(k), x(n+1-k)] covering the median with probability
+    >= confidence, and that probability.
+
+    When even the full range covers less than `confidence` (n <= 5 at 95 %), returns k=1 and the full range's
+    coverage, which the caller reports as it is.
+    """
+    best_k, best_coverage = 1, 1 - 2 * _binomial_half_cdf(0, n)
+    for k in range(2, n // 2 + 1):
+        coverage = 1 - 2 * _binomial_half_cdf(k - 1, n)
+        if coverage < confidence:
+            break
+        best_k, best_coverage = k, coverage
+    return best_k, best_coverage
+
+
+def median_estimate(values: Sequence[float]) -> Estimate:
+    """Median of `values` with its order-statistic (distribution-free) confidence interval."""
+    if not values:
+        raise ValueError("median of no values")
+    ordered = sorted(values)
+    n = len(ordered)
+    median = float(np.median(ordered))
+    if n < MIN_REPEATS_FOR_INTERVAL:
+        return Estimate(value=median, n=n)
+    k, coverage = median_interval_ranks(n)
+    return Estimate(
+        value=median,
+        n=n,
+        low=ordered[k - 1],
+        high=ordered[n - k],
+        coverage=coverage,
+        method="order-statistic",
+    )
+
+
+def ratio_of_medians(numerator: Sequence[float], denominator: Sequence[float]) -> Estimate:
+    """median(numerator) / median(denominator), with a seeded percentile-bootstrap interval when both sides
+    have enough repeats. The ratio is of the aggregates, not an average of per-repeat ratios."""
+    value = float(np.median(numerator)) / float(np.median(denominator))
+    n = min(len(numerator), len(denominator))
+    if n < MIN_REPEATS_FOR_INTERVAL:
+        return Estimate(value=value, n=n)
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    top = np.median(rng.choice(np.asarray(numerator, float), (BOOTSTRAP_RESAMPLES, len(numerator))), axis=1)
+    bottom = np.median(rng.choice(np.asarray(denominator, float), (BOOTSTRAP_RESAMPLES, len(denominator))), axis=1)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(top / bottom, [tail, 100 - tail])
+    return Estimate(value=value, n=n, low=float(low), high=float(high), coverage=CONFIDENCE, method="bootstrap")
+
+
+# A change smaller than this is not called a change even when the test finds it (Criterion.rs's default noise
+# threshold is 2 %). Timings of one GPU machine drift by more than that between processes, which the repeats
+# capture; the threshold guards against calling a real but negligible difference a win.
+NOISE_THRESHOLD = 0.02
+SIGNIFICANCE = 0.05
+EXACT_TEST_MAX_ARRANGEMENTS = 50_000  # beyond this the rank-sum test uses its normal approximation
+
+
+def _midranks(values: Sequence[float]) -> list[float]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            ranks[order[position]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided p-value of the Mann-Whitney U (Wilcoxon rank-sum) test that `a` and `b` come from one
+    distribution. Exact (every arrangement of the pooled midranks enumerated, ties included) for small samples,
+    which is where benchmarks live; normal approximation with tie correction beyond that."""
+    n, m = len(a), len(b)
+    if n == 0 or m == 0:
+        raise ValueError("the rank-sum test needs values on both sides")
+    ranks = _midranks([*a, *b])
+    observed = sum(ranks[:n])
+    expected = n * (n + m + 1) / 2
+    if math.comb(n + m, n) <= EXACT_TEST_MAX_ARRANGEMENTS:
+        distance = abs(observed - expected) - 1e-9
+        extreme = sum(1 for chosen in itertools.combinations(ranks, n) if abs(sum(chosen) - expected) >= distance)
+        return extreme / math.comb(n + m, n)
+    ties = sum(count**3 - count for count in Counter(ranks).values())
+    variance = n * m / 12 * ((n + m + 1) - ties / ((n + m) * (n + m - 1)))
+    if variance == 0:
+        return 1.0
+    z = (abs(observed - expected) - 0.5) / math.sqrt(variance)
+    return math.erfc(max(z, 0.0) / math.sqrt(2))
+
+
+def smallest_possible_p(n: int, m: int) -> float:
+    """The smallest two-sided p the exact rank-sum test can give with n and m repeats (no ties)."""
+    return min(1.0, 2 / math.comb(n + m, n))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`candidate` against `base`: the ratio of median times with its bootstrap interval, the rank-sum test's
+    p-value, and the verdict those two decide together."""
+
+    ratio: Estimate  # median(candidate) / median(base): below 1 means the candidate is faster
+    p_value: float | None
+    verdict: str  # one of VERDICTS
+
+    @property
+    def beyond_noise(self) -> bool:
+        return self.verdict in (FASTER, SLOWER)
+
+    def text(self, candidate: str = "it", base: str = "the base") -> str:
+        """E.g. "it is 1.80x faster than the base (95% CI 1.70-1.90, p=0.008)"."""
+        if self.verdict == TOO_FEW:
+            return f"{candidate} vs {base}: too few repeats to tell ({self.ratio.n} on the smaller side)"
+        if self.verdict == SAME:
+            return f"{candidate} vs {base}: no difference beyond noise ({self._numbers(self.ratio.value)})"
+        speedup = 1 / self.ratio.value if self.verdict == FASTER else self.ratio.value
+        word = "faster" if self.verdict == FASTER else "slower"
+        return f"{candidate} is {speedup:.2f}x {word} than {base} ({self._numbers(speedup)})"
+
+    def _numbers(self, shown: float) -> str:
+        ratio = self.ratio
+        parts = []
+        if ratio.low is not None and ratio.high is not None:
+            low, high = sorted((ratio.low, ratio.high))
+            if shown != ratio.value:  # a speed-up is the inverse ratio: so is its interval
+                low, high = 1 / high, 1 / low
+            parts.append(f"95% CI {low:.2f}-{high:.2f}")
+        if self.p_value is not None:
+            parts.append(f"p={self.p_value:.3f}")
+        return ", ".join(parts) or f"n={ratio.n}"
+
+
+FASTER, SLOWER, SAME, TOO_FEW = "faster", "slower", "no difference beyond noise", "too few repeats"
+VERDICTS = (FASTER, SLOWER, SAME, TOO_FEW)
+
+
+def compare(
+    candidate: Sequence[float], base: Sequence[float], noise: float = NOISE_THRESHOLD, alpha: float = SIGNIFICANCE
+) -> Comparison:
+    """Decide whether `candidate` times differ from `base` times beyond noise, as Criterion.rs reports changes:
+    the rank-sum test must reject "same distribution" at `alpha`, and the whole bootstrap interval of the ratio
+    of medians must lie outside 1 +- `noise`. With so few repeats that the exact test cannot reach `alpha`
+    (3 against 3 gives p >= 0.1), or too few for an interval on one side, the verdict says so instead of guessing."""
+    ratio = ratio_of_medians(candidate, base)
+    if not ratio.has_interval or smallest_possible_p(len(candidate), len(base)) >= alpha:
+        return Comparison(ratio=ratio, p_value=None, verdict=TOO_FEW)
+    p_value = mann_whitney_p(candidate, base)
+    assert ratio.low is not None and ratio.high is not None  # both sides have >= 3 repeats here
+    if p_value < alpha and ratio.high < 1 - noise:
+        return Comparison(ratio=ratio, p_value=p_value, verdict=FASTER)
+    if p_value < alpha and ratio.low > 1 + noise:
+        return Comparison(ratio=ratio, p_value=p_value, verdict=SLOWER)
+    return Comparison(ratio=ratio, p_value=p_value, verdict=SAME)

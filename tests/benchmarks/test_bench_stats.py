@@ -1,0 +1,157 @@
+"""Medians, their distribution-free intervals, ratios of aggregates, and the rank-sum test behind verdicts."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from benchmarks.stats import (
+    CONFIDENCE,
+    FASTER,
+    MIN_REPEATS_FOR_INTERVAL,
+    SAME,
+    SIGNIFICANCE,
+    SLOWER,
+    TOO_FEW,
+    compare,
+    mann_whitney_p,
+    median_estimate,
+    median_interval_ranks,
+    ratio_of_medians,
+    smallest_possible_p,
+)
+
+
+def _coverage_by_enumeration(n: int, k: int) -> float:
+    """P(x(k) <= median <= x(n+1-k)) counted over all 2^n above/below-median patterns of n samples."""
+    covered = 0
+    for pattern in itertools.product((0, 1), repeat=n):
+        below = sum(pattern)  # samples below the true median
+        covered += below >= k and n - below >= k
+    return covered / 2**n
+
+
+@pytest.mark.parametrize("n", range(3, 16))
+def test_interval_ranks_are_the_narrowest_with_enough_coverage(n: int) -> None:
+    k, coverage = median_interval_ranks(n)
+    assert coverage == pytest.approx(_coverage_by_enumeration(n, k))
+    if n >= 6:
+        assert coverage >= CONFIDENCE
+        if k + 1 <= n // 2:
+            assert _coverage_by_enumeration(n, k + 1) < CONFIDENCE
+    else:  # even the full range covers less than 95 %: reported with its real coverage
+        assert k == 1 and coverage < CONFIDENCE
+
+
+def test_order_statistic_interval_covers_the_true_median_of_skewed_timings() -> None:
+    rng = np.random.default_rng(1)
+    true_median = 1.0  # median of a lognormal with mu = 0
+    trials, covered = 2000, 0
+    for _ in range(trials):
+        estimate = median_estimate(list(rng.lognormal(0.0, 0.5, size=9)))
+        assert estimate.low is not None and estimate.high is not None
+        covered += estimate.low <= true_median <= estimate.high
+    assert covered / trials >= CONFIDENCE - 0.015  # the exact coverage for n=9 is 96.1 %
+
+
+@pytest.mark.parametrize("n", range(1, MIN_REPEATS_FOR_INTERVAL))
+def test_too_few_repeats_give_no_interval(n: int) -> None:
+    estimate = median_estimate([10.0 + i for i in range(n)])
+    assert not estimate.has_interval
+    assert estimate.interval_text() == f"n={n}, no interval"
+
+
+def test_three_repeats_show_the_range_with_its_real_coverage() -> None:
+    estimate = median_estimate([12.0, 10.0, 11.0])
+    assert (estimate.value, estimate.low, estimate.high) == (11.0, 10.0, 12.0)
+    assert estimate.coverage == pytest.approx(0.75)
+    assert estimate.interval_text() == "10.0–12.0 (75% order-statistic, n=3)"
+
+
+def test_relative_time_is_a_ratio_of_medians_not_a_mean_of_ratios() -> None:
+    config, base = [10.0, 30.0, 11.0], [10.0, 12.0, 20.0]
+    ratio = ratio_of_medians(config, base)
+    assert ratio.value == pytest.approx(11.0 / 12.0)
+    mean_of_ratios = np.mean([c / b for c, b in zip(config, base, strict=True)])
+    assert ratio.value != pytest.approx(mean_of_ratios)
+
+
+def test_ratio_interval_is_seeded_and_contains_the_ratio() -> None:
+    config, base = [9.0, 9.5, 10.2, 9.8, 10.1], [20.0, 19.0, 21.5, 20.4, 19.7]
+    first, second = ratio_of_medians(config, base), ratio_of_medians(config, base)
+    assert (first.low, first.high) == (second.low, second.high)
+    assert first.low is not None and first.high is not None
+    assert first.low <= first.value <= first.high
+    assert first.method == "bootstrap"
+    assert not ratio_of_medians([9.0, 10.0], base).has_interval  # two repeats on one side: none
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ([1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]),
+        ([1.0, 5.0, 3.0, 7.0, 2.0], [4.0, 6.0, 8.0, 9.0, 10.0]),
+        ([3.1, 2.9, 3.0], [3.05, 2.95, 3.2, 2.8]),
+    ],
+)
+def test_rank_sum_p_value_matches_scipys_exact_test(a: list[float], b: list[float]) -> None:
+    scipy_stats = pytest.importorskip("scipy.stats")
+    expected = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue
+    assert mann_whitney_p(a, b) == pytest.approx(expected)
+
+
+def test_rank_sum_with_ties_is_exact_over_midranks() -> None:
+    # Every one of the C(4,2)=6 arrangements of midranks [1.5, 1.5, 3.5, 3.5] enumerated by hand: rank sums
+    # 3, 5, 5, 5, 5, 7 around the expected 5; the observed 3 is as extreme as 2 of 6.
+    assert mann_whitney_p([1.0, 1.0], [2.0, 2.0]) == pytest.approx(2 / 6)
+
+
+def test_rank_sum_large_samples_use_the_normal_approximation() -> None:
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(0, 1, 40), rng.normal(0, 1, 40)
+    scipy_stats = pytest.importorskip("scipy.stats")
+    expected = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic").pvalue
+    assert mann_whitney_p(list(a), list(b)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_false_positive_rate_of_compare_is_at_most_alpha() -> None:
+    """Same distribution on both sides: 'faster' or 'slower' at most 5 % of the time (it is rarer still, as the
+    interval must also clear the noise threshold)."""
+    rng = np.random.default_rng(7)
+    trials = 300
+    called = sum(
+        compare(list(rng.lognormal(0, 0.1, 6)), list(rng.lognormal(0, 0.1, 6))).beyond_noise for _ in range(trials)
+    )
+    assert called / trials <= SIGNIFICANCE
+
+
+def test_compare_finds_a_real_speedup_and_states_it() -> None:
+    rng = np.random.default_rng(11)
+    fast, slow = list(rng.normal(1.0, 0.02, 6)), list(rng.normal(1.8, 0.036, 6))
+    result = compare(fast, slow)
+    assert result.verdict == FASTER and result.p_value is not None and result.p_value < 0.01
+    text = result.text("A", "B")
+    assert text.startswith("A is 1.8") and "x faster than B (95% CI" in text
+    assert compare(slow, fast).verdict == SLOWER
+
+
+def test_a_difference_inside_the_noise_threshold_is_no_difference() -> None:
+    base = [1.000, 1.001, 1.002, 1.003, 1.004, 1.005]
+    candidate = [v * 0.99 for v in base]  # 1 % faster, perfectly separated: real, but below the 2 % threshold
+    assert compare(candidate, base).verdict == SAME
+    assert "no difference beyond noise" in compare(candidate, base).text()
+
+
+@pytest.mark.parametrize(("n", "m"), [(1, 1), (3, 3), (2, 9)])
+def test_too_few_repeats_are_said_not_guessed(n: int, m: int) -> None:
+    result = compare([1.0 + i for i in range(n)], [10.0 + i for i in range(m)])
+    assert result.verdict == TOO_FEW and result.p_value is None
+    assert smallest_possible_p(n, m) >= SIGNIFICANCE or min(n, m) < MIN_REPEATS_FOR_INTERVAL
+
+
+def test_half_width_in_percent_of_the_median() -> None:
+    estimate = median_estimate([9.0, 10.0, 10.0, 10.0, 10.0, 12.0])
+    assert estimate.half_width_pct == pytest.approx(20.0)
+    assert median_estimate([1.0]).half_width_pct is None
