@@ -6,7 +6,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The quick suite by default; e.g. `make bench SUITE=full BACKENDS=jax,torch`.
+# The quick suite by default; e.g. `make bench SUITE=full BACKENDS=jax,torch`. Values are shell-quoted (quote and
+# flag come from mk/orchestrate.mk).
 SUITE ?= quick
 BACKENDS ?=
 PLATFORM ?= local
@@ -39,7 +40,8 @@ $(VENV_STAMP): requirements/bench-cpu.lock requirements/dev.lock pyproject.toml
 	touch $@
 
 bench: venv
-	$(PY) -m benchmarks suite --suite $(SUITE) --platform $(PLATFORM) $(if $(BACKENDS),--backends $(BACKENDS))
+	$(PY) -m benchmarks suite --suite $(call quote,$(SUITE)) --platform $(call quote,$(PLATFORM)) \
+	  $(call flag,--backends,$(BACKENDS))
 
 overhead: venv
 	$(PY) -m benchmarks.overhead --workload mnist_mlp --backend jax --dataset fashion_mnist

@@ -17,8 +17,11 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import NoReturn
 
+from benchmarks.command import RunnerCommand
 from benchmarks.harness.backends import BACKENDS, FLOAT32_MATMUL, Overrides
+from benchmarks.harness.distribution import BATCH_POLICIES, SAME_GLOBAL, DistributionError, check_request, parse_gpus
 from benchmarks.suites import SUITES, get_suite
 from benchmarks.workloads import WORKLOADS
 
@@ -56,6 +59,39 @@ def _name(text: str) -> str:
     return text
 
 
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
+    if not 0 < value < 100:
+        raise argparse.ArgumentTypeError(f"expected a percentage between 0 and 100, got {value:g}")
+    return value
+
+
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def _duration(text: str) -> float:
+    """Seconds, or a number with s, m or h (e.g. 90, 30m, 2h)."""
+    unit = text[-1:] if text[-1:] in DURATION_UNITS else "s"
+    number = text[:-1] if text[-1:] in DURATION_UNITS else text
+    try:
+        value = float(number) * DURATION_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 90, 30m or 2h, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive duration, got {text!r}")
+    return value
+
+
+def _gpus(text: str) -> int | str:
+    try:
+        return parse_gpus(text)
+    except DistributionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", type=_name, default="local", help="where this runs (catalog profile name)")
     parser.add_argument("--out", type=Path, default=Path("logs"), help="log root (default: logs)")
@@ -74,11 +110,40 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--float32-matmul", choices=FLOAT32_MATMUL, help="GPU matmul/conv arithmetic (default: tf32 on GPUs)"
     )
+    parser.add_argument("--gpus", type=_gpus, default=1, help="train data parallel on N devices, or all (default: 1)")
+    parser.add_argument(
+        "--batch-policy",
+        choices=BATCH_POLICIES,
+        default=SAME_GLOBAL,
+        help="with --gpus: same-global keeps the published batch; per-device multiplies it by N (lr x sqrt(N))",
+    )
+    parser.add_argument(
+        "--host-gc",
+        choices=("on", "frozen", "off"),
+        default="on",
+        help="Python's garbage collector during fit: on (Python's default), frozen (gc.freeze first) or off",
+    )
+    repeats = parser.add_argument_group("repeats (each a fresh process, interleaved round robin; docs/statistics.md)")
+    repeats.add_argument("--repeats", type=_positive, default=1, help="repeat every item N times (default: 1)")
+    repeats.add_argument(
+        "--target-ci", type=_percent, help="repeat until the 95%% interval of each median is within +-PCT"
+    )
+    repeats.add_argument("--budget", type=_duration, help="with --target-ci or --repeats: start no repeat after this")
+    repeats.add_argument("--max-repeats", type=_positive, default=30, help="with --target-ci: at most N repeats")
+    # Set by the repeat scheduler on the processes it starts; recorded in each repeat's metadata.
+    repeats.add_argument("--repeat-index", type=_positive, help=argparse.SUPPRESS)
+    repeats.add_argument("--repeat-group", type=_name, help=argparse.SUPPRESS)
+    repeats.add_argument("--repeat-planned", type=_positive, help=argparse.SUPPRESS)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line instead of the usage block; exit 2: bad arguments
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="train workloads on one backend in this process")
     run.add_argument("--workload", required=True, help=f"comma-separated: {', '.join(WORKLOADS)}")
@@ -98,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("--backends", help=f"comma-separated subset of {', '.join(BACKENDS)} (default: the suite's)")
     suite.add_argument("--workloads", help="comma-separated subset of the suite's workloads")
     suite.add_argument("--strict-data", action="store_true", help="fail instead of using synthetic stand-ins")
+    suite.add_argument(
+        "--prefer-dataset", help="a dataset for the workloads that accept it (e.g. fashion_mnist for the MNIST ones)"
+    )
     _common(suite)
 
     sub.add_parser("list", help="list workloads and suites")
@@ -166,10 +234,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     names = _split(args.workload, WORKLOADS, "workload")
     if args.backend == "torch" and (args.steps_per_execution or 1) > 1:
         return _usage_error("--steps-per-execution must be 1 on the torch backend (Keras supports no other value)")
+    try:
+        check_request(args.backend, args.gpus, args.batch_policy)
+    except DistributionError as exc:
+        return _usage_error(str(exc))
+    if _schedules_repeats(args):
+        return _run_repeats(args, names, [args.backend], args.suite, args.allow_synthetic)
     os.environ["KERAS_BACKEND"] = args.backend
     signal.signal(signal.SIGTERM, _raise_interrupt)
     from benchmarks.data.files import DatasetUnavailable, FileLocations
-    from benchmarks.harness.runner import BadRunArguments, RunOptions, run_workload
+    from benchmarks.harness.runner import BadRunArguments, Repeat, RunOptions, run_workload
 
     suite = get_suite(args.suite) if args.suite else None
     options = RunOptions(
@@ -187,6 +261,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         dataset=args.dataset,
         allow_synthetic=args.allow_synthetic,
         seed=args.seed,
+        gpus=args.gpus,
+        batch_policy=args.batch_policy,
+        repeat=Repeat(args.repeat_group or args.run_id, args.repeat_index, args.repeat_planned, args.target_ci)
+        if args.repeat_index is not None
+        else None,
+        host_gc=args.host_gc,
     )
     notices: set[str] = set()
     failed = 0
@@ -194,7 +274,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             workload_options = replace(options, dataset=args.dataset or _preferred(name, args.prefer_dataset))
             print(f"wrote {run_workload(name, workload_options, notices)}", flush=True)
-        except BadRunArguments as exc:
+        except (BadRunArguments, DistributionError) as exc:
             return _usage_error(str(exc))
         except DatasetUnavailable as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -206,6 +286,76 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"error: {name} [{args.backend}] failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             failed += 1
     return EXIT_FAILED if failed else 0
+
+
+def _schedules_repeats(args: argparse.Namespace) -> bool:
+    """Whether this process plans repeats (it is not itself one of them)."""
+    return args.repeat_index is None and (args.repeats > 1 or args.target_ci is not None)
+
+
+def _run_repeats(
+    args: argparse.Namespace, names: Sequence[str], backends: Sequence[str], suite: str | None, synthetic: bool
+) -> int:
+    """Every (workload, backend) item in fresh processes, round robin; then the table of medians."""
+    from benchmarks.repeats import Item, RepeatPolicy, run_repeats
+    from benchmarks.summary import print_table, summarize
+
+    policy = RepeatPolicy(args.repeats, args.target_ci, args.budget, args.max_repeats)
+    try:
+        policy.check()
+    except ValueError as exc:
+        return _usage_error(str(exc))
+    run_id = args.run_id or new_run_id()
+    run_dir = args.out / args.platform / run_id
+    items = [Item(name, backend) for backend in backends for name in names]
+    plan = f"{policy.repeats} repeats" if not policy.adaptive else f"until +-{policy.target_ci_pct:g}% (95% CI)"
+    print(f"{len(items)} items x {plan}, each a fresh process, round robin; logs in {run_dir}", flush=True)
+    seen_notes: set[str] = set()
+
+    def launch(item: Item, index: int) -> int:
+        command = _runner_command(args, (item.workload,), item.backend, run_id, suite, synthetic)
+        command = replace(command, repeat_index=index, repeat_group=run_id, repeat_planned=policy.planned)
+        print(f"--- repeat {index}: {item.workload} [{item.backend}]", flush=True)
+        return _stream([sys.executable, "-m", "benchmarks", *command.argv()], seen_notes)
+
+    outcome = run_repeats(items, policy, run_dir, run_id, launch)
+    print_table(summarize(run_dir))
+    print(f"repeats: {outcome.rounds} round(s) in {outcome.elapsed_s:.0f} s, stopped: {outcome.stopped}")
+    if EXIT_INTERRUPTED in outcome.exit_codes:
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if any(outcome.exit_codes) else 0
+
+
+def _runner_command(
+    args: argparse.Namespace, names: Sequence[str], backend: str, run_id: str, suite: str | None, synthetic: bool
+) -> RunnerCommand:
+    """The `run` process this one starts, carrying every option the user gave."""
+    jit = None if args.jit_compile is None else {True: "on", False: "off"}.get(args.jit_compile, "auto")
+    return RunnerCommand(
+        tuple(names),
+        backend,
+        platform=args.platform,
+        run_id=run_id,
+        out=str(args.out),
+        suite=suite,
+        epochs=args.epochs,
+        train_limit=args.train_limit,
+        val_limit=args.val_limit,
+        dataset=getattr(args, "dataset", None),  # `run` only
+        prefer_dataset=args.prefer_dataset,
+        data_dir=args.data_dir,
+        offline=args.offline,
+        allow_synthetic=synthetic,
+        seed=args.seed,
+        jit_compile=jit,
+        steps_per_execution=args.steps_per_execution,
+        lstm_kernel=args.lstm_kernel,
+        float32_matmul=args.float32_matmul,
+        target_ci=args.target_ci,
+        host_gc=args.host_gc,
+        gpus=str(args.gpus),
+        batch_policy=args.batch_policy,
+    )
 
 
 def _preferred(workload: str, dataset: str | None) -> str | None:
@@ -221,15 +371,21 @@ def cmd_suite(args: argparse.Namespace) -> int:
     suite = get_suite(args.suite)
     backends = _split(args.backends, BACKENDS, "backend") if args.backends else _installed(suite.backends)
     names = _split(args.workloads, suite.workloads, "workload") if args.workloads else list(suite.workloads)
+    try:  # refuse before any backend's process starts
+        for backend in backends:
+            check_request(backend, args.gpus, args.batch_policy)
+    except DistributionError as exc:
+        return _usage_error(str(exc))
+    if _schedules_repeats(args):
+        return _run_repeats(args, names, backends, suite.name, not args.strict_data)
     run_id = args.run_id or new_run_id()
     run_dir = args.out / args.platform / run_id
     print(f"suite {suite.name}: {len(names)} workloads x {', '.join(backends)}; logs in {run_dir}")
     seen_notes: set[str] = set()
     codes = {}
     for backend in backends:
-        command = [sys.executable, "-m", "benchmarks", "run", "--workload", ",".join(names), "--backend", backend]
-        command += ["--suite", suite.name, "--run-id", run_id, *_passthrough(args)]
-        codes[backend] = _stream(command, seen_notes)
+        command = _runner_command(args, names, backend, run_id, suite.name, not args.strict_data)
+        codes[backend] = _stream([sys.executable, "-m", "benchmarks", *command.argv()], seen_notes)
         if codes[backend] == EXIT_INTERRUPTED:
             break
     print_table(summarize(run_dir))
@@ -242,22 +398,6 @@ def _installed(backends: Sequence[str]) -> list[str]:
     for missing in sorted(set(backends) - set(found)):
         print(f"note: {missing} is not installed; the suite runs without it")
     return found
-
-
-def _passthrough(args: argparse.Namespace) -> list[str]:
-    out = ["--platform", args.platform, "--out", str(args.out), "--seed", str(args.seed)]
-    flags = ("epochs", "train_limit", "val_limit", "data_dir", "steps_per_execution", "lstm_kernel", "float32_matmul")
-    for flag in flags:
-        value = getattr(args, flag)
-        if value is not None:
-            out += [f"--{flag.replace('_', '-')}", str(value)]
-    if args.jit_compile is not None:
-        out += ["--jit-compile", {True: "on", False: "off"}.get(args.jit_compile, "auto")]
-    if args.offline:
-        out.append("--offline")
-    if not args.strict_data:
-        out.append("--allow-synthetic")
-    return out
 
 
 def _stream(command: list[str], seen_notes: set[str]) -> int:

@@ -11,7 +11,9 @@ PyTorch and CUDA but not Keras, and sometimes no route to PyPI or the dataset ho
     # here: unpack into logs/, check every log, and write the configuration table
     python -m benchmarks.gpu_session collect OUT/logs-sweep.tar.gz OUT/logs-suite-jax.tar.gz --logs logs
 
-Phases: `sweep` times each backend's configurations a careful user would try (jit on/off, torch.compile,
+Phases: `repeats` runs the short suite (5 epochs on slices sized for 1-3 s epochs) with each backend's defaults,
+N fresh-process repeats of every workload interleaved round robin (`--repeats`, `--tag` names the machine);
+`sweep` times each backend's configurations a careful user would try (jit on/off, torch.compile,
 steps_per_execution, cuDNN or generic LSTM) for 3 epochs on the bounded suite's data; `suite` runs the bounded
 suite (published epochs and hyperparameters) with each backend's default settings; `overhead` measures the
 harness's overhead on the GPU.
@@ -189,6 +191,10 @@ def run(args: argparse.Namespace) -> int:
     with (args.out / f"console-{suffix}.log").open("w") as console:
         if args.phase == "overhead":
             manifest = _overhead(args, env, console, deadline)
+        elif args.phase == "repeats":
+            manifest = [_repeats(args, env, logs, console, deadline)]
+        elif args.phase == "variance":
+            manifest = _variance(args, env, logs, console, deadline)
         else:
             items = plan(args.phase, args.backends, args.workloads, _preferred_dataset(args.carry), args.configs)
             manifest = [_run_item(item, args.platform, logs, env, console, deadline) for item in items]
@@ -239,6 +245,68 @@ def _run_item(item: Item, platform: str, logs: Path, env: dict[str, str], consol
         entry["skipped"] = "stopped at the time budget; finished workloads are kept"
     entry["wall_s"] = time.monotonic() - started
     return entry
+
+
+def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console, deadline: float) -> dict:
+    """The short suite with N repeats per workload and backend, started only while the budget lasts."""
+    run_id = f"gpu-repeats-{args.tag}"
+    command = [sys.executable, "-m", "benchmarks", "suite", "--suite", "short", "--repeats", str(args.repeats)]
+    command += ["--backends", ",".join(args.backends), "--workloads", ",".join(args.workloads)]
+    command += ["--platform", args.platform, "--out", str(logs), "--run-id", run_id, "--offline"]
+    # Repeats that would start after this still run to their end: leave room for the longest one.
+    command += ["--budget", str(max(1, int(deadline - time.monotonic() - 120)))]
+    if dataset := _preferred_dataset(args.carry):
+        command += ["--prefer-dataset", dataset]
+    started = time.monotonic()
+    console.write(f"\n### {run_id}: {' '.join(command[3:])}\n")
+    console.flush()
+    try:
+        code = subprocess.run(
+            command,
+            env=env,
+            cwd=REPO,
+            stdout=console,
+            stderr=subprocess.STDOUT,
+            timeout=deadline - time.monotonic() - 10,
+        ).returncode
+    except subprocess.TimeoutExpired:
+        code = -1
+    return {"phase": "repeats", "run_id": run_id, "returncode": code, "wall_s": time.monotonic() - started}
+
+
+# Where the spread of a host-bound workload comes from: the same run in fresh processes, with the garbage collector
+# as Python leaves it, frozen, or off, and with the process held to 4 cores (thread placement), interleaved.
+VARIANCE_WORKLOAD = ("mnist_mlp", "jax")
+VARIANCE_EPOCHS = 8
+VARIANCE_VARIANTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # name: (command prefix, runner flags)
+    "gc-on": ((), ()),
+    "gc-frozen": ((), ("--host-gc", "frozen")),
+    "gc-off": ((), ("--host-gc", "off")),
+    "pinned-4-cores": (("taskset", "-c", "0-3"), ()),
+}
+
+
+def _variance(args: argparse.Namespace, env: dict[str, str], logs: Path, console, deadline: float) -> list[dict]:
+    workload, backend = VARIANCE_WORKLOAD
+    entries = []
+    for index in range(1, args.repeats + 1):
+        for name, (prefix, flags) in VARIANCE_VARIANTS.items():
+            if deadline - time.monotonic() < 60:
+                return entries
+            run_id = f"gpu-variance-{args.tag}-{name}"
+            command = [*prefix, sys.executable, "-m", "benchmarks", "run", "--workload", workload, "--backend", backend]
+            command += ["--platform", args.platform, "--out", str(logs), "--run-id", run_id, "--offline"]
+            command += ["--epochs", str(VARIANCE_EPOCHS), "--repeat-index", str(index), "--repeat-group", run_id]
+            command += ["--repeat-planned", str(args.repeats), *flags, "--allow-synthetic"]
+            if dataset := _preferred_dataset(args.carry):
+                command += ["--prefer-dataset", dataset]
+            started = time.monotonic()
+            console.write(f"\n### {run_id} repeat {index}\n")
+            console.flush()
+            result = subprocess.run(command, env=env, cwd=REPO, stdout=console, stderr=subprocess.STDOUT, check=False)
+            entries.append({"phase": "variance", "run_id": run_id, "repeat": index, "returncode": result.returncode})
+            entries[-1]["wall_s"] = time.monotonic() - started
+    return entries
 
 
 def _overhead(args: argparse.Namespace, env: dict[str, str], console, deadline: float) -> list[dict]:
@@ -402,7 +470,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--backends", default="jax,torch")
     p = sub.add_parser("run", help="run a phase on the GPU machine")
     p.add_argument("--carry", type=Path, required=True)
-    p.add_argument("--phase", choices=("sweep", "suite", "overhead"), required=True)
+    p.add_argument("--phase", choices=("sweep", "suite", "overhead", "repeats", "variance"), required=True)
+    p.add_argument("--repeats", type=int, default=3, help="repeats phase: repeats per workload and backend")
+    p.add_argument("--tag", default="a", help="repeats phase: names this machine's run (gpu-repeats-TAG)")
     p.add_argument("--backends", default="jax,torch")
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--configs", help="sweep only these configurations (default: all of each backend's)")

@@ -26,7 +26,9 @@ class Suite:
     name: str
     workloads: tuple[str, ...]
     backends: tuple[str, ...]
-    cut: str | None  # "quick" or "bounded": each workload's cut of that name; None: published epochs, full data
+    cut: (
+        str | None
+    )  # "quick", "short" or "bounded": each workload's cut of that name; None: published epochs, full data
     description: str
     published_backends: tuple[str, ...] = ()  # the study's own backends, where they differ (CNTK is gone)
 
@@ -47,6 +49,13 @@ SUITES: dict[str, Suite] = {
             BACKENDS,
             cut="bounded",
             description="published epochs; sample counts capped only where a full run takes hours (GPU sessions)",
+        ),
+        Suite(
+            "short",
+            WORKLOADS,
+            BACKENDS,
+            cut="short",
+            description="5 epochs, slices sized for 1-3 s GPU epochs: repeats of every workload in minutes",
         ),
         Suite("full", WORKLOADS, BACKENDS, cut=None, description="every workload with its published epochs"),
         Suite(

@@ -1,81 +1,164 @@
-"""The table `python -m benchmarks suite` prints at the end: one row per workload x backend."""
+"""The table `python -m benchmarks suite` prints at the end: one row per workload x backend (x data source).
+
+Repeats of one item are pooled into one row: the median over repeats of each repeat's median steady epoch, with
+the order-statistic interval of that median (benchmarks.stats), and how many repeats were stable.
+"""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.logs import LogFormatError, find_logs, read_epoch_log
+from benchmarks.stats import Estimate, median_estimate
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """What one CSV (one repeat) contributes to its row."""
+
+    workload: str
+    backend: str
+    data: str
+    status: str
+    first_epoch_s: float | None
+    steady_median_s: float | None
+    steady_epochs: int
+    accuracy: float | None
+    accuracy_kind: str  # "val_acc", "acc" or "loss" (workloads without accuracy report their final loss)
+    stability: str | None
+    host_bound: bool | None
 
 
 @dataclass(frozen=True)
 class Row:
     workload: str
     backend: str
-    first_epoch_s: float | None
-    steady_median_s: float | None
-    steady_epochs: int
-    accuracy: float | None
-    accuracy_kind: str  # "val_acc", "acc" or "loss" (workloads without accuracy report their final loss)
     data: str
-    status: str
+    repeats: list[Repeat]
+
+    @property
+    def complete(self) -> list[Repeat]:
+        return [r for r in self.repeats if r.status == "complete" and r.steady_median_s is not None]
+
+    @property
+    def steady(self) -> Estimate | None:
+        values = [r.steady_median_s for r in self.complete if r.steady_median_s is not None]
+        return median_estimate(values) if values else None
+
+    @property
+    def first_epoch_s(self) -> float | None:
+        values = [r.first_epoch_s for r in self.complete if r.first_epoch_s is not None]
+        return statistics.median(values) if values else None
+
+    @property
+    def status(self) -> str:
+        statuses = sorted({r.status for r in self.repeats})
+        return statuses[0] if len(statuses) == 1 else ", ".join(statuses)
+
+    @property
+    def stability(self) -> str:
+        """E.g. "stable" (every repeat), "2/3 unstable", "host-bound"; "-" where nothing was judged."""
+        labels = [r.stability for r in self.complete if r.stability]
+        unstable = labels.count("unstable")
+        text = "-" if not labels else ("stable" if unstable == 0 else f"{unstable}/{len(labels)} unstable")
+        if labels and labels.count("too few epochs") == len(labels):
+            text = "too few epochs"
+        if any(r.host_bound for r in self.complete):
+            text += ", host-bound"
+        return text
+
+    @property
+    def final(self) -> str:
+        last = self.complete[-1] if self.complete else (self.repeats[-1] if self.repeats else None)
+        if last is None or last.accuracy is None:
+            return "-"
+        return f"{last.accuracy_kind} {last.accuracy:.4f}"
+
+
+def _read_repeat(path: Path) -> Repeat | None:
+    try:
+        log = read_epoch_log(path)
+    except LogFormatError as exc:
+        print(f"warning: {exc}")
+        return None
+    meta = log.metadata or {}
+    data = meta.get("data") or {}
+    stability = meta.get("stability") or {}
+    final = log.final
+    accuracy, kind = None, "loss"
+    if final is not None:
+        accuracy, kind = next(
+            (
+                (v, k)
+                for k, v in (("val_acc", final.val_acc), ("acc", final.acc), ("loss", final.loss))
+                if v is not None
+            ),
+            (None, "loss"),
+        )
+    steady = [e.elapsed for e in log.steady_epochs]
+    source = data.get("source", "?")
+    first = log.first_epoch
+    return Repeat(
+        workload=meta.get("workload", path.stem),
+        backend=meta.get("backend", "?"),
+        data=f"{data.get('dataset', '?')} ({source})" if source == "synthetic" else data.get("dataset", "?"),
+        status=log.status,
+        first_epoch_s=first.elapsed if first else None,
+        steady_median_s=statistics.median(steady) if steady else None,
+        steady_epochs=len(steady),
+        accuracy=accuracy,
+        accuracy_kind=kind,
+        stability=stability.get("label"),
+        host_bound=stability.get("host_bound"),
+    )
 
 
 def summarize(run_dir: Path) -> list[Row]:
-    rows = []
+    groups: dict[tuple[str, str, str], list[Repeat]] = {}
     for path in find_logs(run_dir):
-        try:
-            log = read_epoch_log(path)
-        except LogFormatError as exc:
-            print(f"warning: {exc}")
-            continue
-        meta = log.metadata or {}
-        timing = meta.get("timing") or {}
-        data = meta.get("data") or {}
-        final = log.final
-        accuracy, kind = None, "loss"
-        if final is not None:
-            accuracy, kind = next(
-                (
-                    (v, k)
-                    for k, v in (("val_acc", final.val_acc), ("acc", final.acc), ("loss", final.loss))
-                    if v is not None
-                ),
-                (None, "loss"),
-            )
-        source = data.get("source", "?")
-        rows.append(
-            Row(
-                workload=meta.get("workload", path.stem),
-                backend=meta.get("backend", "?"),
-                first_epoch_s=timing.get("first_epoch_s"),
-                steady_median_s=timing.get("steady_median_s"),
-                steady_epochs=timing.get("steady_epochs") or 0,
-                accuracy=accuracy,
-                accuracy_kind=kind,
-                data=f"{data.get('dataset', '?')} ({source})" if source == "synthetic" else data.get("dataset", "?"),
-                status=log.status,
-            )
-        )
-    return rows
+        repeat = _read_repeat(path)
+        if repeat is not None:
+            groups.setdefault((repeat.workload, repeat.backend, repeat.data), []).append(repeat)
+    return [Row(*key, repeats) for key, repeats in sorted(groups.items())]
 
 
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def steady_text(estimate: Estimate | None, steady_epochs: int) -> str:
+    """A single run shows its steady-epoch count; repeats show the interval over repeats."""
+    if estimate is None:
+        return "-"
+    if estimate.n == 1:
+        return f"{estimate.value:.2f} (1 run, {steady_epochs} epochs)"
+    return f"{estimate.value:.2f} [{estimate.interval_text('{:.2f}')}]"
+
+
 def print_table(rows: list[Row]) -> None:
     if not rows:
         print("no results")
         return
-    header = ("workload", "backend", "first epoch s", "steady median s", "final", "data", "status")
+    header = (
+        "workload",
+        "backend",
+        "first epoch s",
+        "steady median s [interval]",
+        "stability",
+        "final",
+        "data",
+        "status",
+    )
     body = [
         (
             r.workload,
             r.backend,
             _seconds(r.first_epoch_s),
-            f"{_seconds(r.steady_median_s)} (n={r.steady_epochs})",
-            "-" if r.accuracy is None else f"{r.accuracy_kind} {r.accuracy:.4f}",
+            steady_text(r.steady, r.complete[0].steady_epochs if r.complete else 0),
+            r.stability,
+            r.final,
             r.data,
             r.status,
         )

@@ -21,6 +21,9 @@ IMAGE_CPU_COMPILED ?= $(IMAGE_REPO):cpu-compiled-$(TARGET_ARCH)
 BASE_IMAGE ?= python:3.11-slim-bookworm
 # keras: bake the Keras datasets into the image; none: mount a cache at run time (KERAS_CACHE below).
 DATASETS ?= keras
+# With DATASETS=keras, this machine's Keras cache goes into the build context first: the build takes those files
+# and downloads only the rest, so an offline build still bakes what the host holds (docker/keras-datasets.md).
+HOST_KERAS_DATASETS ?= $(or $(KERAS_HOME),$(HOME)/.keras)/datasets
 # Bazel parallelism for the TensorFlow compile (memory grows with it: about 2 GB per job).
 BAZEL_JOBS ?= auto
 
@@ -69,7 +72,8 @@ UV_COMPILE = $(UV) pip compile --quiet --no-config --python-version 3.11 \
 UV_TORCH_CPU_ARGS = $(if $(TORCH_CPU_WHEEL_DIR),--find-links $(TORCH_CPU_WHEEL_DIR)) \
                     $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX) --index-strategy unsafe-best-match)
 
-.PHONY: lock image-cpu image-gpu image-gpu-resolve tf-wheel image-cpu-compiled bench-docker wheelhouse
+.PHONY: lock image-cpu image-gpu image-gpu-resolve tf-wheel image-cpu-compiled bench-docker wheelhouse \
+	datasets-context
 
 lock:
 	$(UV_COMPILE) $(UV_TORCH_CPU_ARGS) requirements/bench-cpu.in -o requirements/bench-cpu.lock
@@ -81,13 +85,18 @@ wheelhouse:
 	mkdir -p $(WHEELHOUSE)
 	$(if $(TORCH_CPU_WHEEL_DIR),cp -u $(TORCH_CPU_WHEEL_DIR)/torch-*+cpu-*.whl $(WHEELHOUSE)/)
 
-image-cpu: wheelhouse
+# The build context's copy of the host's Keras datasets (emptied first: a build takes only what the host has now).
+datasets-context: wheelhouse
 	$(check_datasets)
+	rm -rf $(WHEELHOUSE)/keras-datasets
+	$(if $(filter keras,$(DATASETS)),if [ -d "$(HOST_KERAS_DATASETS)" ]; then \
+	  cp -R "$(HOST_KERAS_DATASETS)" $(WHEELHOUSE)/keras-datasets; fi)
+
+image-cpu: datasets-context
 	$(DOCKER) build -f Dockerfile.cpu -t $(IMAGE_CPU) $(COMMON_BUILD_ARGS) $(CPU_VERSION_ARGS) \
 	  --build-arg IMAGE_NAME=$(IMAGE_CPU) --build-arg TORCH_INDEX_URL=$(TORCH_CPU_INDEX) .
 
-image-gpu:
-	$(check_datasets)
+image-gpu: datasets-context
 	$(DOCKER) build -f Dockerfile.gpu -t $(IMAGE_GPU) $(COMMON_BUILD_ARGS) $(GPU_VERSION_ARGS) \
 	  --build-arg IMAGE_NAME=$(IMAGE_GPU) .
 
@@ -102,8 +111,7 @@ tf-wheel:
 	  --build-arg TF_VERSION=$(TF_VERSION) --build-arg BAZEL_JOBS=$(BAZEL_JOBS) \
 	  --output type=local,dest=$(TF_WHEEL_DIR) .
 
-image-cpu-compiled: wheelhouse
-	$(check_datasets)
+image-cpu-compiled: datasets-context
 	$(if $(TF_WHEEL),$(if $(filter $(WHEELHOUSE)/%.whl,$(TF_WHEEL)),,$(error TF_WHEEL must be a .whl under $(WHEELHOUSE)/ (the build context), got '$(TF_WHEEL)')))
 	$(if $(TF_WHEEL),,$(MAKE) -f $(firstword $(MAKEFILE_LIST)) tf-wheel)
 	DOCKER_BUILDKIT=1 $(DOCKER) build -f Dockerfile.cpu-compiled -t $(IMAGE_CPU_COMPILED) \

@@ -1,46 +1,55 @@
-# Orchestrated runs (docs/orchestrate.md). Included by the top-level Makefile (`include mk/*.mk`), as is the
-# generated mk/profiles.mk, which holds one `bench-<profile>` target per catalog profile:
+# Orchestrated runs (docs/orchestrate.md). Included by the top-level Makefile (`include mk/*.mk`).
 #   make bench-local                          the suite in the CPU image on this machine
 #   make bench-ssh HOST=user@box [PORT=2222]  on any machine you can SSH to (or HOST=<~/.ssh/config alias>)
-#   make bench-gce-t4, make bench-aws-g4dn.xlarge, ...   rent the machine, run, pull logs, tear down
-#   make bench-profiles                       list the profiles; make bench-sweep / bench-cost
-# Knobs: SUITE=quick|full|<study>  BACKENDS=jax,torch  WORKLOADS=mnist_mlp  DRY_RUN=1  SPOT=1|0
-#        RUN_PLATFORM=my-box (the logs' platform name)  IDENTITY=~/.ssh/key  ARGS="--epochs 1 ..." (any `python -m orchestrate run` flag)
+#   make bench-<profile>                      any catalog profile, e.g. bench-gce-t4, bench-aws-g4dn.xlarge, or one a
+#                                             user or plug-in catalog adds: rent the machine, run, pull logs, tear down
+#   make bench-profiles                       list the profiles; make bench-sweep / bench-cost / bench-providers
+# Knobs: SUITE=quick|full|<study>  BACKENDS=jax,torch  WORKLOADS=mnist_mlp  DRY_RUN=1  SPOT=1|0  REPEATS=N
+#        GPUS=N|all  BATCH_POLICY=same-global|per-device  RUN_PLATFORM=my-box (the logs' platform name)
+#        HOST=user@box PORT=N IDENTITY=~/.ssh/key (ssh profiles)  PROVIDER_SETTINGS="KEY=VALUE ..." (the profile's
+#        provider)  CATALOG=file.toml (an extra catalog)  ARGS="--epochs 1 ..." (any `python -m orchestrate run` flag)
+# Every knob but ARGS reaches the command line as one shell-quoted word: a value is data, never shell syntax.
 
 VENV ?= .venv
 ORCHESTRATE = $(VENV)/bin/python -m orchestrate
 
+# $(call quote,VALUE): VALUE as one single-quoted shell word ('it'\''s').
+quote = '$(subst ','\'',$(1))'
+# $(call flag,--name,VALUE): `--name 'VALUE'` when VALUE is set, else nothing.
+flag = $(if $(2),$(1) $(call quote,$(2)))
+
 SUITE ?= quick
-BENCH_FLAGS = --suite $(SUITE) \
-	$(if $(BACKENDS),--backends $(BACKENDS)) \
-	$(if $(WORKLOADS),--workloads $(WORKLOADS)) \
-	$(if $(RUN_PLATFORM),--platform $(RUN_PLATFORM)) \
+BENCH_FLAGS = --suite $(call quote,$(SUITE)) \
+	$(call flag,--backends,$(BACKENDS)) \
+	$(call flag,--workloads,$(WORKLOADS)) \
+	$(call flag,--platform,$(RUN_PLATFORM)) \
+	$(call flag,--repeats,$(REPEATS)) \
+	$(call flag,--gpus,$(GPUS)) \
+	$(call flag,--batch-policy,$(BATCH_POLICY)) \
+	$(call flag,--host,$(HOST)) \
+	$(call flag,--port,$(PORT)) \
+	$(call flag,--identity,$(IDENTITY)) \
+	$(foreach setting,$(PROVIDER_SETTINGS),--provider-setting $(call quote,$(setting))) \
 	$(if $(filter 1 yes true,$(DRY_RUN)),--dry-run) \
 	$(if $(filter 1 yes true,$(SPOT)),--spot) \
 	$(if $(filter 0 no false,$(SPOT)),--on-demand) \
 	$(ARGS)
+CATALOG_FLAGS = $(call flag,--catalog,$(CATALOG))
 
-# Flags only ssh profiles take; expanded when such a recipe runs, so HOST is required there and nowhere else.
-BENCH_FLAGS_ssh = $(if $(HOST),--host $(HOST),$(error HOST is required: make bench-ssh HOST=user@box [PORT=22])) \
-	$(if $(PORT),--port $(PORT)) \
-	$(if $(IDENTITY),--identity $(IDENTITY))
-
-# Per-provider extra flags for the generated targets, empty unless set, e.g.
-#   make bench-gce-t4 BENCH_FLAGS_gce="--provider-setting ssh_address={private_ip}"
-BENCH_FLAGS_local ?=
-BENCH_FLAGS_aws ?=
-BENCH_FLAGS_gce ?=
-
-.PHONY: bench-profiles bench-sweep bench-cost bench-targets
+.PHONY: bench-profiles bench-providers bench-sweep bench-cost
 
 bench-profiles:  ## list the catalog's machine profiles and prices
-	$(ORCHESTRATE) profiles
+	$(ORCHESTRATE) profiles $(CATALOG_FLAGS)
 
-bench-sweep:  ## delete machines this project left running (DRY_RUN=1 to only list them)
+bench-providers:  ## list the installed providers, their capabilities and settings
+	$(ORCHESTRATE) providers
+
+bench-sweep:  ## delete what crashed runs left behind, recover dead runs' logs (DRY_RUN=1 to only list)
 	$(ORCHESTRATE) sweep $(if $(filter 1 yes true,$(DRY_RUN)),--dry-run)
 
 bench-cost:  ## estimated cost per run and per profile, from the ledger
 	$(ORCHESTRATE) cost
 
-bench-targets:  ## regenerate mk/profiles.mk after editing orchestrate/catalog.toml
-	$(ORCHESTRATE) make-targets
+# Any profile of any catalog: the CLI checks the name (and suggests close ones), so nothing here lists them.
+bench-%:  ## run the suite on catalog profile %
+	$(ORCHESTRATE) run --profile $(call quote,$*) $(CATALOG_FLAGS) $(BENCH_FLAGS)

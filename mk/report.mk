@@ -1,6 +1,7 @@
 # Reports (docs/report.md). Included by the top-level Makefile (`include mk/*.mk`).
 #   make report                               every run under $(REPORT_LOGS) -> $(REPORT_OUT)/index.html
 #   make report BASE=local-tensorflow PRICES="local=0.10 gce-t4=0.54" STUDY=cpu-or-gpu-2017-07
+#   make report REFERENCE=NVIDIA-H200             your runs next to the committed logs/reference/NVIDIA-H200
 #   make reproduce STUDY=<study> [PROFILE=local]
 #                                             run the study's suite on PROFILE, then report it next to the
 #                                             published figures -> $(REPORT_OUT)/<study>/index.html
@@ -13,13 +14,15 @@ PROFILE ?= local
 STUDY ?=
 BASE ?=
 PRICES ?=
+REFERENCE ?=
 REPORT_FLAGS ?=
 # Extra flags for `orchestrate run` (e.g. --backends jax --epochs 2, or --host for ssh profiles).
 REPRODUCE_FLAGS ?=
 
 REPORT := $(VENV)/bin/python -m report
 REPORT_STUDIES = cpu-or-gpu-2017-07 benchmark-gpus-2017-11 keras-cntk-2017-06 gpu-providers-2018 home-server-2018
-_REPORT_ARGS = $(if $(BASE),--base $(BASE)) $(foreach p,$(PRICES),--price $(p)) $(REPORT_FLAGS)
+_REPORT_ARGS = $(if $(BASE),--base $(BASE)) $(foreach p,$(PRICES),--price $(p)) $(if $(REFERENCE),--reference $(REFERENCE)) \
+	$(REPORT_FLAGS)
 
 .PHONY: report reproduce report-studies
 

@@ -1,7 +1,13 @@
 """The catalog of machine profiles (provider, machine type, accelerator, zones, image, prices, billing rules).
 
-The data lives in `orchestrate/catalog.toml`; this module loads and validates it. Validation names the profile
-and the field, so a bad entry fails before anything is launched.
+The project's profiles live in `orchestrate/catalog.toml`; this module loads and validates it. Validation names
+the profile and the field, so a bad entry fails before anything is launched.
+
+`load_catalogs` adds profiles from outside the project, merged in this order: catalogs that installed packages
+ship through the entry-point group `keras_cloud_bench.catalogs` (the entry point names a path, or a function
+returning one), the user's `$XDG_CONFIG_HOME/keras-cloud-bench/catalog.toml` (default `~/.config/...`), the files
+in `$KCB_CATALOG` (separated by `:`) and `--catalog FILE`. A profile name defined twice is an error naming both
+files: a catalog adds profiles, it never silently replaces one.
 """
 
 from __future__ import annotations
@@ -9,14 +15,18 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import math
+import os
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 DEFAULT_CATALOG = Path(__file__).with_name("catalog.toml")
+CATALOG_ENV = "KCB_CATALOG"
+ENTRY_POINT_GROUP = "keras_cloud_bench.catalogs"
 PROFILE_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*$")  # also a make target suffix and a log folder name
 DOCKER_IMAGES = ("cpu", "gpu")
 MARKETS = ("on_demand", "spot")
@@ -101,8 +111,49 @@ class Profile:
 
 
 def load_catalog(path: Path | str | None = None) -> dict[str, Profile]:
-    """Read and validate the catalog; raise CatalogError naming the profile and field of the first problem."""
+    """Read and validate one catalog file (the project's by default); CatalogError names the profile and field."""
     path = Path(path) if path is not None else DEFAULT_CATALOG
+    profiles = _read_catalog(path)
+    _check_replacements(path, profiles)
+    return profiles
+
+
+def load_catalogs(extra: Iterable[Path | str] = ()) -> dict[str, Profile]:
+    """The project's catalog merged with plug-in, user, $KCB_CATALOG and `extra` (--catalog) ones."""
+    merged = load_catalog()
+    origin = dict.fromkeys(merged, DEFAULT_CATALOG)
+    for path in catalog_sources(extra):
+        for name, profile in _read_catalog(path).items():
+            if name in merged:
+                raise CatalogError(f"profile '{name}' is defined in both {origin[name]} and {path}: rename one of them")
+            merged[name], origin[name] = profile, path
+    _check_replacements(Path("the merged catalogs"), merged)
+    return merged
+
+
+def user_catalog_path() -> Path:
+    config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config) / "keras-cloud-bench" / "catalog.toml"
+
+
+def catalog_sources(extra: Iterable[Path | str] = ()) -> list[Path]:
+    """The catalog files beyond the project's, in merge order (see the module docstring)."""
+    sources = [_plugin_catalog(entry) for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)]
+    if user_catalog_path().is_file():
+        sources.append(user_catalog_path())
+    sources += [Path(text).expanduser() for text in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if text]
+    return sources + [Path(path).expanduser() for path in extra]
+
+
+def _plugin_catalog(entry: Any) -> Path:
+    try:
+        value = entry.load()
+        return Path(value() if callable(value) else value)
+    except Exception as exc:  # broad on purpose: any plug-in failure is one line naming the plug-in
+        raise CatalogError(f"catalog plug-in '{entry.name}' ({entry.value}) cannot be loaded: {exc}") from exc
+
+
+def _read_catalog(path: Path) -> dict[str, Profile]:
     try:
         data = tomllib.loads(path.read_text())
     except OSError as exc:
@@ -116,9 +167,7 @@ def load_catalog(path: Path | str | None = None) -> dict[str, Profile]:
     raw_profiles = data.get("profiles")
     if not isinstance(raw_profiles, dict) or not raw_profiles:
         raise CatalogError(f"{path}: no [profiles.<name>] tables")
-    profiles = {name: _parse_profile(path, name, raw) for name, raw in raw_profiles.items()}
-    _check_replacements(path, profiles)
-    return profiles
+    return {name: _parse_profile(path, name, raw) for name, raw in raw_profiles.items()}
 
 
 def get_profile(catalog: Mapping[str, Profile], name: str, allow_retired: bool = False) -> Profile:

@@ -16,24 +16,31 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import NoReturn
 
 from benchmarks.cli import new_run_id
+from benchmarks.command import BATCH_POLICIES
 from benchmarks.harness.backends import BACKENDS
 from benchmarks.suites import SUITES, UnknownSuite, get_suite
-from orchestrate import makefile
-from orchestrate.catalog import CatalogError, Profile, get_profile, load_catalog
+from orchestrate.catalog import CatalogError, Profile, get_profile, load_catalogs
 from orchestrate.images import IMAGE_SOURCES, default_build_spec, default_image_ref
 from orchestrate.ledger import STATUS_COMPLETE, Ledger, RunRecord, default_ledger_path
-from orchestrate.lifecycle import Interrupted, Lifecycle, Outcome, RunPlan, WorkItem, raise_interrupted
+from orchestrate.lifecycle import Interrupted, Lifecycle, Outcome, raise_interrupted
+from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.progress import make_reporter
-from orchestrate.provider import CredentialsError, Provider, ProviderError
-from orchestrate.registry import load_provider_class, provider_names
-from orchestrate.sweep import run_sweep
+from orchestrate.provider import Capability, Provider, ProviderError
+from orchestrate.recover import recover_dead_runs, recover_run
+from orchestrate.registry import load_provider_class, provider_names, provider_source
+from orchestrate.sweep import SweepContext, SweepReport, run_sweep
 
 EXIT_USAGE = 2
 STALE_PRICE_DAYS = 365
+MAX_LIFETIME_MIN = 7 * 24 * 60  # a week: beyond it a typo, not a benchmark
+MAX_REPEATS = 100
+# `--remote-dir`: `~`, `~/path` or `/path` of plain characters; it reaches a remote shell and `docker -v`.
+REMOTE_DIR_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+@")
 ORCHESTRATION_STAGES = ("launch", "connect", "prepare", "image", "pull_logs", "teardown")
 
 
@@ -52,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a suite on a profile: launch, run, pull logs, tear down")
     run.add_argument("--profile", required=True, help="catalog profile (python -m orchestrate profiles)")
+    _catalog_option(run)
     run.add_argument("--suite", default="quick", help=f"one of {', '.join(SUITES)} (default: quick)")
     run.add_argument("--backends", help=f"comma-separated subset of {', '.join(BACKENDS)} (default: the suite's)")
     run.add_argument("--workloads", help="comma-separated subset of the suite's workloads")
@@ -78,6 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--train-limit", type=_positive_int, help="runner --train-limit: first N training samples")
     run.add_argument("--val-limit", type=_positive_int, help="runner --val-limit: first N validation samples")
     run.add_argument("--strict-data", action="store_true", help="fail instead of using labelled synthetic data")
+    run.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=1,
+        help=f"run every workload x backend N times (1-{MAX_REPEATS}), interleaved, each in a fresh container",
+    )
+    run.add_argument("--gpus", type=_gpus, help="runner --gpus: how many GPUs each run uses, N or all (GPU profiles)")
+    run.add_argument("--batch-policy", choices=BATCH_POLICIES, help="runner --batch-policy on several GPUs")
     run.add_argument("--logs", type=Path, default=Path("logs"), help="local log root (default: logs)")
     run.add_argument("--ledger", type=Path, help=f"ledger file (default: {default_ledger_path()})")
     run.add_argument("--run-id", help="name of this run's log folder (default: UTC time + random)")
@@ -85,7 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ssh-timeout", type=_positive_float, default=300.0, help="seconds to wait for SSH")
     run.add_argument("--boot-timeout", type=_positive_float, default=600.0, help="seconds to wait for boot")
     run.add_argument(
-        "--max-lifetime", type=_positive_int, default=240, help="minutes after which the machine ends itself"
+        "--max-lifetime",
+        type=_positive_int,
+        default=240,
+        help=f"minutes after which the machine ends itself (at most {MAX_LIFETIME_MIN})",
     )
     run.add_argument("--max-preemptions", type=_non_negative_int, default=3, help="relaunches after preemption")
     run.add_argument(
@@ -95,21 +114,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
 
+    sub.add_parser("providers", help="list the installed providers, their settings and where they come from")
+
     profiles = sub.add_parser("profiles", help="list the catalog's profiles")
     profiles.add_argument("--names", action="store_true", help="names only, one a line")
-
-    targets = sub.add_parser("make-targets", help="write mk/profiles.mk (make bench-<profile>) from the catalog")
-    targets.add_argument("--output", type=Path, default=makefile.DEFAULT_OUTPUT)
-    targets.add_argument("--check", action="store_true", help="exit 1 if the file is out of date")
+    _catalog_option(profiles)
 
     sweep = sub.add_parser("sweep", help="delete machines this project left running")
     sweep.add_argument("--dry-run", action="store_true", help="say what would be deleted")
     sweep.add_argument("--provider", help="only this provider")
+    sweep.add_argument(
+        "--provider-setting",
+        action="append",
+        default=[],
+        metavar="PROVIDER:KEY=VALUE",
+        help="a setting for one provider, e.g. aws:ssh_address={private_ip}",
+    )
     sweep.add_argument("--ledger", type=Path, help=f"ledger file (default: {default_ledger_path()})")
+    _catalog_option(sweep)
 
     cost = sub.add_parser("cost", help="estimated cost per run and per profile, from the ledger")
     cost.add_argument("--ledger", type=Path, help=f"ledger file (default: {default_ledger_path()})")
     return parser
+
+
+def _catalog_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--catalog",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="an extra catalog of profiles (repeatable; see also $KCB_CATALOG and docs/providers.md)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -127,8 +164,8 @@ def _dispatch(argv: Sequence[str] | None) -> int:
             return cmd_run(args)
         if args.command == "profiles":
             return cmd_profiles(args)
-        if args.command == "make-targets":
-            return cmd_make_targets(args)
+        if args.command == "providers":
+            return cmd_providers(args)
         if args.command == "sweep":
             return cmd_sweep(args)
         return cmd_cost(args)
@@ -142,13 +179,18 @@ def _dispatch(argv: Sequence[str] | None) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     started = time.time()
-    profile = get_profile(load_catalog(), args.profile, allow_retired=args.allow_retired)
+    profile = get_profile(load_catalogs(args.catalog), args.profile, allow_retired=args.allow_retired)
     provider = _make_provider(profile, args)
     plan = _make_plan(args, profile, provider)
+    _refuse_existing_run(plan, Ledger(args.ledger))
     credentials = _credentials(provider)
     plan = _with_validation_time(plan, started)
     _print_plan(plan, provider, credentials, Ledger(args.ledger), dry_run=args.dry_run)
     if args.dry_run:
+        from report.estimate import estimate_lines  # lazily: the report package reads logs, the orchestrator writes
+
+        items = [(i.workload, i.backend) for i in plan.items]
+        print("\n".join(estimate_lines(profile, plan.suite, items, plan.spot, plan.max_lifetime_s, plan.logs_dir)))
         return 0
     if credentials != "ok":
         raise UsageError(credentials)
@@ -169,14 +211,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _make_provider(profile: Profile, args: argparse.Namespace) -> Provider:
     settings = dict(_key_value(text) for text in args.provider_setting)
+    cls = load_provider_class(profile.provider)
     for key, value in (("host", args.host), ("port", args.port), ("identity_file", args.identity)):
         if value is not None:
-            if profile.provider != "ssh":
-                raise UsageError(f"--{key.split('_')[0]} applies to ssh profiles; {profile.name} is {profile.provider}")
+            if key not in cls.settings:  # ssh's settings, and those of any provider that declares them
+                raise UsageError(
+                    f"--{key.split('_')[0]} applies to providers with a {key} setting, like ssh; "
+                    f"{profile.name} is {profile.provider}"
+                )
             settings[key] = value
     if args.ssh_config is not None and not args.ssh_config.is_file():
         raise UsageError(f"--ssh-config {args.ssh_config}: no such file")
-    provider = load_provider_class(profile.provider).from_settings(settings)
+    provider = cls.from_settings(settings)
     provider.validate_profile(profile)
     return provider
 
@@ -186,24 +232,22 @@ def _make_plan(args: argparse.Namespace, profile: Profile, provider: Provider) -
     backends = _subset(args.backends, suite.backends, "backend", f"suite {suite.name}")
     workloads = _subset(args.workloads, suite.workloads, "workload", f"suite {suite.name}")
     spot = profile.use_spot if args.spot is None else args.spot
-    if spot and not provider.creates_machines:
+    if spot and not provider.has(Capability.BILLABLE):
         raise UsageError(f"--spot applies to rented machines; {profile.name} is a {profile.provider} host")
     platform = args.platform or profile.name
     for what, value in (("--platform", platform), ("--run-id", args.run_id)):
         if value is not None and not _is_safe_name(value):
             raise UsageError(f"{what} {value!r}: use letters, digits, '-', '_' and '.' only")
+    _check_limits(args, profile)
     image = args.image or default_image_ref(profile.docker_image)
-    runner_args: list[str] = []
-    for flag in ("epochs", "train_limit", "val_limit"):
-        value = getattr(args, flag)
-        if value is not None:
-            runner_args += [f"--{flag.replace('_', '-')}", str(value)]
+    repeats = range(1, args.repeats + 1) if args.repeats > 1 else (None,)
     return RunPlan(
         run_id=args.run_id or new_run_id(),
         profile=profile,
         platform=platform,
         suite=suite.name,
-        items=tuple(WorkItem(w, b) for b in backends for w in workloads),
+        # round robin: repeat 1 of every item, then repeat 2..., so a slow drift does not favour one item
+        items=tuple(WorkItem(w, b, r) for r in repeats for b in backends for w in workloads),
         spot=spot,
         image_ref=image,
         image_source=args.image_source,
@@ -211,7 +255,12 @@ def _make_plan(args: argparse.Namespace, profile: Profile, provider: Provider) -
         logs_dir=args.logs,
         owner=owner_id(),
         remote_dir=args.remote_dir,
-        runner_args=tuple(runner_args),
+        epochs=args.epochs,
+        train_limit=args.train_limit,
+        val_limit=args.val_limit,
+        gpus=args.gpus,
+        batch_policy=args.batch_policy,
+        repeats=args.repeats,
         allow_synthetic=not args.strict_data,
         ssh_config=args.ssh_config,
         ssh_timeout_s=args.ssh_timeout,
@@ -222,14 +271,40 @@ def _make_plan(args: argparse.Namespace, profile: Profile, provider: Provider) -
     )
 
 
+def _check_limits(args: argparse.Namespace, profile: Profile) -> None:
+    """Flags whose bad values would otherwise surface only once a machine runs."""
+    if args.max_lifetime > MAX_LIFETIME_MIN:
+        raise UsageError(f"--max-lifetime {args.max_lifetime}: at most {MAX_LIFETIME_MIN} minutes (a week)")
+    if args.repeats > MAX_REPEATS:
+        raise UsageError(f"--repeats {args.repeats}: at most {MAX_REPEATS}")
+    remote = args.remote_dir
+    if not (remote == "~" or remote.startswith(("~/", "/"))) or not set(remote[1:]) <= REMOTE_DIR_CHARS:
+        raise UsageError(f"--remote-dir {remote!r}: use ~, ~/path or /path of letters, digits and / . _ - + @ only")
+    if ".." in remote.split("/"):
+        raise UsageError(f"--remote-dir {remote!r}: '..' is not allowed")
+    if (args.gpus is not None or args.batch_policy is not None) and not profile.has_gpu:
+        flag = "--gpus" if args.gpus is not None else "--batch-policy"
+        raise UsageError(f"{flag} applies to GPU profiles; {profile.name} has no accelerator")
+
+
+def _refuse_existing_run(plan: RunPlan, ledger: Ledger) -> None:
+    """A run id names one run: reusing it would overwrite (and then delete) the results already under it."""
+    if plan.run_id in ledger.runs():
+        raise UsageError(f"--run-id {plan.run_id}: a run of that id is in the ledger {ledger.path}; choose another")
+    if plan.run_logs.exists():
+        raise UsageError(f"--run-id {plan.run_id}: {plan.run_logs} already exists; choose another")
+
+
 def _with_validation_time(plan: RunPlan, started: float) -> RunPlan:
     return replace(plan, validated_at=(started, time.time()))
 
 
 def _credentials(provider: Provider) -> str:
+    """ "ok", or why not: missing credentials and an API that cannot be reached alike, so that `--dry-run`
+    still shows the plan; a real run refuses to start on anything but "ok"."""
     try:
         provider.check_credentials()
-    except CredentialsError as exc:
+    except ProviderError as exc:
         return str(exc)
     return "ok"
 
@@ -281,6 +356,12 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _gpus(text: str) -> str:
+    if text == "all":
+        return text
+    return str(_positive_int(text))
+
+
 def _integer(text: str) -> int:
     try:
         return int(text)
@@ -301,20 +382,20 @@ def _print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Led
     head = "Plan (dry run: nothing is launched)" if dry_run else "Plan"
     print(f"{head} for run {plan.run_id}")
     where = profile.description or profile.name
-    if provider.creates_machines:
+    if provider.has(Capability.FRESH_HOST):
         zones = ", ".join(profile.zones) or "provider default"
         _row("machine", f"{profile.name}: {where}")
-        _row("", f"{profile.provider} {profile.machine_type}, zones {zones}")
+        _row("", f"{profile.provider} {profile.machine_type}, zones {zones} ({provider.describe()})")
     else:
-        target = getattr(provider, "target", None)
-        _row("machine", f"{profile.name}: {target.display() if target is not None else 'this machine'}")
+        _row("machine", f"{profile.name}: {provider.describe()}")
     gpus = "--gpus all, " if profile.has_gpu else ""
     _row("image", f"{plan.image_ref} ({gpus}source: {plan.image_source})")
     backends = sorted({i.backend for i in plan.items}, key=BACKENDS.index)
     workloads = list(dict.fromkeys(i.workload for i in plan.items))
+    repeats = f" x {plan.repeats} repeats" if plan.repeats > 1 else ""
     _row(
         "suite",
-        f"{plan.suite}: {len(workloads)} workloads x {len(backends)} backends = {len(plan.items)} runs",
+        f"{plan.suite}: {len(workloads)} workloads x {len(backends)} backends{repeats} = {len(plan.items)} runs",
     )
     width = max(len(w) for w in workloads)
     print(f"    {'workload':<{width}}  {'  '.join(backends)}")
@@ -322,9 +403,12 @@ def _print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Led
         cells = "  ".join(f"{'x':<{len(b)}}" for b in backends)
         print(f"    {workload:<{width}}  {cells}")
     _row("logs", str(plan.run_logs))
-    extra = f"; runner {' '.join(plan.runner_args)}" if plan.runner_args else ""
+    runner = plan.runner_command(plan.items[0]).argv(entrypoint=True)
+    shown = ("--epochs", "--train-limit", "--val-limit", "--gpus", "--batch-policy")
+    flags = [f"{flag} {runner[i + 1]}" for i, flag in enumerate(runner) if flag in shown]
+    extra = f"; runner {' '.join(flags)}" if flags else ""
     _row("limits", f"SSH wait {plan.ssh_timeout_s:g} s; max lifetime {plan.max_lifetime_s // 60} min{extra}")
-    if provider.creates_machines:
+    if provider.has(Capability.BILLABLE):
         _print_cost(plan, ledger)
     _row("credentials", credentials)
 
@@ -388,11 +472,11 @@ def stage_totals(record: RunRecord) -> dict[str, float]:
     return totals
 
 
-# ---- profiles, make-targets, sweep, cost ------------------------------------------------------------------
+# ---- profiles, providers, sweep, cost ------------------------------------------------------------------
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
-    catalog = load_catalog()
+    catalog = load_catalogs(args.catalog)
     if args.names:
         print("\n".join(catalog))
         return 0
@@ -404,46 +488,90 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_make_targets(args: argparse.Namespace) -> int:
-    text = makefile.render(load_catalog())
-    if args.check:
-        current = args.output.read_text() if args.output.exists() else ""
-        if current != text:
-            print(f"{args.output} is out of date: run `python -m orchestrate make-targets`", file=sys.stderr)
-            return 1
-        return 0
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
-    print(f"wrote {args.output}")
+def cmd_providers(args: argparse.Namespace) -> int:
+    for name in provider_names():
+        source = provider_source(name)
+        try:
+            cls = load_provider_class(name)
+        except ProviderError as exc:
+            print(f"{name:<8} BROKEN: {exc}")
+            continue
+        capabilities = ", ".join(sorted(cls.capabilities)) or "-"
+        settings = ", ".join(cls.settings) or "none"
+        print(f"{name:<8} {source}\n         capabilities: {capabilities}; settings: {settings}")
     return 0
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     names = [args.provider] if args.provider else provider_names()
-    providers = []
-    for name in names:
-        cls = load_provider_class(name)
-        if cls.creates_machines:
-            providers.append(cls.from_settings({}))
-    report = run_sweep(
-        providers,
-        Ledger(args.ledger).runs(),
+    settings = _sweep_settings(args.provider_setting, names)
+    catalog = _catalog_or_empty(args.catalog)
+    ledger = Ledger(args.ledger)
+    context = SweepContext(
+        ledger=ledger,
         owner=owner_id(),
         this_host=socket.gethostname(),
         dry_run=args.dry_run,
+        now=time.time(),
+        profile_of=catalog.get,
     )
-    verb = "would delete" if args.dry_run else "deleted"
+    report = SweepReport()
+    for name in names:
+        _sweep_one(name, settings.get(name, {}), context, report)
+    _print_sweep(report, args.dry_run)
+    return 1 if report.errors else 0
+
+
+def _sweep_one(name: str, settings: dict[str, str], context: SweepContext, report: SweepReport) -> None:
+    """One provider, in isolation: a plug-in that fails to load, to build or to list is one error line."""
+    try:
+        cls = load_provider_class(name)
+        if Capability.PERSISTENT_HOST in cls.capabilities:
+            recover_dead_runs(name, Capability.RUNS_LOCALLY in cls.capabilities, context, report)
+        if Capability.LEFTOVERS in cls.capabilities:
+            fresh = Capability.FRESH_HOST in cls.capabilities
+            salvage = partial(recover_run, runs_locally=False, fresh_host=fresh)
+            run_sweep([cls.from_settings(settings)], replace(context, salvage=salvage), report)
+    except Exception as exc:  # broad on purpose: a plug-in that fails to import or build is one error line
+        report.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+
+
+def _sweep_settings(texts: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, str]]:
+    settings: dict[str, dict[str, str]] = {}
+    for text in texts:
+        provider, sep, pair = text.partition(":")
+        if not sep or provider not in names:
+            raise UsageError(
+                f"--provider-setting {text!r}: expected PROVIDER:KEY=VALUE, PROVIDER one of {', '.join(names)}"
+            )
+        key, value = _key_value(pair)
+        settings.setdefault(provider, {})[key] = value
+    return settings
+
+
+def _catalog_or_empty(extra: Sequence[Path]) -> dict[str, Profile]:
+    """The sweep bills what it deletes from the catalog's prices, but must work even with a broken catalog."""
+    try:
+        return load_catalogs(extra)
+    except CatalogError as exc:
+        print(f"warning: {exc}; costs of swept runs are left unknown", file=sys.stderr)
+        return {}
+
+
+def _print_sweep(report: SweepReport, dry_run: bool) -> None:
+    verb = "would delete" if dry_run else "deleted"
     for label, reason in report.deleted:
         print(f"{verb:<12} {label}: {reason}")
+    for run_id, what in report.recovered:
+        print(f"{'recovered':<12} run {run_id}: {what}")
     for label, reason in report.kept:
         print(f"{'kept':<12} {label}: {reason}")
     for line in report.skipped_providers:
         print(f"{'skipped':<12} {line}")
     for line in report.errors:
         print(f"error: {line}", file=sys.stderr)
-    if not (report.deleted or report.kept):
+    if not (report.deleted or report.kept or report.recovered):
         print("nothing of this project is running")
-    return 1 if report.errors else 0
 
 
 def cmd_cost(args: argparse.Namespace) -> int:

@@ -78,19 +78,32 @@ class HostInfo:
         return f"{self.root}/cache/keras"
 
     def run_dir(self, run_id: str) -> str:
-        return f"{self.root}/runs/{run_id}"
+        return run_dir(self.root, run_id)
 
     def logs_dir(self, run_id: str) -> str:
         return f"{self.run_dir(run_id)}/logs"
 
 
+def run_dir(root: str, run_id: str) -> str:
+    """A run's folder under the host's work folder; its `logs/` is mounted at the container's /logs."""
+    return f"{root}/runs/{run_id}"
+
+
 def prepare_host(
-    host: Host, *, remote_dir: str, run_id: str, gpu: bool, install: bool, driver_wait_s: float = 0.0
+    host: Host,
+    *,
+    remote_dir: str,
+    run_id: str,
+    gpu: bool,
+    install: bool,
+    driver_wait_s: float = 0.0,
+    new_run: bool = True,
 ) -> HostInfo:
     """Make the host ready; HostSetupError with the fix when it cannot be, and `install` is False.
 
     `driver_wait_s`: how long a GPU host may take to get its NVIDIA driver working (cloud images install it
-    at first boot); 0 for a host that should already have it.
+    at first boot); 0 for a host that should already have it. `new_run`: the run's folder must not exist yet
+    (it would hold another run's results under this run id: refused, never overwritten).
     """
     installed: list[str] = []
     docker = _docker_command(host)
@@ -114,6 +127,11 @@ def prepare_host(
     if not root.startswith("/"):
         root = f"{home}/{root}"
     info = HostInfo(docker=docker, uid=uid, gid=gid, home=home, root=root, installed=tuple(installed))
+    if new_run and host.run(f"test -e {host.quote(info.run_dir(run_id))}", check=False).exit_code == 0:
+        raise HostSetupError(
+            f"run id {run_id} already has a folder on {host.description} ({info.run_dir(run_id)}): its results "
+            "are not overwritten; choose another --run-id, or recover it with `python -m orchestrate sweep`"
+        )
     host.run(f"mkdir -p {host.quote(info.cache_dir)}/datasets {host.quote(info.logs_dir(run_id))}")
     return info
 

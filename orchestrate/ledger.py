@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ FINAL_STATUSES = frozenset({STATUS_COMPLETE, STATUS_FAILED, STATUS_INTERRUPTED})
 
 
 class LedgerError(ValueError):
-    """A ledger line that cannot be read; the message names the file and line."""
+    """A ledger record that cannot be read (a torn or hand-edited line); the message names the field."""
 
 
 def default_ledger_path() -> Path:
@@ -74,6 +75,7 @@ class ItemRecord:
     ended_at: float | None = None
     attempt: int = 1
     logs: list[str] = field(default_factory=list)  # local paths pulled for this item
+    repeat: int | None = None  # 1-based, with `--repeats`: the runner's --repeat-index
 
 
 @dataclass
@@ -99,6 +101,11 @@ class RunRecord:
     billed_seconds: int = 0
     estimated_cost_usd: float | None = None
     message: str = ""
+    teardown_failures: list[str] = field(default_factory=list)  # what teardown could not do: run the sweep
+    recovered_by: str | None = None  # "sweep" when the sweep finalised a run whose orchestrator died
+    # Where the run's containers and files are on a persistent host (ssh, local), for the sweep to recover a dead
+    # run: host, user, port, key (a path), ssh_config (a path), root (the remote dir), docker (its command).
+    host: dict[str, str] = field(default_factory=dict)
 
     @property
     def final(self) -> bool:
@@ -106,7 +113,7 @@ class RunRecord:
 
     def latest_items(self) -> list[ItemRecord]:
         """One record per workload x backend: the last attempt (a rerun after preemption supersedes the first)."""
-        return list({(i.workload, i.backend): i for i in self.items}.values())
+        return list({(i.workload, i.backend, i.repeat): i for i in self.items}.values())
 
     def to_json(self) -> dict[str, Any]:
         data = _asdict(self)
@@ -114,12 +121,46 @@ class RunRecord:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunRecord:
-        data = {k: v for k, v in data.items() if k != "schema_version"}
-        data["instances"] = [InstanceRecord(**i) for i in data.get("instances", [])]
-        data["stages"] = [StageRecord(**s) for s in data.get("stages", [])]
-        data["items"] = [ItemRecord(**i) for i in data.get("items", [])]
-        return cls(**data)
+    def from_json(cls, data: object) -> RunRecord:
+        """The record a ledger line holds; LedgerError when a field is missing, unknown or of the wrong type."""
+        data = {k: v for k, v in _checked(cls, data).items() if k != "schema_version"}
+        data["instances"] = [InstanceRecord(**_checked(InstanceRecord, i)) for i in data.get("instances", [])]
+        data["stages"] = [StageRecord(**_checked(StageRecord, s)) for s in data.get("stages", [])]
+        data["items"] = [ItemRecord(**_checked(ItemRecord, i)) for i in data.get("items", [])]
+        try:
+            return cls(**data)
+        except TypeError as exc:  # a required field is missing
+            raise LedgerError(str(exc)) from None
+
+
+# Field annotations (strings under `from __future__ import annotations`) -> the JSON values they accept.
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "None": (type(None),),
+}
+
+
+def _checked(cls: type, data: object) -> dict[str, Any]:
+    """`data` as the keyword arguments of dataclass `cls`, each value of its field's type (hand edits happen)."""
+    if not isinstance(data, dict):
+        raise LedgerError(f"expected a {cls.__name__} object, got {type(data).__name__}")
+    known = {f.name: str(f.type) for f in fields(cls)}
+    for key, value in data.items():
+        if key == "schema_version" and cls is RunRecord:
+            continue
+        if key not in known:
+            raise LedgerError(f"unknown field {key!r} in {cls.__name__}")
+        annotation = known[key]
+        if annotation.startswith(("list[", "dict[")):
+            allowed: tuple[type, ...] = (list,) if annotation.startswith("list[") else (dict,)
+        else:
+            allowed = tuple(t for part in annotation.split("|") for t in _JSON_TYPES[part.strip()])
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise LedgerError(f"{cls.__name__}.{key} is {value!r}, expected {annotation}")
+    return data
 
 
 def _asdict(record: RunRecord) -> dict[str, Any]:
@@ -134,34 +175,63 @@ def _asdict(record: RunRecord) -> dict[str, Any]:
 class Ledger:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or default_ledger_path()
+        self._warned: set[str] = set()  # a command reads the ledger many times: each problem is said once
 
     def append(self, record: RunRecord) -> None:
-        """Append the record's current state and fsync it: the line survives a crash right after."""
+        """Append the record's current state and fsync it: the line survives a crash right after.
+
+        One `write` of the whole line on an O_APPEND descriptor, so lines of concurrent runs never interleave.
+        A torn last line (a crash mid-write) first gets its newline, so it stays one unreadable line of its own
+        instead of swallowing this one.
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(record.to_json(), sort_keys=True, default=str)
-        with self.path.open("a") as handle:
-            handle.write(line + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        line = json.dumps(record.to_json(), sort_keys=True, default=str) + "\n"
+        descriptor = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            if not _ends_with_newline(descriptor):
+                line = "\n" + line
+            os.write(descriptor, line.encode())
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
 
     def runs(self) -> dict[str, RunRecord]:
         """The latest state of every run, by run id, in the order runs were first written."""
-        return latest_runs(read_lines(self.path))
+        return latest_runs(read_lines(self.path, self._warn_once))
+
+    def _warn_once(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            _to_stderr(message)
 
 
-def read_lines(path: Path) -> Iterable[RunRecord]:
+def _ends_with_newline(descriptor: int) -> bool:
+    size = os.fstat(descriptor).st_size
+    return size == 0 or os.pread(descriptor, 1, size - 1) == b"\n"
+
+
+def read_lines(path: Path, warn: Callable[[str], None] | None = None) -> Iterable[RunRecord]:
+    """Every readable record in the file. Lines that are not records (torn by a crash, edited by hand) are
+    skipped and named in one warning line (stderr by default): the ledger stays usable after any crash."""
     if not path.exists():
         return
-    with path.open() as handle:
+    skipped: list[str] = []
+    with path.open(errors="replace") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
                 yield RunRecord.from_json(json.loads(line))
-            except (json.JSONDecodeError, TypeError, KeyError) as exc:
-                if not line.endswith("\n"):
-                    return  # a torn last line from a crash mid-write: everything before it stands
-                raise LedgerError(f"{path}:{number}: not a ledger record ({exc})") from exc
+            except (json.JSONDecodeError, LedgerError) as exc:
+                if line.endswith("\n"):  # a last line without its newline may be another run's write in flight
+                    skipped.append(f"{number} ({exc})")
+    if skipped:
+        message = f"warning: {path}: skipped {len(skipped)} unreadable line(s): {'; '.join(skipped)}"
+        (warn or _to_stderr)(message[:500])
+
+
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 def latest_runs(records: Iterable[RunRecord]) -> dict[str, RunRecord]:

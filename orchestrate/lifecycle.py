@@ -7,9 +7,12 @@ cannot leave a machine running; a SIGKILL can, and the sweep (`orchestrate sweep
 ledger and the instance's tags.
 
 Spot/preemptible machines: when the provider reports the machine PREEMPTED (checked while a workload runs,
-and whenever the SSH connection dies), the interrupted workload's partial log is moved to
+and whenever booting, preparing or the SSH connection fails), the interrupted workload's partial log is moved to
 `preempted/attempt-N/`, a new machine is launched (up to `max_preemptions` times) and only the workloads not
 yet finished run again. When a zone has no capacity, the profile's next zone is tried.
+
+The containers (their command line, the dataset cache, stopping them) are `orchestrate.containers`; the cost
+accounts are `orchestrate.accounting`; what the provider's machines allow is its `Capability` set.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shlex
 import signal
 import threading
 import time
@@ -25,10 +27,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.logs import LogFormatError, read_epoch_log
-from orchestrate.catalog import Profile
+from orchestrate.accounting import close_accounts
+from orchestrate.containers import (
+    ContainerSpec,
+    docker_run_command,
+    run_containers,
+    seed_dataset_cache,
+    stop_containers,
+)
 from orchestrate.hostprep import HostInfo, HostSetupError, clean_run_dir, prepare_host
-from orchestrate.images import BuildSpec, ImageError, ImageInfo, ensure_image
+from orchestrate.images import ImageError, ImageInfo, ensure_image
 from orchestrate.ledger import (
     STATUS_COMPLETE,
     STATUS_FAILED,
@@ -40,9 +48,11 @@ from orchestrate.ledger import (
     RunRecord,
     StageRecord,
 )
+from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.progress import Reporter
 from orchestrate.provider import (
     PROJECT_TAG,
+    Capability,
     CapacityError,
     Instance,
     InstanceState,
@@ -55,9 +65,8 @@ from orchestrate.remote import ConnectionLost, Host, LocalHost, RemoteError, SSH
 # Runner exit codes (docs/architecture.md) and Docker's own.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DATA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DOCKER_CANNOT_RUN = frozenset({125, 126, 127})  # the engine could not start the container at all
-STOP_GRACE_S = 10  # `docker stop` waits this long for the runner to record a partial run
-DEFAULT_KERAS_HOME = "/data/keras"
-SPOT_PULL_INTERVAL_S = 60.0  # on spot machines, partial logs are pulled this often while a workload runs
+# On machines that can vanish (rented, spot or not), partial logs are pulled this often while a workload runs.
+PULL_INTERVAL_S = 60.0
 STATE_POLL_INTERVAL_S = 30.0
 
 
@@ -77,58 +86,6 @@ class InstancePreempted(LifecycleError):
     """The provider took the machine back."""
 
 
-@dataclass(frozen=True)
-class WorkItem:
-    workload: str
-    backend: str
-
-    @property
-    def label(self) -> str:
-        return f"{self.workload} [{self.backend}]"
-
-    @property
-    def stem(self) -> str:
-        return f"{self.workload}_{self.backend}"
-
-    def container_name(self, run_id: str) -> str:
-        return f"{run_id}-{self.workload}-{self.backend}"
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """Everything a run needs, validated before anything starts (see orchestrate.cli)."""
-
-    run_id: str
-    profile: Profile
-    platform: str  # the log folder name: the profile's name unless the user named the host
-    suite: str
-    items: tuple[WorkItem, ...]
-    spot: bool
-    image_ref: str
-    image_source: str
-    build: BuildSpec | None
-    logs_dir: Path
-    owner: str
-    remote_dir: str = "~/keras-cloud-bench"
-    runner_args: tuple[str, ...] = ()
-    allow_synthetic: bool = True
-    ssh_config: Path | None = None
-    ssh_timeout_s: float = 300.0
-    boot_timeout_s: float = 600.0
-    max_lifetime_s: int = 4 * 3600
-    max_preemptions: int = 3
-    install_host_software: bool = False
-    validated_at: tuple[float, float] | None = None  # (started, ended) of the CLI's validation
-
-    @property
-    def run_logs(self) -> Path:
-        return self.logs_dir / self.platform / self.run_id
-
-    @property
-    def orchestrator_dir(self) -> Path:
-        return self.run_logs / "orchestrate"
-
-
 @dataclass
 class _Session:
     """The machine of one attempt and what is known about it."""
@@ -138,7 +95,6 @@ class _Session:
     host: Host | None = None
     info: HostInfo | None = None
     image: ImageInfo | None = None
-    running_container: str | None = None
 
 
 @dataclass
@@ -178,6 +134,11 @@ class Lifecycle:
         self.sessions: list[_Session] = []
         self.done: set[WorkItem] = set()
         self.abort_reason: str | None = None
+        self.torn_down: list[str] = []
+        self.teardown_failures: list[str] = []
+
+    def has(self, capability: Capability) -> bool:
+        return self.provider.has(capability)
 
     # ---- the run -----------------------------------------------------------------------------------------
 
@@ -187,7 +148,7 @@ class Lifecycle:
         self.plan.orchestrator_dir.mkdir(parents=True, exist_ok=True)
         self._save()
         self.reporter.items_planned([item.label for item in self.plan.items])
-        outcome = Outcome(self.record)
+        outcome = Outcome(self.record, self.torn_down, self.teardown_failures)
         error: BaseException | None = None
         try:
             self._execute()
@@ -200,8 +161,9 @@ class Lifecycle:
             error = exc
         finally:
             with _signals_deferred(self.reporter):
-                self._teardown(outcome)
-                self._close_accounts()
+                self._teardown()
+                self.record.teardown_failures = list(self.teardown_failures)
+                close_accounts(self.record, self.plan.profile, self.has(Capability.BILLABLE))
                 self._save()
                 self._write_run_summary()
         if error is not None:
@@ -215,7 +177,8 @@ class Lifecycle:
                 self._run_items()
             except InstancePreempted as exc:
                 self._after_preemption(str(exc))
-            except RemoteError as exc:  # the machine vanished while being set up: a preemption, or a failure
+            except (RemoteError, ProviderError, HostSetupError, ImageError) as exc:
+                # the machine vanished while booting or being set up: a preemption (relaunch), or a failure
                 if self.session is None or self._state(self.session) != InstanceState.PREEMPTED:
                     raise
                 self._after_preemption(f"{self.provider.name} preempted {self.session.instance.instance_id} ({exc})")
@@ -234,6 +197,7 @@ class Lifecycle:
         return [item for item in self.plan.items if item not in self.done]
 
     def _start_session(self) -> _Session:
+        self.session = None  # a failed launch must not be blamed on the previous (preempted) machine
         instance, record = self._launch()
         session = _Session(instance=instance, record=record)
         self.sessions.append(session)
@@ -249,15 +213,17 @@ class Lifecycle:
                 remote_dir=self.plan.remote_dir,
                 run_id=self.plan.run_id,
                 gpu=self.plan.profile.has_gpu,
-                install=self.plan.install_host_software or self.provider.creates_machines,
-                driver_wait_s=self.plan.boot_timeout_s if self.provider.creates_machines else 0.0,
+                install=self.plan.install_host_software or self.has(Capability.FRESH_HOST),
+                driver_wait_s=self.plan.boot_timeout_s if self.has(Capability.FRESH_HOST) else 0.0,
+                new_run=len(self.sessions) == 1,  # a relaunch after preemption finds its own folder on a kept host
             )
             detail.append(", ".join(f"installed {w}" for w in session.info.installed) or "ready")
+            self._record_host(session)
         with self._stage("image") as detail:
             session.image = self._ensure_image(session)
             detail.append(f"{session.image.how}: {session.image.digest[:19]}")
             self.record.image_digest = session.image.digest
-            self._seed_dataset_cache(session)
+            seed_dataset_cache(session.host, session.info, session.image)
         self.record.status = STATUS_RUNNING
         self._save()
         return session
@@ -298,21 +264,33 @@ class Lifecycle:
             "try later, another profile, or --on-demand"
         )
 
+    def _record_host(self, session: _Session) -> None:
+        """Where this run's files and containers are, for the sweep to recover them if this process dies."""
+        info, target = session.info, session.instance.ssh
+        assert info is not None
+        self.record.host = {"root": info.root, "docker": info.docker}
+        if target is not None and not self.has(Capability.RUNS_LOCALLY):
+            fields = {"host": target.host, "user": target.user, "port": target.port, "key": target.key_filename}
+            self.record.host.update({k: str(v) for k, v in fields.items() if v is not None})
+            if self.plan.ssh_config is not None:
+                self.record.host["ssh_config"] = str(self.plan.ssh_config)
+        self._save()
+
     def _connect(self, instance: Instance) -> Host:
-        if self.provider.runs_locally:
+        if self.has(Capability.RUNS_LOCALLY):
             return LocalHost()
         if instance.ssh is None:
             raise LifecycleError(f"provider {self.provider.name} returned no SSH address for {instance.instance_id}")
         host = SSHHost(
             instance.ssh,
             ssh_config=self.plan.ssh_config,
-            verify_known_hosts=not self.provider.creates_machines,  # fresh machines reuse addresses
+            verify_known_hosts=not self.has(Capability.FRESH_HOST),  # fresh machines reuse addresses
         )
         wait_for_ssh(
             host,
             self.plan.ssh_timeout_s,
             on_retry=lambda e: self.reporter.note(f"SSH not ready: {e}"),
-            retry_auth=self.provider.creates_machines,
+            retry_auth=self.has(Capability.FRESH_HOST),
         )
         return host
 
@@ -329,22 +307,6 @@ class Lifecycle:
                 note=self.reporter.note,
             )
 
-    def _seed_dataset_cache(self, session: _Session) -> None:
-        """An image that bakes the datasets in would hide them under the mounted cache: copy them out once."""
-        host, info, image = session.host, session.info, session.image
-        assert host is not None and info is not None and image is not None
-        if not image.bakes_datasets or not image.keras_home:
-            return
-        marker = f"{info.cache_dir}/.seeded-{image.image_id.removeprefix('sha256:')[:12]}"
-        if host.run(f"test -e {shlex.quote(marker)}", check=False).exit_code == 0:
-            return
-        host.run(
-            f"{info.docker} run --rm --user {info.uid}:{info.gid} -v {shlex.quote(info.cache_dir)}:/seed "
-            f"--entrypoint sh {shlex.quote(image.ref)} -c "
-            + shlex.quote(f'cp -Rn "{image.keras_home}"/. /seed/ && touch /seed/{marker.rsplit("/", 1)[1]}'),
-            timeout=600,
-        )
-
     # ---- workloads ---------------------------------------------------------------------------------------
 
     def _run_items(self) -> None:
@@ -356,22 +318,20 @@ class Lifecycle:
         assert session is not None and session.host is not None and session.info is not None
         attempt = len(self.sessions)
         item_record = ItemRecord(item.workload, item.backend, status="running", started_at=time.time())
-        item_record.attempt = attempt
+        item_record.attempt, item_record.repeat = attempt, item.repeat
         self.record.items.append(item_record)
         self._save()
         self.reporter.item_started(item.label)
         stage = StageRecord("workload", time.time(), detail=item.label)
         self.record.stages.append(stage)
         console = self.plan.orchestrator_dir / f"{item.stem}.console.log"
-        name = item.container_name(self.plan.run_id)
-        session.running_container = name
         try:
             with console.open("ab") as output:
                 code = session.host.stream(
                     self._docker_run_command(item, session),
                     output,
                     poll=self._poller(session, item),
-                    poll_interval_s=SPOT_PULL_INTERVAL_S if self.plan.spot else STATE_POLL_INTERVAL_S,
+                    poll_interval_s=PULL_INTERVAL_S if self._can_vanish else STATE_POLL_INTERVAL_S,
                 )
         except ConnectionLost as exc:
             stage.ended_at = time.time()
@@ -381,8 +341,6 @@ class Lifecycle:
             stage.ended_at = time.time()
             item_record.status, item_record.ended_at = "preempted", time.time()
             raise
-        finally:
-            session.running_container = None
         stage.ended_at = item_record.ended_at = time.time()
         item_record.exit_code = code
         if code == 137 and self._state(session) == InstanceState.PREEMPTED:
@@ -397,47 +355,26 @@ class Lifecycle:
         self._save()
 
     def _docker_run_command(self, item: WorkItem, session: _Session) -> str:
-        info, image, plan = session.info, session.image, self.plan
-        assert info is not None and image is not None
-        keras_home = image.keras_home or DEFAULT_KERAS_HOME
-        parts = [
-            *shlex.split(info.docker),
-            "run",
-            "--rm",
-            "--name",
-            item.container_name(plan.run_id),
-            "--user",
-            f"{info.uid}:{info.gid}",  # files it writes belong to the SSH user, who pulls and deletes them
-            "-e",
-            "HOME=/tmp",  # that user has no home in the image
-            "-e",
-            f"KERAS_HOME={keras_home}",
-            "-e",
-            f"BENCH_IMAGE_DIGEST={image.digest}",
-            "-v",
-            f"{info.logs_dir(plan.run_id)}:/logs",
-            "-v",
-            f"{info.cache_dir}:{keras_home}",
-            "--label",
-            f"project={PROJECT_TAG}",
-            "--label",
-            f"run-id={plan.run_id}",
-        ]
-        if plan.profile.has_gpu:
-            parts += ["--gpus", "all"]
-        parts += [image.ref, item.workload, "--backend", item.backend, "--platform", plan.platform]
-        parts += ["--suite", plan.suite, "--run-id", plan.run_id, "--out", "/logs"]
-        if plan.allow_synthetic:
-            parts.append("--allow-synthetic")
-        parts += list(plan.runner_args)
-        return shlex.join(parts)
+        assert session.info is not None and session.image is not None
+        spec = ContainerSpec(
+            name=item.container_name(self.plan.run_id),
+            run_id=self.plan.run_id,
+            command=self.plan.runner_command(item),
+            gpus=self.plan.profile.has_gpu,
+        )
+        return docker_run_command(spec, session.info, session.image)
+
+    @property
+    def _can_vanish(self) -> bool:
+        """A rented machine (spot or not) takes unpulled logs with it when it ends: pull them while they run."""
+        return self.plan.spot or self.has(Capability.FRESH_HOST)
 
     def _poller(self, session: _Session, item: WorkItem) -> Callable[[], None]:
         def poll() -> None:
             if self._state(session) == InstanceState.PREEMPTED:
                 raise InstancePreempted(f"{self.provider.name} preempted {session.instance.instance_id}")
-            if self.plan.spot:
-                self._pull_logs(session, item)  # keep what a preemption would otherwise take with it
+            if self._can_vanish:
+                self._pull_logs(session, item)  # keep what a preemption or a crash would otherwise take with it
 
         return poll
 
@@ -480,7 +417,7 @@ class Lifecycle:
         self.reporter.note(f"preempted: {reason}")
         attempt = len(self.sessions)
         self._keep_partial_logs(attempt)
-        self._end_session(session, [], [], reachable=False)
+        self._end_session(session, reachable=False)
         if self.record.preemptions > self.plan.max_preemptions:
             raise LifecycleError(
                 f"preempted {self.record.preemptions} times "
@@ -495,93 +432,82 @@ class Lifecycle:
         for record in self.record.items:
             if record.status != "preempted" or record.attempt != attempt:
                 continue
-            stem = f"{record.workload}_{record.backend}"
-            for path in sorted(self.plan.run_logs.glob(f"{stem}*")):
-                if path.is_file() and path.suffix in (".csv", ".json"):
+            item = WorkItem(record.workload, record.backend, record.repeat)
+            for path in sorted(self.plan.run_logs.glob(f"{record.workload}_{record.backend}*")):
+                if path.is_file() and item.owns_log(path.name):
                     target.mkdir(parents=True, exist_ok=True)
                     moved = path.replace(target / path.name)
                     record.logs.append(str(moved))
 
     # ---- teardown ----------------------------------------------------------------------------------------
 
-    def _teardown(self, outcome: Outcome) -> None:
+    def _teardown(self) -> None:
         stage = StageRecord("teardown", time.time())
         self.record.stages.append(stage)
         self.reporter.stage_started("teardown")
         for session in self.sessions:
             if session.record.terminated_at is None:
-                self._end_session(session, outcome.torn_down, outcome.teardown_failures)
-        self._sweep_own_instances(outcome)
-        self._release(outcome)
+                self._end_session(session)
+        self._sweep_own_instances()
+        self._release()
         stage.ended_at = time.time()
-        status = "failed" if outcome.teardown_failures else "done"
+        status = "failed" if self.teardown_failures else "done"
         self.reporter.stage_finished("teardown", stage.seconds or 0.0, status)
 
-    def _end_session(
-        self, session: _Session, torn_down: list[str], failures: list[str], reachable: bool = True
-    ) -> None:
-        """Stop the container, pull what it wrote, clean the host, terminate the machine. Never raises."""
-        host = session.host
-        if reachable and host is not None and session.info is not None:
-            self._stop_containers(session, torn_down, failures)
-            try:
-                self._pull_logs(session)
-            except (RemoteError, OSError) as exc:
-                failures.append(f"could not pull the last logs from {host.description}: {exc}")
-            if not self.provider.creates_machines:  # a rented machine takes its disk with it
-                try:
-                    clean_run_dir(host, session.info, self.plan.run_id)
-                    torn_down.append(f"removed {session.info.run_dir(self.plan.run_id)} on {host.description}")
-                except RemoteError as exc:
-                    failures.append(f"could not remove the run folder on {host.description}: {exc}")
-        if host is not None:
-            host.close()
+    @contextlib.contextmanager
+    def _attempt(self, what: str) -> Iterator[None]:
+        """Teardown goes on whatever one step raises (a provider's bug included): the failure is recorded, and
+        the user is pointed to the sweep."""
         try:
-            self.provider.terminate(session.instance)
-            if self.provider.creates_machines:
-                zone = f" in {session.instance.zone}" if session.instance.zone else ""
-                torn_down.append(f"terminated {self.provider.name} instance {session.instance.instance_id}{zone}")
-        except ProviderError as exc:
-            failures.append(f"could not terminate {session.instance.instance_id}: {exc}")
-        finally:
-            session.record.terminated_at = time.time()
+            yield
+        except Exception as exc:  # broad on purpose: teardown must reach every step whatever a provider raises
+            self.teardown_failures.append(f"could not {what}: {type(exc).__name__}: {exc}")
 
-    def _stop_containers(self, session: _Session, torn_down: list[str], failures: list[str]) -> None:
-        """Stop every container of this run on the host (the one running now, and any a cut-short start left)."""
+    def _end_session(self, session: _Session, reachable: bool = True) -> None:
+        """Stop the containers, pull what they wrote, clean the host, terminate the machine. Never raises; the
+        machine is stamped terminated only when `terminate` succeeded (else it may still be billing)."""
         host, info = session.host, session.info
-        assert host is not None and info is not None
-        pattern = shlex.quote(f"name=^{self.plan.run_id}-")
-        try:
-            listed = host.run(f"{info.docker} ps -a --filter {pattern} --format '{{{{.Names}}}}'", timeout=60)
-        except RemoteError as exc:
-            if session.running_container:
-                failures.append(f"could not reach {host.description} to stop {session.running_container}: {exc}")
-            return
-        for name in listed.stdout.split():
-            # SIGTERM first: the runner records the run as partial and keeps its finished epochs
-            result = host.run(f"{info.docker} stop -t {STOP_GRACE_S} {name}", check=False, timeout=STOP_GRACE_S + 60)
-            host.run(f"{info.docker} rm -f {name}", check=False, timeout=60)
-            if result.exit_code == 0:
-                torn_down.append(f"stopped container {name} on {host.description}")
-            elif "No such container" not in result.stderr:  # --rm removed it as it ended: nothing to stop
-                failures.append(f"could not stop container {name} on {host.description}: {result.stderr.strip()}")
+        if reachable and host is not None and info is not None:
+            with self._attempt(f"stop the run's containers on {host.description}"):
+                self._stop_containers(host, info)
+            with self._attempt(f"pull the last logs from {host.description}"):
+                self._pull_logs(session)
+            if not self.has(Capability.FRESH_HOST):  # a rented machine takes its disk with it
+                with self._attempt(f"remove the run folder on {host.description}"):
+                    clean_run_dir(host, info, self.plan.run_id)
+                    self.torn_down.append(f"removed {info.run_dir(self.plan.run_id)} on {host.description}")
+        if host is not None:
+            with self._attempt(f"close the connection to {host.description}"):
+                host.close()
+        instance = session.instance
+        with self._attempt(f"terminate {instance.instance_id}"):
+            self.provider.terminate(instance)
+            session.record.terminated_at = time.time()
+            if self.has(Capability.BILLABLE):
+                zone = f" in {instance.zone}" if instance.zone else ""
+                self.torn_down.append(f"terminated {self.provider.name} instance {instance.instance_id}{zone}")
 
-    def _sweep_own_instances(self, outcome: Outcome) -> None:
+    def _stop_containers(self, host: Host, info: HostInfo) -> None:
+        """Stop every container labelled with this run's id (the one running now, and any a cut-short start left)."""
+        names = [name for name, _ in run_containers(host, info.docker, self.plan.run_id)]
+        stopped, failures = stop_containers(host, info.docker, names)
+        self.torn_down.extend(stopped)
+        self.teardown_failures.extend(failures)
+
+    def _sweep_own_instances(self) -> None:
         """An interrupt during `launch` can leave a machine the run never heard of: find it by its tag."""
-        if not self.provider.creates_machines:
+        if not self.has(Capability.LEFTOVERS):
             return
         known = {s.instance.instance_id for s in self.sessions}
-        try:
+        strays: list[Instance] = []
+        with self._attempt(f"list {self.provider.name} instances"):
             strays = [i for i in self.provider.list_instances() if i.tags.get("run-id") == self.plan.run_id]
-        except ProviderError as exc:
-            outcome.teardown_failures.append(f"could not list {self.provider.name} instances: {exc}")
-            return
         for instance in strays:
             if instance.instance_id in known:
                 continue
-            try:
+            with self._attempt(f"terminate stray instance {instance.instance_id}"):
                 self.provider.terminate(instance)
-                outcome.torn_down.append(f"terminated stray instance {instance.instance_id}")
+                self.torn_down.append(f"terminated stray instance {instance.instance_id}")
                 self.record.instances.append(
                     InstanceRecord(
                         provider=self.provider.name,
@@ -592,16 +518,12 @@ class Lifecycle:
                         terminated_at=time.time(),
                     )
                 )
-            except ProviderError as exc:
-                outcome.teardown_failures.append(f"could not terminate {instance.instance_id}: {exc}")
 
-    def _release(self, outcome: Outcome) -> None:
-        try:
+    def _release(self) -> None:
+        with self._attempt(f"release the {self.provider.name} resources of run {self.plan.run_id}"):
             self.provider.release_run(self.plan.run_id)
-            if self.provider.creates_machines:
-                outcome.torn_down.append(f"released {self.provider.name} resources of run {self.plan.run_id}")
-        except ProviderError as exc:
-            outcome.teardown_failures.append(f"could not release run resources: {exc}")
+            if self.has(Capability.LEFTOVERS):
+                self.torn_down.append(f"released {self.provider.name} resources of run {self.plan.run_id}")
 
     # ---- bookkeeping -------------------------------------------------------------------------------------
 
@@ -612,24 +534,6 @@ class Lifecycle:
             if item.status == "running":
                 item.status = "interrupted" if status == STATUS_INTERRUPTED else STATUS_FAILED
                 item.ended_at = time.time()
-
-    def _close_accounts(self) -> None:
-        total_billed, total_cost = 0, 0.0
-        has_price = True
-        for instance in self.record.instances:
-            if not self.provider.creates_machines:
-                continue
-            end = instance.terminated_at or time.time()
-            instance.billed_seconds = self.plan.profile.billed_seconds(end - instance.launched_at)
-            instance.cost_usd = self.plan.profile.cost_usd(end - instance.launched_at, spot=instance.spot)
-            total_billed += instance.billed_seconds
-            if instance.cost_usd is None:
-                has_price = False
-            else:
-                total_cost += instance.cost_usd
-        self.record.billed_seconds = total_billed
-        self.record.estimated_cost_usd = total_cost if self.provider.creates_machines and has_price else None
-        self.record.ended_at = time.time()
 
     def _save(self) -> None:
         self.ledger.append(self.record)
@@ -693,13 +597,3 @@ def _signals_deferred(reporter: Reporter) -> Iterator[None]:
 def raise_interrupted(signum: int, frame: object) -> None:
     """Signal handler the CLI installs for SIGINT and SIGTERM."""
     raise Interrupted(signal.Signals(signum).name)
-
-
-def timed_epoch_seconds(paths: list[str]) -> float:
-    """Sum of the `elapsed` column of the epoch CSVs among `paths` (the time the benchmark measures)."""
-    total = 0.0
-    for path in paths:
-        if path.endswith(".csv") and "/preempted/" not in path:
-            with contextlib.suppress(LogFormatError):
-                total += read_epoch_log(path, with_metadata=False).total_elapsed
-    return total

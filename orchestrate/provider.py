@@ -2,7 +2,7 @@
 
 A provider is one module with one class implementing `Provider`, registered under the entry-point group
 `keras_cloud_bench.providers` (see `docs/providers.md`). The lifecycle never reaches past this interface, so a
-third-party package can add a cloud without editing this project. `tests/provider_contract.py` is the contract
+third-party package can add a cloud without editing this project. `orchestrate/testing/contract.py` is the contract
 suite a provider runs against itself.
 """
 
@@ -28,8 +28,23 @@ class CredentialsError(ProviderError):
     """Credentials missing or unusable; raised before anything is launched."""
 
 
+class UnreachableError(ProviderError):
+    """The provider's API cannot be reached (network, DNS, proxy): nothing is known about the credentials."""
+
+
 class CapacityError(ProviderError):
     """The zone/region has no capacity (or quota) for this machine now; the lifecycle tries the next zone."""
+
+
+class Capability(enum.StrEnum):
+    """What the lifecycle, the CLI and the sweep may assume about a provider's machines."""
+
+    BILLABLE = "billable"  # launch rents a machine: the plan shows its price, the ledger its cost
+    FRESH_HOST = "fresh-host"  # every launch is a new machine: host software may be installed, its host key is
+    # new, its disk goes with it, and it can vanish mid-run (logs are pulled while a workload runs)
+    LEFTOVERS = "leftovers"  # a crash can leave machines or per-run resources behind: the sweep asks this provider
+    PERSISTENT_HOST = "persistent-host"  # the host outlives the run: the sweep recovers a dead run's containers
+    RUNS_LOCALLY = "runs-locally"  # the machine is this one: commands run here instead of over SSH
 
 
 class InstanceState(enum.StrEnum):
@@ -72,6 +87,9 @@ class Instance:
     spot: bool = False
     launched_at: float | None = None  # epoch seconds, as the provider reports it where it can
     tags: dict[str, str] = field(default_factory=dict)
+    # The provider's own notes between launch and terminate (e.g. the SSH login its image uses); the lifecycle
+    # passes them back untouched and never reads them. Strings only, so an Instance stays plain data.
+    private: dict[str, str] = field(default_factory=dict)
 
 
 class Provider(abc.ABC):
@@ -82,10 +100,16 @@ class Provider(abc.ABC):
     """
 
     name: ClassVar[str]
-    # Whether `launch` creates billable machines (False for local and ssh): the CLI shows cost only then.
-    creates_machines: ClassVar[bool] = True
-    # Whether the machine is this one: the lifecycle then runs its commands here instead of over SSH.
-    runs_locally: ClassVar[bool] = False
+    # A cloud by default; hosts that exist anyway (ssh, local) declare PERSISTENT_HOST instead.
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.BILLABLE, Capability.FRESH_HOST, Capability.LEFTOVERS}
+    )
+    # The `--provider-setting` keys `from_settings` accepts, listed by `orchestrate providers`; declaring `host`,
+    # `port` or `identity_file` lets the CLI's --host, --port, --identity reach this provider too.
+    settings: ClassVar[tuple[str, ...]] = ()
+
+    def has(self, capability: Capability) -> bool:
+        return capability in self.capabilities
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> Self:
@@ -97,12 +121,17 @@ class Provider(abc.ABC):
             raise ProviderError(f"provider '{cls.name}' takes no settings; got {', '.join(sorted(settings))}")
         return cls()
 
+    def describe(self) -> str:
+        """Where this provider runs things, in a few words for the plan (e.g. `me@box:2222`, `aws EC2`)."""
+        return self.name
+
     def validate_profile(self, profile: Profile) -> None:  # noqa: B027 - optional hook, nothing by default
         """Raise ProviderError when this provider cannot use `profile` (e.g. no machine type); no I/O."""
 
     @abc.abstractmethod
     def check_credentials(self) -> None:
-        """Raise CredentialsError with a clear message when the credentials chain has nothing usable."""
+        """Raise CredentialsError with a clear message when the credentials chain has nothing usable, and
+        UnreachableError when the API cannot be reached to tell."""
 
     @abc.abstractmethod
     def launch(self, request: LaunchRequest) -> Instance:
@@ -126,3 +155,8 @@ class Provider(abc.ABC):
 
     def release_run(self, run_id: str) -> None:  # noqa: B027 - optional hook, nothing to do by default
         """Delete per-run resources that outlive instances (key pairs, security groups). Idempotent."""
+
+    def leftover_runs(self) -> dict[str, dict[str, str]]:
+        """Run ids that still hold per-run resources (even with no instance left), each with the tags found
+        on them (empty for untagged ones such as local key files); the sweep releases the dead runs' ones."""
+        return {}

@@ -49,6 +49,15 @@ def load_provider_class(name: str) -> type[Provider]:
     return cls
 
 
+def provider_source(name: str) -> str:
+    """Where a provider comes from: `module:Class (distribution version)`, or `(built in)` for a source checkout."""
+    for entry_point in entry_points(group=ENTRY_POINT_GROUP, name=name):
+        dist = entry_point.dist
+        origin = f"{dist.name} {dist.version}" if dist is not None else "an installed entry point"
+        return f"{entry_point.value} ({origin})"
+    return f"{BUILTIN_PROVIDERS.get(name, '?')} (built in, from this checkout)"
+
+
 def _targets() -> dict[str, str]:
     installed = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
     builtin = {name: target for name, target in BUILTIN_PROVIDERS.items() if _module_exists(target)}

@@ -32,6 +32,9 @@ KEEPALIVE_S = 15  # SSH keepalive: a dead connection (a preempted machine) is no
 CHUNK = 1 << 16
 
 
+LET_GO_S = 5.0  # how long a local command may take to exit after SIGTERM before it is killed
+
+
 class RemoteError(RuntimeError):
     """A command on the host failed; the message names the command and ends with its output."""
 
@@ -345,9 +348,7 @@ class LocalHost(Host):
                     next_poll = time.monotonic() + poll_interval_s
             return process.wait()
         finally:
-            if process.poll() is None:
-                process.terminate()
-                process.wait(timeout=10)
+            _end(process)
             if feeder is not None:
                 feeder.join(timeout=5)
 
@@ -366,6 +367,20 @@ class LocalHost(Host):
                 partial.replace(target)
                 copied.append(target)
         return copied
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    """Let a command go (an interrupt or a poll ended the wait). `docker run` may outlast SIGTERM while its
+    container ignores the signal: then it is killed, since stopping the container is the teardown's job, and
+    waiting here must never replace the interrupt being handled with a timeout."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=LET_GO_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _start_pipe_feeder(process: subprocess.Popen[bytes], chunks: Iterable[bytes]) -> threading.Thread:

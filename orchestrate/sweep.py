@@ -1,8 +1,11 @@
-"""The sweep: find machines this project launched that nobody is tearing down, and delete them.
+"""The sweep: find what this project left behind that nobody is tearing down, and delete it.
 
 `plan_sweep` decides from facts only (the instances' tags, the ledger, the time, which orchestrator processes
 are alive here), so every rule is tested without a cloud. `run_sweep` gathers those facts from each provider
-that creates machines and has usable credentials, and acts on the decision.
+that can leave leftovers (machines, and per-run resources such as key pairs, security groups and local key
+files, even with no machine left) and has usable credentials, acts on the decision, and records what it deleted
+in the ledger. Each provider is swept in isolation: one that fails is one line of the report.
+Dead runs on persistent hosts (ssh, local) are recovered by `orchestrate.recover`.
 
 Rules, in order, for each instance carrying the project tag:
 1. past its `expiry` tag: delete (it should have ended itself; whoever launched it).
@@ -16,12 +19,13 @@ Rules, in order, for each instance carrying the project tag:
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from orchestrate.ledger import RunRecord
-from orchestrate.provider import CredentialsError, Instance, Provider, ProviderError
+from orchestrate.accounting import close_accounts
+from orchestrate.catalog import Profile
+from orchestrate.ledger import STATUS_FAILED, InstanceRecord, Ledger, RunRecord
+from orchestrate.provider import Capability, CredentialsError, Instance, Provider, ProviderError
 
 
 @dataclass(frozen=True)
@@ -91,44 +95,104 @@ def local_process_alive(this_host: str) -> Callable[[RunRecord], bool]:
 
 @dataclass
 class SweepReport:
-    deleted: list[tuple[str, str]]  # (description, reason)
-    kept: list[tuple[str, str]]
-    skipped_providers: list[str]
-    errors: list[str]
+    deleted: list[tuple[str, str]] = field(default_factory=list)  # (description, reason)
+    kept: list[tuple[str, str]] = field(default_factory=list)
+    skipped_providers: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    recovered: list[tuple[str, str]] = field(default_factory=list)  # (run id, what was done)
+
+
+@dataclass(frozen=True)
+class SweepContext:
+    """What every provider's sweep shares: the ledger (read and written), who and where we are, the time."""
+
+    ledger: Ledger
+    owner: str
+    this_host: str
+    dry_run: bool
+    now: float
+    profile_of: Callable[[str], Profile | None]  # catalog lookup for billing; None when unknown
+    # Before a dead run's machine is deleted: pull what its containers wrote (orchestrate.recover); what was done.
+    salvage: Callable[[RunRecord], str] | None = None
+
+    @property
+    def alive(self) -> Callable[[RunRecord], bool]:
+        return local_process_alive(self.this_host)
 
 
 def run_sweep(
     providers: Iterable[Provider],
-    runs: Mapping[str, RunRecord],
-    owner: str,
-    this_host: str,
-    dry_run: bool,
-    now: float | None = None,
+    context: SweepContext,
+    report: SweepReport | None = None,
 ) -> SweepReport:
-    report = SweepReport([], [], [], [])
-    alive = local_process_alive(this_host)
+    """Sweep each provider in isolation: whatever one raises is reported in one line and the next goes on."""
+    report = report or SweepReport()
     for provider in providers:
-        if not provider.creates_machines:
-            continue
         try:
-            provider.check_credentials()
-            instances = provider.list_instances()
-        except CredentialsError as exc:
-            report.skipped_providers.append(f"{provider.name}: {exc}")
-            continue
-        except ProviderError as exc:
-            report.errors.append(f"{provider.name}: could not list instances: {exc}")
-            continue
-        decisions = plan_sweep(instances, runs, now if now is not None else time.time(), owner, alive)
-        released = _act(provider, decisions, dry_run, report)
-        for run_id in sorted(released):
-            _release(provider, run_id, dry_run, report)
+            _sweep_provider(provider, context, report)
+        except Exception as exc:  # broad on purpose: a broken plug-in must not stop the sweep of the others
+            report.errors.append(f"{provider.name}: sweep failed: {type(exc).__name__}: {exc}")
     return report
 
 
-def _act(provider: Provider, decisions: list[SweepDecision], dry_run: bool, report: SweepReport) -> set[str]:
+def _sweep_provider(provider: Provider, context: SweepContext, report: SweepReport) -> None:
+    try:
+        provider.check_credentials()
+    except CredentialsError as exc:
+        report.skipped_providers.append(f"{provider.name}: {exc}")
+        return
+    except ProviderError as exc:
+        report.errors.append(f"{provider.name}: {exc}")
+        return
+    runs = context.ledger.runs()
+    try:
+        instances = provider.list_instances()
+    except ProviderError as exc:
+        report.errors.append(f"{provider.name}: could not list instances: {exc}")
+        return
+    decisions = plan_sweep(instances, runs, context.now, context.owner, context.alive)
     kept_runs = {d.instance.tags.get("run-id") for d in decisions if not d.delete}
-    released: set[str] = set()
+    dead = _act(provider, decisions, context, report)
+    for run_id, tags in provider.leftover_runs().items():
+        if run_id in kept_runs or run_id in dead:
+            continue
+        run = runs.get(run_id)
+        if run is not None and run.provider != provider.name:
+            continue  # e.g. a local key file of another provider's run: that provider's sweep decides
+        resources = Instance(
+            provider.name, f"resources of run {run_id}", None, None, tags=_tags_of(run_id, tags, context)
+        )
+        decision = _decide(resources, runs, context.now, context.owner, context.alive)
+        if decision.delete:
+            dead[run_id] = decision.reason
+        else:
+            report.kept.append((f"{provider.name} {resources.instance_id}", decision.reason))
+    for run_id, reason in sorted(dead.items()):
+        if context.dry_run:
+            report.deleted.append((f"{provider.name} resources of run {run_id}", reason))
+            continue
+        try:
+            provider.release_run(run_id)
+        except Exception as exc:  # broad on purpose: one run's failure must not stop the others' release
+            report.errors.append(f"could not release {provider.name} resources of run {run_id}: {exc}")
+            continue
+        report.deleted.append((f"{provider.name} resources of run {run_id}", reason))
+        billable = provider.has(Capability.BILLABLE)
+        latest = context.ledger.runs().get(run_id)  # the termination of its machine may have been recorded since
+        finalise(latest, context, f"its leftovers were deleted by the sweep ({reason})", billable)
+
+
+def _tags_of(run_id: str, tags: dict[str, str], context: SweepContext) -> dict[str, str]:
+    """Untagged leftovers (local key files) are this user's, in this user's state directory."""
+    return {"owner": context.owner, **tags, "run-id": run_id}
+
+
+def _act(
+    provider: Provider, decisions: list[SweepDecision], context: SweepContext, report: SweepReport
+) -> dict[str, str]:
+    """Terminate what the decisions delete; the run ids whose per-run resources can go, with the reason."""
+    kept_runs = {d.instance.tags.get("run-id") for d in decisions if not d.delete}
+    released: dict[str, str] = {}
     for decision in decisions:
         instance = decision.instance
         where = f" in {instance.zone}" if instance.zone else ""
@@ -136,23 +200,67 @@ def _act(provider: Provider, decisions: list[SweepDecision], dry_run: bool, repo
         if not decision.delete:
             report.kept.append((label, decision.reason))
             continue
-        if not dry_run:
+        if not context.dry_run:
+            _salvage(instance, context, report)
             try:
                 provider.terminate(instance)
-            except ProviderError as exc:
+            except Exception as exc:  # broad on purpose: one machine's failure must not stop the others' deletion
                 report.errors.append(f"could not terminate {label}: {exc}")
                 continue
+            _record_termination(instance, context, provider.has(Capability.BILLABLE))
         report.deleted.append((label, decision.reason))
         run_id = instance.tags.get("run-id")
         if run_id and run_id not in kept_runs:
-            released.add(run_id)
+            released[run_id] = decision.reason
     return released
 
 
-def _release(provider: Provider, run_id: str, dry_run: bool, report: SweepReport) -> None:
-    if dry_run:
+def _salvage(instance: Instance, context: SweepContext, report: SweepReport) -> None:
+    """A dead run's machine still holds the epochs written since the last periodic pull: fetch them first."""
+    run = context.ledger.runs().get(instance.tags.get("run-id") or "")
+    if context.salvage is None or run is None or run.final or not run.host:
         return
     try:
-        provider.release_run(run_id)
-    except ProviderError as exc:
-        report.errors.append(f"could not release {provider.name} resources of run {run_id}: {exc}")
+        report.recovered.append((run.run_id, context.salvage(run)))
+    except Exception as exc:  # broad on purpose: the machine is deleted whether or not its logs could be read
+        report.recovered.append((run.run_id, f"its logs could not be pulled from {instance.instance_id}: {exc}"))
+        return
+    context.ledger.append(run)  # the items it settled
+
+
+def _record_termination(instance: Instance, context: SweepContext, billable: bool) -> None:
+    """The ledger learns that the sweep ended this machine, so `cost` bills it and stops showing it running."""
+    run = context.ledger.runs().get(instance.tags.get("run-id") or "")
+    if run is None:
+        return
+    records = [r for r in run.instances if r.instance_id == instance.instance_id]
+    if not records:
+        records = [
+            InstanceRecord(
+                provider=instance.provider,
+                instance_id=instance.instance_id,
+                zone=instance.zone,
+                spot=instance.spot,
+                launched_at=instance.launched_at or run.started_at,
+            )
+        ]
+        run.instances.extend(records)
+    for record in records:
+        record.terminated_at = record.terminated_at or context.now
+    finalise(run, context, f"the sweep terminated {instance.instance_id}", billable, force=True)
+
+
+def finalise(run: RunRecord | None, context: SweepContext, why: str, billable: bool, force: bool = False) -> None:
+    """Close a run the sweep cleaned up after: final status, bills, one new ledger line."""
+    if run is None or (run.final and not force):
+        return
+    if not run.final:
+        run.status = STATUS_FAILED
+        run.message = f"orchestrator (pid {run.pid}) gone; {why}" + (f"; was: {run.message}" if run.message else "")
+        for item in run.items:
+            if item.status == "running":
+                item.status, item.ended_at = "interrupted", context.now
+    run.recovered_by = "sweep"
+    run.ended_at = run.ended_at or context.now
+    close_accounts(run, context.profile_of(run.profile), billable)
+    context.ledger.append(run)

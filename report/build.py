@@ -4,19 +4,35 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.logs import LogFormatError
 from report import format as fmt
 from report.charts import Bar, relative_chart
 from report.costs import PriceBook
-from report.loading import LoadResult, Run, Skipped, assign_variants, load_runs
+from report.loading import REFERENCE_FOLDER, LoadResult, Run, Skipped, assign_variants, load_runs
 from report.machines import machine_table, read_ledger
-from report.studies import Published, Study, compare, measured_setups, published_results
-from report.tables import ReportError, group_runs, partial_runs_table, resolve_base, runs_table, summarize
+from report.owned import Owned, with_measured_rivals
+from report.reproducibility import fingerprint_table, reproducibility_table
+from report.scaling import PUBLISHED_STUDY, ScalingSection
+from report.scaling import draw_chart as draw_scaling_chart
+from report.scaling import section as scaling_section
+from report.studies import Published, Study, compare, get_study, measured_setups, published_results
+from report.summary import summary_table
+from report.tables import (
+    BadArgumentError,
+    Group,
+    ReportError,
+    group_runs,
+    partial_runs_table,
+    resolve_base,
+    runs_table,
+    summarize,
+)
 
 CHARTS_DIR = "charts"
 
@@ -30,6 +46,9 @@ class Request:
     ledger: Path | None = None  # None: the orchestrator's default ledger
     suite: str | None = None  # only runs whose metadata names this suite
     run_ids: tuple[str, ...] = ()  # only runs whose run id matches one of these shell patterns
+    reference: str | None = None  # logs/reference/NAME shown beside the user's runs
+    owned: Mapping[str, Owned] = field(default_factory=dict)  # owned machines weighed against renting
+    usd_per_kwh: float | None = None  # electricity price for the energy figures
 
 
 @dataclass
@@ -54,6 +73,7 @@ class StudySection:
     comparison: pd.DataFrame  # empty when there are no measured runs
     measured_setups: pd.DataFrame
     charts: dict[str, list[Chart]] = field(default_factory=dict)  # workload -> time (and cost) chart
+    figures: list[Chart] = field(default_factory=list)  # the study's own figures, redrawn (provider study)
 
     @property
     def study(self) -> Study:
@@ -73,6 +93,11 @@ class Report:
     measured: bool  # False: the results are the study's published figures
     machines: pd.DataFrame = field(default_factory=pd.DataFrame)  # billed time per machine session
     ledger_note: str | None = None  # why no ledger figures, if none
+    scaling: ScalingSection | None = None  # where some run trained on several devices
+    summary: pd.DataFrame = field(default_factory=pd.DataFrame)  # fastest and cheapest per workload
+    fingerprints: pd.DataFrame = field(default_factory=pd.DataFrame)
+    reproducibility: pd.DataFrame = field(default_factory=pd.DataFrame)
+    owned: Mapping[str, Owned] = field(default_factory=dict)  # with rivals measured beside them, if any
 
     @property
     def unpriced_reasons(self) -> list[str]:
@@ -114,7 +139,10 @@ def build(request: Request) -> Report:
         if request.study is None:
             raise ReportError("give a log folder, or --study NAME for a published study alone")
         return _published_only(request, request.study)
-    loaded = load_runs(request.logdir)
+    try:
+        loaded = load_runs(request.logdir, request.reference)
+    except LogFormatError as exc:
+        raise BadArgumentError(str(exc)) from None
     if request.suite is not None:
         loaded = _of_suite(loaded, request.suite, request.logdir)
     if request.run_ids:
@@ -126,8 +154,8 @@ def build(request: Request) -> Report:
         raise ReportError(
             f"{request.logdir}: no complete runs ({len(loaded.partial_runs)} partial, {len(loaded.skipped)} unreadable)"
         )
-    base = resolve_base(request.base, [g.config for g in groups])
-    results = summarize(groups, base, request.prices.pricing)
+    base = resolve_base(request.base, groups)
+    results = with_energy_cost(summarize(groups, base, request.prices.pricing), request.usd_per_kwh)
     study = _study_section(request.study, results, loaded) if request.study else None
     ledger, ledger_note = read_ledger(request.ledger)
     return Report(
@@ -142,7 +170,25 @@ def build(request: Request) -> Report:
         measured=True,
         machines=machine_table(loaded.runs, request.prices.pricing, ledger),
         ledger_note=ledger_note,
+        summary=summary_table(results, _repeat_totals(groups)),
+        fingerprints=fingerprint_table(loaded.complete_runs),
+        reproducibility=reproducibility_table(groups),
+        owned=with_measured_rivals(
+            request.owned, results, {p: request.prices.market_prices(p) for p in set(results["platform"])}
+        ),
+        scaling=scaling_section(loaded.complete_runs, get_study(PUBLISHED_STUDY)),
     )
+
+
+def with_energy_cost(results: pd.DataFrame, usd_per_kwh: float | None) -> pd.DataFrame:
+    """GPU (and host, where measured) energy per run x the electricity price; NaN without either."""
+    energy_kwh = (results["gpu_wh"] + results["host_wh"].fillna(0)) / 1000
+    return results.assign(energy_usd=energy_kwh * usd_per_kwh if usd_per_kwh is not None else float("nan"))
+
+
+def _repeat_totals(groups: Sequence[Group]) -> Callable[[str, str], list[float]]:
+    totals = {(g.workload, g.config.label): g.totals() for g in groups}
+    return lambda workload, config: totals[(workload, config)]
 
 
 def _of_suite(loaded: LoadResult, suite: str, logdir: Path) -> LoadResult:
@@ -163,6 +209,10 @@ def _of_run_ids(loaded: LoadResult, patterns: Sequence[str], logdir: Path) -> Lo
 def _nothing_found(logdir: Path, loaded: LoadResult) -> str:
     if loaded.skipped:
         return f"{logdir}: no readable logs ({len(loaded.skipped)} unreadable: {loaded.skipped[0].reason} ...)"
+    references = logdir / REFERENCE_FOLDER
+    if references.is_dir():
+        names = ", ".join(sorted(p.name for p in references.iterdir() if p.is_dir()))
+        return f"{logdir}: no epoch logs (*.csv) of yours found; {references}/ is left out: --reference NAME ({names})"
     return f"{logdir}: no epoch logs (*.csv) found"
 
 
@@ -179,7 +229,14 @@ def _published_only(request: Request, study: Study) -> Report:
         sections=_sections(results, []),
         study=StudySection(published, pd.DataFrame(), measured_setups([])),
         measured=False,
+        summary=summary_table(results, _published_totals(results)),
     )
+
+
+def _published_totals(results: pd.DataFrame) -> Callable[[str, str], list[float]]:
+    """A published configuration is one run: its total is its only repeat."""
+    totals = {(r["workload"], r["config"]): [float(r["total_s"])] for _, r in results.iterrows()}
+    return lambda workload, config: totals[(workload, config)]
 
 
 def _sections(results: pd.DataFrame, partial_runs: Sequence[Run]) -> list[WorkloadSection]:
@@ -219,6 +276,10 @@ def draw_charts(report: Report, out: Path, charts_dir: str = CHARTS_DIR) -> None
     paths (relative to `out`)."""
     for section in report.sections:
         section.time_chart, section.cost_chart = _workload_charts(report, section, out, charts_dir)
+    if report.study is not None and report.study.study.kind == "provider-table":
+        report.study.figures = [_multi_gpu_figure(report.study, out, charts_dir)]
+    if report.scaling is not None:
+        draw_scaling_chart(report.scaling, out, charts_dir)
     if report.study is not None and not report.study.comparison.empty:
         for workload, rows in report.study.comparison.groupby("workload", sort=True):
             report.study.charts[str(workload)] = _study_charts(report.study, str(workload), rows, out, charts_dir)
@@ -229,65 +290,96 @@ def _workload_charts(
 ) -> tuple[Chart, Chart | None]:
     """The time chart, and the cost chart where at least one configuration has a cost."""
     rows = section.results
-    base = rows[rows["is_base"]]
-    footnotes = []
-    if not base.empty:
-        b = base.iloc[0]
-        cost = "" if fmt.missing(b["cost_usd"]) else f", {fmt.usd(b['cost_usd'])}"
-        footnotes.append(
-            f"1.0x = {b['config']}: {fmt.seconds(b['total_s'])} s{cost} (median of {int(b['n_runs'])} run(s))"
-        )
-    else:
-        footnotes.append(f"the base {report.base_label} has no complete run of this workload: no relative figures")
+    base = rows[rows["is_base"].astype(bool)]
+    common = []
     if section.partial:
-        footnotes.append("left out (partial): " + "; ".join(section.partial))
+        common.append("left out (partial): " + "; ".join(section.partial))
     if (rows["n_runs"] < 3).any():
-        footnotes.append("no interval where a configuration has fewer than 3 repeats")
+        common.append("no interval where a configuration has fewer than 3 repeats")
+    if rows.apply(lambda r: bool(fmt.marks(r)), axis=1).any():
+        common.append("⚠ marks unstable or host-bound configurations (see the table)")
+    if report.study is not None and not report.measured:
+        common += _config_names(report.study.study, set(rows["config"]))
+    time_bars = _sorted([_bar(r, "rel_time", "time", published=not report.measured) for _, r in rows.iterrows()])
+    cost_bars = _sorted([_bar(r, "rel_cost", "cost", published=not report.measured) for _, r in rows.iterrows()])
+    if base.empty:
+        time_base = cost_base = f"the base {report.base_label} has no complete run of this workload"
+    else:
+        b = base.iloc[0]
+        runs = f"median of {int(b['n_runs'])} run(s)"
+        time_base = f"1.0x = {b['config']}: {fmt.seconds(b['total_s'])} s per run ({runs})"
+        cost_base = f"1.0x = {b['config']}: {fmt.usd(b['cost_usd'])} per run ({runs})"
     stem = out / charts_dir / safe_name(section.workload)
     source = "published " if not report.measured else ""
-    time_bars = [_bar(r, "rel_time", "time", published=not report.measured) for _, r in rows.iterrows()]
-    cost_bars = [_bar(r, "rel_cost", "cost", published=not report.measured) for _, r in rows.iterrows()]
-    priced = rows["rel_cost"].notna().any()
-    return (
-        _chart(
-            time_bars,
-            f"{section.workload}: {source}training time relative to {report.base_label} (lower is better)",
-            "training time relative to the base",
-            footnotes,
-            stem.with_name(stem.name + "_time"),
-            out,
-        ),
-        _chart(
-            cost_bars,
-            f"{section.workload}: {source}training cost relative to {report.base_label} (lower is better)",
-            "training cost relative to the base",
-            footnotes,
-            stem.with_name(stem.name + "_cost"),
-            out,
-        )
-        if priced
-        else None,
+    time_chart = _chart(
+        time_bars,
+        f"{section.workload}: {source}training time relative to {report.base_label} (lower is better)",
+        "training time relative to the base",
+        [time_base, *common, *_missing_notes(time_bars)],
+        stem.with_name(stem.name + "_time"),
+        out,
     )
+    if not rows["rel_cost"].notna().any():
+        return time_chart, None
+    cost_chart = _chart(
+        cost_bars,
+        f"{section.workload}: {source}training cost relative to {report.base_label} (lower is better)",
+        "training cost relative to the base",
+        [cost_base, *common, *_missing_notes(cost_bars)],
+        stem.with_name(stem.name + "_cost"),
+        out,
+    )
+    return time_chart, cost_chart
+
+
+def _sorted(bars: list[Bar]) -> list[Bar]:
+    """Smallest (best) first, bars without a figure last."""
+    return sorted(bars, key=lambda b: (b.value is None, b.value or 0.0))
+
+
+def _missing_notes(bars: Sequence[Bar]) -> list[str]:
+    """Why a bar has no figure, said in the footnotes in full rather than clipped beside the bar."""
+    return [f"n/a: {b.label}: {b.missing}" for b in bars if b.value is None]
 
 
 def _bar(row: pd.Series, column: str, what: str, published: bool, label: str | None = None) -> Bar:
     value = row[column]
-    missing = ""
-    if fmt.missing(value):
-        notes = [n for n in str(row.get("notes") or "").split("; ") if n]
-        reasons = ("no price", "no relative", "cut-down run")
-        missing = next((n for n in notes if n.startswith(reasons)), _default_missing(row, what))
-    low, high = (row.get("rel_time_low"), row.get("rel_time_high")) if column == "rel_time" else (None, None)
+    label = (label or str(row["config"])) + (" ⚠" if fmt.marks(row) else "")
+    low, high = (row.get(f"{column}_low"), row.get(f"{column}_high")) if column == "rel_time" else (None, None)
+    if fmt.missing(value) and column == "rel_time" and not fmt.missing(row.get("rel_steady")):
+        # Other epochs than the base's: the steady epochs still compare.
+        value, label = row["rel_steady"], f"{label} (steady epoch)"
+        low, high = row.get("rel_steady_low"), row.get("rel_steady_high")
     return Bar(
-        label=label or str(row["config"]),
+        label=label,
         value=None if fmt.missing(value) else float(value),
         backend=str(row["backend"]),
         low=None if fmt.missing(low) else float(low),
         high=None if fmt.missing(high) else float(high),
         synthetic=row["data_source"] == "synthetic",
         published=published,
-        missing=missing,
+        missing=_missing_reason(row, what) if fmt.missing(value) else "",
+        group=str(row["platform"]) if "platform" in row else _platform_of(str(row["config"]), str(row["backend"])),
     )
+
+
+def _platform_of(label: str, backend: str) -> str:
+    """ "gce-k80-jax (synthetic)" -> "gce-k80": the hardware part of a configuration label."""
+    name = label.split(" (")[0].split(" [")[0]
+    return name.removesuffix(f"-{backend}")
+
+
+def _missing_reason(row: pd.Series, what: str) -> str:
+    """The true reason first: no base run, then other epochs, then no price (cost only)."""
+    notes = [n for n in str(row.get("notes") or "").split("; ") if n]
+    order = ["no base run", "total time not compared", "no relative", "cut-down run"]
+    if what == "cost":
+        order += ["no price"]
+    for prefix in order:
+        found = next((n for n in notes if n.startswith(prefix)), None)
+        if found:
+            return found
+    return _default_missing(row, what)
 
 
 def _chart(bars: list[Bar], title: str, xlabel: str, footnotes: list[str], stem: Path, out: Path) -> Chart:
@@ -298,20 +390,66 @@ def _chart(bars: list[Bar], title: str, xlabel: str, footnotes: list[str], stem:
 def _study_charts(section: StudySection, workload: str, rows: pd.DataFrame, out: Path, charts_dir: str) -> list[Chart]:
     study = section.study
     base = rows[(rows["source"] == "published") & rows["is_base"].fillna(False).astype(bool)]
-    footnotes = [
-        f"1.0x = published {study.base}" + (f": {fmt.seconds(base.iloc[0]['total_s'])} s" if not base.empty else ""),
-        f"published: {study.title} ({study.date}); pale bars are published, solid bars measured",
-    ]
+    b = base.iloc[0] if not base.empty else None
+    bases = {
+        "time": f"1.0x = published {study.base}" + (f": {fmt.seconds(b['total_s'])} s" if b is not None else ""),
+        "cost": f"1.0x = published {study.base}" + (f": {fmt.usd(b['cost_usd'])}" if b is not None else ""),
+    }
+    names = _config_names(study, set(rows.loc[rows["source"] == "published", "config"]))
+    common = [f"published: {study.title} ({study.date}); pale bars are published, solid bars measured", *names]
     charts = []
     for column, what in (("rel_time_vs_published_base", "time"), ("rel_cost_vs_published_base", "cost")):
-        bars = [
-            _bar(r, column, what, published=r["source"] == "published", label=_study_label(r))
-            for _, r in rows.iterrows()
-        ]
+        bars = _sorted(
+            [
+                _bar(r, column, what, published=r["source"] == "published", label=_study_label(r))
+                for _, r in rows.iterrows()
+            ]
+        )
         stem = out / charts_dir / f"study_{safe_name(study.name)}_{safe_name(workload)}_{what}"
         title = f"{workload}: training {what} relative to published {study.base} (lower is better)"
+        footnotes = [bases[what], *common, *_missing_notes(bars)]
         charts.append(_chart(bars, title, f"training {what} relative to the published base", footnotes, stem, out))
     return charts
+
+
+def multi_gpu_bars(results: pd.DataFrame) -> tuple[list[Bar], list[str]]:
+    """Each "<server> xN" row over the same server's one-GPU row; and the multi-GPU rows without one."""
+    table = results.set_index("config")
+    bars, alone = [], []
+    for label, row in table.iterrows():
+        single, _, count = str(label).rpartition(" x")
+        if not single:
+            continue
+        if single not in table.index:
+            alone.append(str(label))
+            continue
+        value = float(row["total_s"]) / float(table.loc[single, "total_s"])
+        bars.append(Bar(f"{single}: {count} GPUs", value, str(row["backend"]), published=True, group=single))
+    return bars, alone
+
+
+def _multi_gpu_figure(section: StudySection, out: Path, charts_dir: str) -> Chart:
+    """The provider study's Figure 2: training on all of a server's GPUs (Keras's multi_gpu_model) against one
+    of them, where the post published both."""
+    bars, alone = multi_gpu_bars(section.published.results)
+    footnotes = [
+        "1.0x = the same server trained on one of its GPUs; below 1.0 the extra GPUs helped",
+        f"published: {section.study.title} ({section.study.date}), Table 1",
+    ]
+    if alone:
+        footnotes.append(f"not drawn (no one-GPU time published): {', '.join(alone)}")
+    stem = out / charts_dir / f"study_{safe_name(section.study.name)}_multi_gpu"
+    title = "Training time on all GPUs (multi_gpu_model) relative to one GPU of the same server (the post's Figure 2)"
+    return _chart(_sorted(bars), title, "training time relative to one GPU", footnotes, stem, out)
+
+
+def _config_names(study: Study, shown: set[str]) -> list[str]:
+    """What a study's short configuration names stand for ("cpu8cmp = GCE preemptible n1-highcpu-8 ...")."""
+    return [
+        f"{c.name} = {c.hardware}; {c.software.get(c.backends[0], '')}"
+        for c in study.configs
+        if any(c.label(k) in shown for k in c.backends)
+    ]
 
 
 def _study_label(row: pd.Series) -> str:

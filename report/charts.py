@@ -1,6 +1,6 @@
 """Charts in the spirit of the published ones: one horizontal bar per configuration, relative to the base,
-with a dashed line at 1.0x. Backends are coloured, synthetic-data bars hatched and labelled, published bars
-paler."""
+with a dashed line at 1.0x. Synthetic-data bars are hatched and labelled, published bars
+paler. Bars are coloured by hardware where a chart has several platforms, else by backend."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ BACKEND_COLOURS = {
     "theano": "#5f6368",
 }
 OTHER_COLOUR = "#80868b"
+# Hardware colours when a chart has several platforms: matplotlib's tab20, the dark tones first, so that up to 20
+# platforms never share a colour.
+GROUP_COLOURS = tuple(matplotlib.colors.to_hex(c) for c in (*plt.cm.tab20.colors[::2], *plt.cm.tab20.colors[1::2]))
 SYNTHETIC_HATCH = "//"
 PUBLISHED_ALPHA = 0.45
 FORMATS = ("png", "svg")
@@ -40,7 +43,8 @@ class Bar:
     high: float | None = None
     synthetic: bool = False
     published: bool = False
-    missing: str = ""
+    missing: str = ""  # why there is no value: the caller puts it in the footnotes, where it is not clipped
+    group: str = ""  # the hardware (platform): coloured apart when a chart has several
 
 
 def relative_chart(
@@ -54,8 +58,9 @@ def relative_chart(
     present = [v for v in (b.value for b in bars) if v is not None and math.isfinite(v)]
     reach = max([1.0, *present, *(b.high for b in bars if b.high is not None)])
     mixed = len({b.published for b in bars}) > 1  # published bars pale only beside measured ones
+    colours = _colours(bars)
     for y, bar in zip(positions, bars, strict=True):
-        _draw_bar(ax, y, bar, reach, pale=mixed and bar.published)
+        _draw_bar(ax, y, bar, reach, colours[_key(bar, colours)], pale=mixed and bar.published)
     ax.axvline(1.0, color="black", linestyle="--", linewidth=1.2, zorder=3)
     ax.set_yticks(positions, [b.label for b in bars], fontsize=10)
     ax.set_xlim(0, reach * 1.22)
@@ -65,12 +70,12 @@ def relative_chart(
     ax.grid(axis="x", color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
     ax.spines[["top", "right"]].set_visible(False)
-    handles = _legend(bars, mixed)
+    handles = _legend(bars, mixed, colours)
     ax.legend(
         handles=handles,
         loc="upper center",
         bbox_to_anchor=(0.5, -0.14 - 0.5 / height),
-        ncols=min(len(handles), 4),  # wraps into rows rather than past the figure edge
+        ncols=_legend_columns(handles),  # wraps into rows rather than past the figure edge
         fontsize=8,
         frameon=False,
     )  # below the axis, never over a bar
@@ -90,11 +95,22 @@ def relative_chart(
     return written
 
 
-def _draw_bar(ax: plt.Axes, y: int, bar: Bar, reach: float, pale: bool) -> None:
+def _colours(bars: Sequence[Bar]) -> dict[str, str]:
+    """By hardware where a chart has several (K80, P100, CPU and H200 bars must not look alike), else by backend."""
+    groups = sorted({b.group for b in bars if b.group})
+    if len(groups) > 1:
+        return {g: GROUP_COLOURS[i % len(GROUP_COLOURS)] for i, g in enumerate(groups)}
+    return {b.backend: BACKEND_COLOURS.get(b.backend, OTHER_COLOUR) for b in bars}
+
+
+def _key(bar: Bar, colours: dict[str, str]) -> str:
+    return bar.group if bar.group in colours else bar.backend
+
+
+def _draw_bar(ax: plt.Axes, y: int, bar: Bar, reach: float, colour: str, pale: bool) -> None:
     if bar.value is None or not math.isfinite(bar.value):
-        ax.text(0.01 * reach, y, f"n/a: {bar.missing}", va="center", fontsize=8, color="#444444")
+        ax.text(0.01 * reach, y, "n/a (reason below)", va="center", fontsize=8, color="#444444")
         return
-    colour = BACKEND_COLOURS.get(bar.backend, OTHER_COLOUR)
     ax.barh(
         y,
         bar.value,
@@ -129,14 +145,21 @@ def _draw_bar(ax: plt.Axes, y: int, bar: Bar, reach: float, pale: bool) -> None:
     )
 
 
-def _legend(bars: Sequence[Bar], mixed: bool) -> list[Patch]:
-    backends = sorted({b.backend for b in bars if b.value is not None})
-    handles = [Patch(color=BACKEND_COLOURS.get(b, OTHER_COLOUR), label=b) for b in backends]
+def _legend(bars: Sequence[Bar], mixed: bool, colours: dict[str, str]) -> list[Patch]:
+    keys = sorted({_key(b, colours) for b in bars if b.value is not None})
+    handles = [Patch(color=colours[k], label=k) for k in keys]
     if any(b.synthetic for b in bars):
         handles.append(Patch(facecolor="white", edgecolor="black", hatch=SYNTHETIC_HATCH, label="synthetic data"))
-    if mixed:
-        handles.append(Patch(facecolor="#999999", alpha=PUBLISHED_ALPHA, label="published (pale)"))
+    if mixed:  # the swatch is a pale bar of the first colour, as the published bars are drawn
+        first = colours[keys[0]] if keys else OTHER_COLOUR
+        handles.append(Patch(facecolor=first, alpha=PUBLISHED_ALPHA, label="published (pale)"))
     return handles
+
+
+def _legend_columns(handles: Sequence[Patch]) -> int:
+    """As many columns as fit the figure's width at 8 pt: about 100 characters of labels and swatches."""
+    widest = max((len(h.get_label()) for h in handles), default=1) + 6  # the swatch and the gap
+    return max(1, min(len(handles), 4, 100 // widest))
 
 
 def _reproducible_metadata(fmt: str) -> dict[str, str | None]:

@@ -18,10 +18,12 @@ from report.costs import (
     PriceBook,
     PriceError,
     load_catalog_profiles,
+    load_stand_ins,
     parse_price_arguments,
 )
 from report.html import write_report
 from report.markdown import write_markdown
+from report.owned import OwnedDataError, load_owned
 from report.studies import StudyDataError, get_study, load_studies
 from report.tables import BadArgumentError, ReportError
 
@@ -93,6 +95,24 @@ def parser() -> argparse.ArgumentParser:
         help="orchestrator ledger for billed machine time (default: $KCB_LEDGER, else "
         "~/.keras-cloud-bench/ledger.jsonl)",
     )
+    p.add_argument(
+        "--reference",
+        metavar="NAME",
+        help="also show the project's committed runs in LOGDIR/reference/NAME (e.g. NVIDIA-H200), labelled as "
+        "reference; without it LOGDIR/reference/ is left out",
+    )
+    p.add_argument(
+        "--owned",
+        type=Path,
+        metavar="FILE",
+        help="owned machines (TOML, as report/data/owned.toml) weighed against renting, beside the two 2018 posts'",
+    )
+    p.add_argument(
+        "--electricity-price",
+        type=float,
+        metavar="USD_PER_KWH",
+        help="price of a kWh, for the cost of each run's measured energy",
+    )
     p.add_argument("--list-studies", action="store_true", help="list the published studies and exit")
     return p
 
@@ -105,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}: {study.title} ({study.date})")
             return EXIT_OK
         request = _request(args)
-    except (PriceError, BadArgumentError, StudyDataError) as exc:
+    except (PriceError, BadArgumentError, StudyDataError, OwnedDataError) as exc:
         return _fail(EXIT_USAGE, str(exc))
     try:
         report = build(request)
@@ -133,16 +153,22 @@ def _request(args: argparse.Namespace) -> Request:
         raise BadArgumentError(f"--markdown {str(args.markdown)!r}: expected a .md file name")
     if args.preamble is not None and (args.markdown is None or not args.preamble.is_file()):
         raise BadArgumentError(f"--preamble {str(args.preamble)!r}: needs --markdown and an existing file")
+    if args.electricity_price is not None and not 0 <= args.electricity_price < float("inf"):
+        raise BadArgumentError(f"--electricity-price {args.electricity_price}: expected a finite number >= 0")
     overrides = parse_price_arguments(args.price)
     profiles, problem = load_catalog_profiles()
+    owned = load_owned() | (load_owned(args.owned) if args.owned is not None else {})
     return Request(
         logdir=args.logdir,
         base=args.base,
-        prices=PriceBook(overrides, args.billing, profiles, problem),
+        prices=PriceBook(overrides, args.billing, profiles, problem, owned, load_stand_ins()),
         study=get_study(args.study) if args.study else None,
         ledger=args.ledger,
         suite=args.suite,
         run_ids=tuple(args.runs),
+        reference=args.reference,
+        owned=owned,
+        usd_per_kwh=args.electricity_price,
     )
 
 

@@ -12,13 +12,17 @@ A price comes from the catalog profile whose name is the run's platform, or from
 from __future__ import annotations
 
 import math
+import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the catalog is imported lazily: the report works without the orchestration extras
     from orchestrate.catalog import Profile
+    from report.owned import Owned
 
+STAND_INS_FILE = Path(__file__).parent / "data" / "platforms.toml"
 PROFILE_BILLING = "profile"
 TRAINING_TIME = "training-time"
 BILLING_RULES = (PROFILE_BILLING, TRAINING_TIME)
@@ -82,6 +86,20 @@ def parse_price_arguments(values: list[str]) -> dict[str, float]:
     return prices
 
 
+def load_stand_ins(path: Path = STAND_INS_FILE) -> dict[str, tuple[str, str]]:
+    """Log platforms priced as a catalog profile (report/data/platforms.toml): platform -> (profile, why)."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise PriceError(f"{path}: cannot read ({exc})") from exc
+    stand_ins = {}
+    for platform, entry in data.items():
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("profile", "why")):
+            raise PriceError(f"{path}: platform {platform!r}: fields 'profile' and 'why' must be strings")
+        stand_ins[platform] = (entry["profile"], entry["why"])
+    return stand_ins
+
+
 def load_catalog_profiles() -> tuple[dict[str, Profile], str | None]:
     """The catalog's profiles by name, or no profiles and the reason (so cost can say why it is missing)."""
     try:
@@ -104,6 +122,8 @@ class PriceBook:
         billing: str,
         profiles: Mapping[str, Profile],
         catalog_problem: str | None = None,
+        owned: Mapping[str, Owned] | None = None,
+        stand_ins: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         if billing not in BILLING_RULES:
             raise PriceError(f"--billing {billing!r}: expected one of {', '.join(BILLING_RULES)}")
@@ -111,12 +131,22 @@ class PriceBook:
         self.billing = billing
         self.profiles = dict(profiles)
         self.catalog_problem = catalog_problem
+        self.owned = {m.platform: m for m in (owned or {}).values() if m.platform}
+        self.stand_ins = dict(stand_ins or {})  # platform -> (catalog profile, why it stands in)
 
     def pricing(self, platform: str) -> Pricing | Unpriced:
+        if platform not in self.profiles and platform not in self.overrides and platform in self.stand_ins:
+            name, why = self.stand_ins[platform]
+            priced = self.pricing(name)
+            if isinstance(priced, Pricing):
+                return replace(priced, source=f"{priced.source}; standing in for {platform}: {why}")
+            return priced
         profile = self.profiles.get(platform)
         billing = self.billing if profile is not None else TRAINING_TIME
         if platform in self.overrides:
             return Pricing(self.overrides[platform], "--price on the command line", billing, profile)
+        if platform in self.owned:
+            return _owned_pricing(self.owned[platform])
         if profile is None:
             missing = self.catalog_problem or f"platform {platform!r} is not a catalog profile"
             return Unpriced(f"no price: {missing} (give --price {platform}=USD_PER_HOUR)")
@@ -131,5 +161,28 @@ class PriceBook:
             profile,
         )
 
+    def market_prices(self, platform: str) -> tuple[float | None, float | None]:
+        """The catalog's on-demand and spot USD/h of a platform's profile (or its stand-in); None where unpriced."""
+        name = platform if platform in self.profiles else self.stand_ins.get(platform, ("", ""))[0]
+        profile = self.profiles.get(name)
+        if profile is None:
+            return None, None
+        on_demand = profile.on_demand.usd_per_hour if profile.on_demand is not None else None
+        spot = profile.spot.usd_per_hour if profile.spot is not None else None
+        return on_demand, spot
+
     def unused_overrides(self, platforms: set[str]) -> list[str]:
         return sorted(set(self.overrides) - platforms)
+
+
+def _owned_pricing(machine: Owned) -> Pricing | Unpriced:
+    """An owned machine costs its effective price per hour of use (purchase over its useful hours, plus power)."""
+    hourly = machine.effective_cost_per_hour
+    if hourly is None:
+        return Unpriced(
+            f"no price: owned machine {machine.name!r} lacks a purchase price, useful life or hours per day"
+        )
+    if machine.currency != "USD":
+        return Unpriced(f"no price: owned machine {machine.name!r} is priced in {machine.currency}, costs here are USD")
+    source = f"owned {machine.name}: purchase over its useful hours of use, plus electricity ({machine.source})"
+    return Pricing(hourly, source, TRAINING_TIME)

@@ -17,7 +17,10 @@ def missing(value: Any) -> bool:
 
 
 def seconds(value: Any) -> str:
-    return NA if missing(value) else f"{value:,.1f}"
+    """Tenths of a second from 10 s up, three significant digits below (GPU epochs last a fraction of one)."""
+    if missing(value):
+        return NA
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
 def ratio(value: Any) -> str:
@@ -25,9 +28,10 @@ def ratio(value: Any) -> str:
 
 
 def usd(value: Any) -> str:
+    """Cents above a dollar, three significant digits below it: "$3.30", "$0.0236", never "$3.3000"."""
     if missing(value):
         return NA
-    return f"${value:,.4f}" if value < 10 else f"${value:,.2f}"
+    return f"${value:,.2f}" if value >= 1 else f"${value:.3g}"
 
 
 def accuracy(value: Any, metric: Any = "") -> str:
@@ -49,14 +53,42 @@ def interval(row: pd.Series, prefix: str, value_key: str, n_key: str = "n_runs")
         coverage=None if missing(row.get(f"{prefix}_coverage")) else float(row[f"{prefix}_coverage"]),
         method="order-statistic",
     )
-    return estimate.interval_text("{:,.1f}")
+    return estimate.interval_text("{:,.3g}" if estimate.value < 10 else "{:,.1f}")
 
 
-def relative_interval(row: pd.Series) -> str:
-    low, high = row.get("rel_time_low"), row.get("rel_time_high")
+def relative_interval(row: pd.Series, column: str = "rel_time") -> str:
+    low, high = row.get(f"{column}_low"), row.get(f"{column}_high")
     if missing(low) or missing(high):
-        return ""
+        return "no interval" if not missing(row.get(column)) and not row.get("is_base") else ""
     return f"{low:.2f}–{high:.2f}"
+
+
+def relative(row: pd.Series, column: str) -> str:
+    """ "0.62x [0.55–0.70]": a ratio of medians with its bootstrap interval, or why there is none."""
+    interval_text = relative_interval(row, column)
+    return ratio(row.get(column)) + (f" [{interval_text}]" if interval_text else "")
+
+
+def marks(row: pd.Series) -> str:
+    """Unstable and host-bound rows, named in the table as the charts mark them."""
+    found = []
+    stability = row.get("stability")
+    if isinstance(stability, str) and stability != "stable":
+        found.append(f"⚠ {stability}")
+    if row.get("host_bound") is True:
+        share = row.get("host_share")
+        found.append("⚠ host-bound" + ("" if missing(share) else f" (GPU idle {share:.0%} of steady epochs)"))
+    return "; ".join(found)
+
+
+def energy(row: pd.Series) -> str:
+    gpu = row.get("gpu_wh")
+    if missing(gpu):
+        return "not recorded"
+    host = row.get("host_wh")
+    text = f"{gpu:,.2f} Wh GPU" + ("" if missing(host) else f" + {host:,.2f} Wh host")
+    cost = row.get("energy_usd")
+    return text + ("" if missing(cost) else f" = {usd(cost)}")
 
 
 def _notes_without_prices(notes: str) -> str:
@@ -68,7 +100,6 @@ def results_display(results: pd.DataFrame) -> pd.DataFrame:
     """One workload's results as the reader sees them."""
     rows = []
     for _, r in results.iterrows():
-        rel_ci = relative_interval(r)
         rows.append(
             {
                 "configuration": r["config"] + (" (base)" if r["is_base"] else ""),
@@ -78,16 +109,22 @@ def results_display(results: pd.DataFrame) -> pd.DataFrame:
                 "total time (s)": seconds(r["total_s"]),
                 "interval over repeats": interval(r, "total", "total_s"),
                 "steady epoch (s, median)": seconds(r["steady_epoch_s"]),
+                "steady interval": interval(r, "steady", "steady_epoch_s"),
                 "first epoch (s)": seconds(r["first_epoch_s"]),
                 "final accuracy": accuracy(r["final_acc"], r["final_acc_metric"]),
                 "GPU util": NA if missing(r["gpu_util_pct"]) else f"{r['gpu_util_pct']:.0f}%",
-                "time vs base": ratio(r["rel_time"]) + (f" [{rel_ci}]" if rel_ci else ""),
+                "stability": marks(r) or (r.get("stability") if isinstance(r.get("stability"), str) else NA),
+                "time vs base": relative(r, "rel_time"),
+                "steady epoch vs base": relative(r, "rel_steady"),
+                "verdict": r.get("verdict") if isinstance(r.get("verdict"), str) else "",
                 "cost": usd(r["cost_usd"]),
-                "cost vs base": ratio(r["rel_cost"]),
+                "cost per epoch": usd(r.get("cost_per_epoch_usd")),
+                "cost vs base": relative(r, "rel_cost"),
+                "energy per run": energy(r),
                 "notes": _notes_without_prices(r["notes"]),
             }
         )
-    return _without_empty(pd.DataFrame(rows), ["GPU util"])
+    return _without_empty(pd.DataFrame(rows), ["GPU util", "stability", "verdict", "energy per run"])
 
 
 def comparison_display(comparison: pd.DataFrame) -> pd.DataFrame:
@@ -121,13 +158,15 @@ def comparison_display(comparison: pd.DataFrame) -> pd.DataFrame:
 
 def _without_empty(table: pd.DataFrame, optional: list[str]) -> pd.DataFrame:
     """Drop optional columns no row has a value in (e.g. GPU utilisation of CPU-only runs)."""
-    empty = [c for c in optional if c in table and table[c].isin([NA, ""]).all()]
+    empty = [c for c in optional if c in table and table[c].isin([NA, "", "not recorded"]).all()]
     return table.drop(columns=empty)
 
 
-def setups_display(setups: pd.DataFrame) -> pd.DataFrame:
+def setups_display(setups: pd.DataFrame, derived_prices: bool = False) -> pd.DataFrame:
+    """`derived_prices`: the hourly prices were worked back from published costs per run, and say so."""
+    price = "price per hour (derived: cost of a run / its time)" if derived_prices else "price per hour"
     return setups.assign(usd_per_hour=[usd(v) for v in setups["usd_per_hour"]]).rename(
-        columns={"config": "configuration", "usd_per_hour": "price per hour"}
+        columns={"config": "configuration", "usd_per_hour": price}
     )
 
 
@@ -163,4 +202,38 @@ def partial_display(partial: pd.DataFrame) -> pd.DataFrame:
             "error": partial["error"],
             "file": partial["path"],
         }
+    )
+
+
+def energy_display(results: pd.DataFrame) -> pd.DataFrame:
+    """Rows with measured energy: per run, per steady epoch's share of it, and its cost."""
+    if "gpu_wh" not in results:
+        return pd.DataFrame()
+    measured = results[results["gpu_wh"].notna()]
+    return pd.DataFrame(
+        {
+            "workload": measured["workload"],
+            "configuration": measured["config"],
+            "repeats": measured["n_runs"].astype(int),
+            "GPU energy per run (Wh)": [f"{v:,.2f}" for v in measured["gpu_wh"]],
+            "GPU energy per steady epoch (Wh)": [
+                NA if missing(v) else f"{v:,.4f}" for v in measured["gpu_wh_per_epoch"]
+            ],
+            "host energy per run (Wh)": [NA if missing(v) else f"{v:,.2f}" for v in measured["host_wh"]],
+            "method": measured["energy_method"],
+            "electricity cost per run": [usd(v) for v in measured.get("energy_usd", pd.Series(index=measured.index))],
+        }
+    )
+
+
+def energy_note(report: Any) -> str:
+    """Why the report shows no energy table, in words."""
+    if not report.measured:
+        return (
+            "The published studies measured no energy per run; the own-or-rent table above gives what a post's "
+            "power figures allow."
+        )
+    return (
+        "Energy was not recorded in these logs: the runner measures it from metadata schema 2 on (NVML energy "
+        "counter or power samples on NVIDIA GPUs, RAPL on the host where readable); earlier logs lack it."
     )

@@ -11,6 +11,7 @@ from markupsafe import Markup
 
 from report import format as fmt
 from report.build import Report, draw_charts, safe_name
+from report.owned import break_even_table, load_owned, machines_table
 
 TEMPLATES = Path(__file__).parent / "templates"
 PAGE = "index.html"
@@ -28,10 +29,18 @@ def write_report(report: Report, out: Path) -> Path:
 
 def write_tables(report: Report, out: Path) -> list[str]:
     """The tables as CSV (full precision); returns their names relative to `out`."""
-    tables: dict[str, pd.DataFrame] = {"results.csv": report.results}
+    owned = report.owned or report.request.owned or load_owned()
+    tables: dict[str, pd.DataFrame] = {
+        "results.csv": report.results,
+        "summary.csv": report.summary,
+        "owned.csv": machines_table(owned),
+        "break_even.csv": break_even_table(owned),
+    }
     if report.measured:
         tables["runs.csv"] = report.runs
         tables["machines.csv"] = report.machines
+        tables["fingerprints.csv"] = report.fingerprints
+        tables["reproducibility.csv"] = report.reproducibility
     if not report.partial.empty:
         tables["partial_runs.csv"] = report.partial
     if report.skipped:
@@ -60,6 +69,7 @@ def render_page(report: Report, files: list[str]) -> str:
         undefined=StrictUndefined,
     )
     env.filters["table"] = _html_table
+    owned = report.owned or report.request.owned or load_owned()
     study = report.study.study if report.study else None
     context = {
         "report": report,
@@ -74,14 +84,29 @@ def render_page(report: Report, files: list[str]) -> str:
         "workload_tables": {s.workload: fmt.results_display(s.results) for s in report.sections},
         "study": study,
         "differences": report.differences(),
-        "published_setups": fmt.setups_display(report.study.published.setups) if report.study else None,
+        "published_setups": fmt.setups_display(
+            report.study.published.setups, derived_prices=study is not None and study.kind == "provider-table"
+        )
+        if report.study
+        else None,
         "measured_setups": fmt.setups_display(report.study.measured_setups) if report.study else None,
         "comparison_tables": _comparison_tables(report),
         "study_charts": report.study.charts if report.study else {},
         "files": files,
         "machines_table": fmt.machines_display(report.machines),
+        "summary_table": report.summary,
+        "owned_table": machines_table(owned),
+        "break_even_table": break_even_table(owned),
+        "energy_table": _or_none(fmt.energy_display(report.results)),
+        "energy_note": fmt.energy_note(report),
+        "fingerprint_table": report.fingerprints,
+        "reproducibility_table": _or_none(report.reproducibility),
     }
     return env.get_template("report.html.j2").render(**context)
+
+
+def _or_none(table: pd.DataFrame) -> pd.DataFrame | None:
+    return None if table.empty else table
 
 
 def _title(report: Report) -> str:

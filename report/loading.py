@@ -10,18 +10,23 @@ import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from benchmarks.logs import STATUS_COMPLETE, EpochLog, LogFormatError, find_logs, read_epoch_log
 
 RUN_ID_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{4}$")
+# A repeat's files carry its two-digit index: `<workload>_<backend>[_synthetic].r02.csv`.
+REPEAT_SUFFIX = re.compile(r"\.r\d{2}$")
+# The project's committed measurements live under `<logs>/reference/<NAME>/`, apart from the user's runs.
+REFERENCE_FOLDER = "reference"
 # Backends a log's file name can end with: ours, plus those of the published logs.
 KNOWN_BACKENDS = ("tensorflow", "jax", "torch", "cntk", "theano")
 SYNTHETIC_SUFFIX = "_synthetic"
 DATA_SOURCES = ("real", "synthetic")
 STATUSES = ("complete", "partial", "running")
+STABILITY_LABELS = ("stable", "unstable", "too few epochs")
 NO_RUN_ID = "-"
 
 
@@ -39,6 +44,7 @@ class Configuration:
     backend: str
     variant: str = ""  # image and/or precision, set only where runs of one platform+backend differ in them
     synthetic: bool = False
+    reference: bool = False  # a committed project measurement (logs/reference/NAME), not the user's run
 
     @property
     def name(self) -> str:
@@ -47,7 +53,26 @@ class Configuration:
 
     @property
     def label(self) -> str:
-        return f"{self.name} (synthetic)" if self.synthetic else self.name
+        label = f"{self.name} (synthetic)" if self.synthetic else self.name
+        return f"{label} (reference)" if self.reference else label
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What metadata schema 2 adds to a run (stability, energy, machine identity, repeat group). Logs written
+    before it lack these keys: every field is then None, which the report shows as "not recorded"."""
+
+    stability: str | None = None  # "stable", "unstable" or "too few epochs"
+    steady_cv: float | None = None
+    host_bound: bool | None = None
+    host_share: float | None = None  # fraction of steady-epoch time the GPU sat idle
+    gpu_wh: float | None = None
+    gpu_wh_per_steady_epoch: float | None = None  # median over the epochs after the compiling one
+    host_wh: float | None = None
+    energy_method: str | None = None
+    host_id: str | None = None
+    repeat_group: str | None = None
+    fingerprint: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +86,7 @@ class Run:
     image: str | None = None
     precision: str | None = None
     compile_settings: str | None = None  # jit, steps per execution and LSTM kernel: each changes the times
+    measured: Measured = field(default_factory=Measured)
 
     @property
     def metadata(self) -> Mapping[str, Any]:
@@ -114,6 +140,11 @@ class Run:
     def error(self) -> str:
         return str(self.metadata.get("error") or "")
 
+    @property
+    def machine(self) -> str:
+        """Which machine ran it: the harness's host id, else the run id (one run id = one machine session)."""
+        return self.measured.host_id or self.run_id
+
 
 @dataclass
 class LoadResult:
@@ -129,17 +160,44 @@ class LoadResult:
         return [r for r in self.runs if not r.complete]
 
 
-def load_runs(root: Path) -> LoadResult:
+def load_runs(root: Path, reference: str | None = None) -> LoadResult:
     """Every run under `root` (our layout `<platform>/<run_id>/<workload>_<backend>.csv`, or any folder of
-    `<workload>_<backend>.csv` files such as the published logs)."""
+    `<workload>_<backend>.csv` files such as the published logs).
+
+    A top-level `reference/` folder holds the project's committed measurements: left out, so a user's report
+    shows the user's runs; `reference=NAME` adds `reference/NAME` beside them, labelled as reference."""
     runs: list[Run] = []
     skipped: list[Skipped] = []
     for path in find_logs(root):
-        try:
-            runs.append(_read_run(root, path))
-        except LogFormatError as exc:
-            skipped.append(Skipped(path, str(exc)))
+        if path.relative_to(root).parts[0] == REFERENCE_FOLDER:
+            continue
+        _read_into(root, path, runs, skipped, as_reference=False)
+    if reference is not None:
+        folder = reference_folder(root, reference)
+        for path in find_logs(folder):
+            _read_into(folder, path, runs, skipped, as_reference=True)
     return LoadResult(runs=assign_variants(runs), skipped=skipped)
+
+
+def reference_folder(root: Path, name: str) -> Path:
+    """`root/reference/NAME`; a one-line error lists the names there when it does not exist."""
+    folder = root / REFERENCE_FOLDER / name
+    if not name or "/" in name or not folder.is_dir():
+        parent = root / REFERENCE_FOLDER
+        known = sorted(p.name for p in parent.iterdir() if p.is_dir()) if parent.is_dir() else []
+        raise LogFormatError(
+            f"--reference {name!r}: no folder {folder}; references there: {', '.join(known) or 'none'}"
+        )
+    return folder
+
+
+def _read_into(root: Path, path: Path, runs: list[Run], skipped: list[Skipped], as_reference: bool) -> None:
+    try:
+        run = _read_run(root, path)
+    except LogFormatError as exc:
+        skipped.append(Skipped(path, str(exc)))
+        return
+    runs.append(replace(run, config=replace(run.config, reference=True)) if as_reference else run)
 
 
 def _read_run(root: Path, path: Path) -> Run:
@@ -175,14 +233,63 @@ def _run_from_metadata(log: EpochLog, meta: Mapping[str, Any]) -> Run:
         epochs_planned=planned,
         image=_short_image_name(container.get("image")),
         precision=settings.get("dtype_policy"),
-        compile_settings=_compile_settings(settings),
+        compile_settings=_compile_settings(settings, _optional_mapping(where, meta, "distribution")),
+        measured=_measured(where, meta),
     )
 
 
-def _compile_settings(settings: Mapping[str, Any]) -> str | None:
+def _measured(where: Path, meta: Mapping[str, Any]) -> Measured:
+    stability = _optional_mapping(where, meta, "stability")
+    energy = _optional_mapping(where, meta, "energy")
+    hardware = _optional_mapping(where, meta, "hardware")
+    repeat = _optional_mapping(where, meta, "repeat")
+    fingerprint = _optional_mapping(where, meta, "fingerprint")
+    label = stability.get("label")
+    if label is not None and label not in STABILITY_LABELS:
+        expected = ", ".join(STABILITY_LABELS)
+        raise LogFormatError(f"{where}: field 'stability.label' is {label!r}; expected one of {expected}")
+    host_bound = stability.get("host_bound")
+    if host_bound is not None and not isinstance(host_bound, bool):
+        raise LogFormatError(f"{where}: field 'stability.host_bound' is {host_bound!r}; expected true, false or null")
+    return Measured(
+        stability=label,
+        steady_cv=_optional_number(where, stability, "stability", "steady_cv"),
+        host_bound=host_bound,
+        host_share=_optional_number(where, stability, "stability", "host_share"),
+        gpu_wh=_optional_number(where, energy, "energy", "gpu_wh"),
+        gpu_wh_per_steady_epoch=_steady_epoch_wh(where, energy.get("gpu_joules_per_epoch")),
+        host_wh=_optional_number(where, energy, "energy", "host_wh"),
+        energy_method=energy.get("gpu_method"),
+        host_id=str(hardware["host_id"]) if hardware.get("host_id") else None,
+        repeat_group=str(repeat["group"]) if repeat.get("group") else None,
+        fingerprint=fingerprint or None,
+    )
+
+
+def _steady_epoch_wh(where: Path, joules: object) -> float | None:
+    if joules is None:
+        return None
+    if not isinstance(joules, list) or not all(isinstance(j, int | float) and not isinstance(j, bool) for j in joules):
+        raise LogFormatError(f"{where}: field 'energy.gpu_joules_per_epoch' is {joules!r}; expected a list of numbers")
+    steady = joules[1:]  # the first epoch compiles, as in the timing
+    return statistics.median(steady) / 3600 if steady else None
+
+
+def _optional_number(where: Path, section: Mapping[str, Any], name: str, key: str) -> float | None:
+    value = section.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise LogFormatError(f"{where}: field '{name}.{key}' is {value!r}; expected a number or null")
+    return float(value)
+
+
+def _compile_settings(settings: Mapping[str, Any], distribution: Mapping[str, Any]) -> str | None:
     if not settings:
         return None
     parts = [f"jit {'on' if settings.get('jit_compile') else 'off'}"]
+    if (distribution.get("devices") or 1) > 1:  # never pool runs on several devices with one-device runs
+        parts.append(f"{distribution['devices']} devices {distribution.get('batch_policy')}")
     if (settings.get("steps_per_execution") or 1) > 1:
         parts.append(f"{settings['steps_per_execution']} steps/execution")
     if settings.get("lstm_kernel"):
@@ -215,7 +322,7 @@ def _short_image_name(image: object) -> str | None:
 def _run_from_path(root: Path, log: EpochLog) -> Run:
     """A log without metadata (a published one): identity from `<workload>_<backend>[_synthetic].csv` and its
     folder; the folder under `root` names the platform, or `<platform>/<run_id>/` in our layout."""
-    stem = log.path.stem
+    stem = REPEAT_SUFFIX.sub("", log.path.stem)
     synthetic = stem.endswith(SYNTHETIC_SUFFIX)
     if synthetic:
         stem = stem.removesuffix(SYNTHETIC_SUFFIX)

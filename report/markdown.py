@@ -8,6 +8,7 @@ import pandas as pd
 
 from report import format as fmt
 from report.build import Chart, Report, draw_charts
+from report.owned import break_even_table, load_owned, machines_table
 
 
 def markdown_table(table: pd.DataFrame) -> str:
@@ -50,14 +51,66 @@ def render_markdown(report: Report) -> str:
         "figures are ratios of those medians. Synthetic-data rows are marked *(synthetic)*.",
         "",
     ]
+    parts += ["## Summary: where to train, and what it costs", "", markdown_table(report.summary), ""]
     for section in report.sections:
         parts += [f"## {section.workload}", "", markdown_table(fmt.results_display(section.results)), ""]
         if section.partial:
             parts += ["Partial, left out: " + "; ".join(section.partial), ""]
         parts += [_image(section.time_chart), _image(section.cost_chart), ""]
+    if report.scaling is not None:
+        parts += _scaling_markdown(report)
     if report.study is not None:
         parts += _study_markdown(report)
+    parts += _owned_markdown(report) + _machines_markdown(report)
     return "\n".join(parts).rstrip() + "\n"
+
+
+def _owned_markdown(report: Report) -> list[str]:
+    owned = report.owned or report.request.owned or load_owned()
+    energy = fmt.energy_display(report.results)
+    return [
+        "## Own or rent",
+        "",
+        markdown_table(machines_table(owned)),
+        "",
+        markdown_table(break_even_table(owned)),
+        "",
+        "## Energy",
+        "",
+        markdown_table(energy) if not energy.empty else fmt.energy_note(report),
+        "",
+    ]
+
+
+def _machines_markdown(report: Report) -> list[str]:
+    if not report.measured:
+        return []
+    parts = ["## Machines and reproducibility", "", markdown_table(report.fingerprints), ""]
+    if report.reproducibility.empty:
+        return [*parts, "No configuration here ran on two machines: nothing to compare across machines.", ""]
+    return [*parts, markdown_table(report.reproducibility), ""]
+
+
+def _scaling_markdown(report: Report) -> list[str]:
+    assert report.scaling is not None
+    return [
+        "## Several devices: data-parallel scaling",
+        "",
+        "Speed-up is of throughput (training samples per second of a steady epoch) against the one-device runs of "
+        "the same workload, backend and platform; efficiency is speed-up / devices. `same-global` keeps the "
+        "published batch, `per-device` multiplies it by the devices (learning rate x sqrt(devices)).",
+        "",
+        markdown_table(report.scaling.measured),
+        "",
+        f"Published, {report.scaling.study.title} ({report.scaling.study.date}): the same machine trained with "
+        "Keras's `multi_gpu_model` on all its GPUs and on one. `multi_gpu_model` split the batch given to `fit` over "
+        "the GPUs, as `same-global` does; the post does not say that the batch changed for those runs.",
+        "",
+        markdown_table(report.scaling.published),
+        "",
+        f"![{report.scaling.chart[0]}]({report.scaling.chart[1]})" if report.scaling.chart else "",
+        "",
+    ]
 
 
 def _study_markdown(report: Report) -> list[str]:

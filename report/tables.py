@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from benchmarks.stats import Estimate, median_estimate, ratio_of_medians
+from benchmarks.stats import Comparison, Estimate, compare, median_estimate, ratio_of_medians
 from report.costs import Pricing, Unpriced
 from report.loading import Configuration, Run
 
@@ -27,8 +27,11 @@ RESULT_COLUMNS = (
     "total_s", "total_low", "total_high", "total_coverage",
     "steady_epoch_s", "steady_low", "steady_high", "steady_coverage",
     "first_epoch_s", "final_acc", "final_acc_metric", "gpu_util_pct",
-    "rel_time", "rel_time_low", "rel_time_high",
-    "usd_per_hour", "billed_s", "cost_usd", "cost_rule", "price_source", "rel_cost", "notes",
+    "rel_time", "rel_time_low", "rel_time_high", "rel_steady", "rel_steady_low", "rel_steady_high",
+    "verdict", "verdict_basis", "stability", "host_bound", "host_share", "gpu_wh", "gpu_wh_per_epoch", "host_wh",
+    "energy_method",
+    "usd_per_hour", "billed_s", "cost_usd", "cost_per_epoch_usd", "cost_rule", "price_source", "rel_cost",
+    "rel_cost_low", "rel_cost_high", "reference", "notes",
 )
 # fmt: on
 NUMERIC_SUFFIXES = (
@@ -42,9 +45,14 @@ NUMERIC_SUFFIXES = (
     "per_hour",
     "_usd",
     "rel_cost",
+    "rel_steady",
+    "_wh",
+    "_share",
+    "_per_epoch",
 )
 
 
+TEXT_COLUMNS = ("verdict", "verdict_basis", "notes")
 MINIMUM_NOTE = "billed the profile's minimum"
 
 
@@ -76,6 +84,10 @@ class Group:
     def totals(self) -> list[float]:
         return [r.total_s for r in self.runs]
 
+    def steady_medians(self) -> list[float]:
+        """Each repeat's median steady epoch: what compares when the experiments differ in epochs or samples."""
+        return [v for v in (r.steady_median_s for r in self.runs) if v is not None]
+
 
 def _train_samples(run: Run) -> int | None:
     data = run.metadata.get("data") or {}
@@ -104,43 +116,102 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
     return groups
 
 
-def resolve_base(spec: str | None, configs: Sequence[Configuration]) -> Configuration:
-    """The base configuration named by `--base` (label, name, or a platform with one real configuration); by
-    default the first real-data TensorFlow configuration (the published studies' base backend)."""
-    if not configs:
+@dataclass(frozen=True)
+class Base:
+    """What relative figures divide by: one platform and backend (and variant, when `--base` names one). Its
+    configuration for each workload is chosen by `choose`, because variants (compile settings) differ between
+    workloads."""
+
+    platform: str
+    backend: str
+    variant: str | None = None  # None: chosen per workload
+    reference: bool = False
+
+    @property
+    def label(self) -> str:
+        config = Configuration(self.platform, self.backend, self.variant or "", reference=self.reference)
+        return config.label
+
+    def admits(self, config: Configuration) -> bool:
+        same = (config.platform, config.backend, config.reference) == (self.platform, self.backend, self.reference)
+        return same and (self.variant is None or config.variant == self.variant)
+
+    def choose(self, groups: Sequence[Group], synthetic: bool) -> Group | None:
+        """The base's group among one workload's groups: complete runs not superseded by a later default
+        (`relabelled_from`), then the full experiment (not cut down, most epochs), then most repeats, then the
+        latest start, then the label: deterministic, and a 3-epoch sweep never beats the published epochs."""
+        candidates = [g for g in groups if self.admits(g.config) and g.config.synthetic == synthetic]
+        # min() keeps the first of equals: order them by latest start, then label, before ranking.
+        ordered = sorted(sorted(candidates, key=lambda g: g.config.label), key=_latest_start, reverse=True)
+        return min(ordered, key=_base_rank, default=None)
+
+
+def _latest_start(group: Group) -> str:
+    return max(str(r.metadata.get("started_at") or "") for r in group.runs)
+
+
+def _base_rank(group: Group) -> tuple[bool, bool, int, int]:
+    superseded = any(r.metadata.get("relabelled_from") for r in group.runs)
+    cut_down = any(r.metadata.get("cut_down") for r in group.runs)
+    return (superseded, cut_down, -group.epochs, -len(group.runs))  # negated: more epochs and repeats first
+
+
+def resolve_base(spec: str | None, groups: Sequence[Group]) -> Base:
+    """The base named by `--base` (a configuration label or name, or a platform with one backend); by default
+    the user's (not reference) real-data TensorFlow runs, as the published studies divided by TensorFlow, else
+    the platform and backend that ran the most workloads."""
+    if not groups:
         raise ReportError("no complete runs to report")
-    ordered = sorted(set(configs), key=lambda c: (c.synthetic, c.label))
     if spec is None:
-        tensorflow = [c for c in ordered if c.backend == "tensorflow" and not c.synthetic]
-        return (tensorflow or ordered)[0]
+        return _default_base(groups)
+    configs = sorted({g.config for g in groups}, key=lambda c: (c.synthetic, c.label))
     for matches in (
-        [c for c in ordered if c.label == spec],
-        [c for c in ordered if c.name == spec and not c.synthetic],
-        [c for c in ordered if c.platform == spec and not c.synthetic],
+        [c for c in configs if c.label == spec],
+        [c for c in configs if c.name == spec and not c.synthetic],
     ):
-        if len(matches) == 1:
-            return matches[0]
-        if len(matches) > 1:
-            names = ", ".join(c.label for c in matches)
-            raise BadArgumentError(f"--base {spec!r} is ambiguous: it matches {names}")
+        if matches:
+            c = matches[0]
+            return Base(c.platform, c.backend, c.variant if c.variant else None, c.reference)
+    platforms = sorted({(c.platform, c.backend, c.reference) for c in configs if c.platform == spec})
+    if len(platforms) > 1:
+        names = ", ".join(Base(p, b, reference=r).label for p, b, r in platforms)
+        raise BadArgumentError(f"--base {spec!r} is ambiguous: it matches {names}")
+    if platforms:
+        platform, backend, reference = platforms[0]
+        return Base(platform, backend, reference=reference)
     raise BadArgumentError(
-        f"--base {spec!r} matches no configuration; configurations: {', '.join(c.label for c in ordered)}"
+        f"--base {spec!r} matches no configuration; configurations: {', '.join(c.label for c in configs)}"
     )
 
 
-def summarize(groups: Sequence[Group], base: Configuration, pricing: PricingLookup) -> pd.DataFrame:
+def _default_base(groups: Sequence[Group]) -> Base:
+    workloads: dict[tuple[str, str, bool], set[str]] = defaultdict(set)
+    for g in groups:
+        workloads[(g.config.platform, g.config.backend, g.config.reference)].add(g.workload)
+    real_tf = {(g.config.platform, g.config.backend, g.config.reference) for g in groups if not g.config.synthetic}
+    real_tf = {key for key in real_tf if key[1] == "tensorflow"}
+    ranked = sorted(
+        workloads,
+        key=lambda key: (key[2], key not in real_tf, -len(workloads[key]), key[1], key[0]),
+    )
+    platform, backend, reference = ranked[0]
+    return Base(platform, backend, reference=reference)
+
+
+def summarize(groups: Sequence[Group], base: Base, pricing: PricingLookup) -> pd.DataFrame:
     """The results table: one row per workload x configuration, in RESULT_COLUMNS."""
     rows = [_row(group, pricing(group.config.platform)) for group in groups]
     table = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
     numeric = [c for c in RESULT_COLUMNS if c.endswith(NUMERIC_SUFFIXES)]
     table[numeric] = table[numeric].astype(float)
-    table = _add_relative(table, {(g.workload, g.config.label): g for g in groups}, base)
-    return order_rows(table, base.label)
+    table[list(TEXT_COLUMNS)] = table[list(TEXT_COLUMNS)].astype(object)  # filled in by _add_relative
+    table = _add_relative(table, groups, base)
+    return order_rows(table)
 
 
-def order_rows(table: pd.DataFrame, base_label: str) -> pd.DataFrame:
+def order_rows(table: pd.DataFrame) -> pd.DataFrame:
     """Workloads alphabetically, the base first within each, then configurations by label."""
-    key = table["config"].map(lambda label: (label != base_label, label))
+    key = table.apply(lambda r: (not r["is_base"], r["config"]), axis=1) if not table.empty else []
     return (table.assign(_key=key).sort_values(["workload", "_key"], kind="stable").drop(columns="_key")).reset_index(
         drop=True
     )
@@ -173,6 +244,8 @@ def _row(group: Group, pricing: Pricing | Unpriced) -> dict[str, object]:
         "final_acc_metric": "/".join(sorted(metrics)),
         "gpu_util_pct": float(np.median(utilization)) if utilization else None,
         "cut_down": any(r.metadata.get("cut_down") for r in group.runs),
+        "reference": group.config.reference,
+        **_measured_columns(group.runs),
     }
     if isinstance(pricing, Pricing):
         if pricing.billed_seconds(total.value) > total.value + pricing.increment_s:
@@ -181,6 +254,8 @@ def _row(group: Group, pricing: Pricing | Unpriced) -> dict[str, object]:
             "usd_per_hour": pricing.usd_per_hour,
             "billed_s": pricing.billed_seconds(total.value),
             "cost_usd": pricing.cost_usd(total.value),
+            # An epoch of a suite's machine is billed as training time: the minimum belongs to the session.
+            "cost_per_epoch_usd": None if steady is None else steady.value * pricing.usd_per_hour / 3600,
             "cost_rule": f"{pricing.rule}, applied to each workload's training time",
             "price_source": pricing.source,
         }
@@ -201,41 +276,108 @@ def _estimate_columns(prefix: str, estimate: Estimate | None, value_key: str) ->
     }
 
 
-def _add_relative(table: pd.DataFrame, groups: dict[tuple[str, str], Group], base: Configuration) -> pd.DataFrame:
-    """Ratios against the base, on the same data source: synthetic rows against the base's synthetic runs."""
+def _measured_columns(runs: Sequence[Run]) -> dict[str, object]:
+    """Stability, host-bound share and energy over the repeats; None where the logs predate them."""
+    labels = [r.measured.stability for r in runs if r.measured.stability]
+    unstable = sum(label != "stable" for label in labels)
+    if not labels:
+        stability = None
+    elif unstable:
+        stability = f"{labels[0] if unstable == len(labels) else 'unstable'} ({unstable} of {len(runs)} repeats)"
+    else:
+        stability = "stable"
+    flags = [r.measured.host_bound for r in runs if r.measured.host_bound is not None]
+    return {
+        "stability": stability,
+        "host_bound": any(flags) if flags else None,
+        "host_share": _median([r.measured.host_share for r in runs]),
+        "gpu_wh": _median([r.measured.gpu_wh for r in runs]),
+        "gpu_wh_per_epoch": _median([r.measured.gpu_wh_per_steady_epoch for r in runs]),
+        "host_wh": _median([r.measured.host_wh for r in runs]),
+        "energy_method": "/".join(sorted({r.measured.energy_method for r in runs if r.measured.energy_method})),
+    }
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return float(np.median(present)) if present else None
+
+
+def _add_relative(table: pd.DataFrame, groups: Sequence[Group], base: Base) -> pd.DataFrame:
+    """Ratios against the base's configuration of each workload, on the same data source (synthetic rows against
+    the base's synthetic runs): total times where the experiments match, steady-epoch times always; the verdict
+    is `benchmarks.stats.compare`'s on whichever of the two is compared."""
     table = table.copy()
+    by_workload: dict[str, list[Group]] = defaultdict(list)
+    for group in groups:
+        by_workload[group.workload].append(group)
+    chosen = {
+        (workload, synthetic): base.choose(members, synthetic)
+        for workload, members in by_workload.items()
+        for synthetic in (False, True)
+    }
+    index_of = {(r["workload"], r["config"]): i for i, r in table.iterrows()}
     table["is_base"] = False
-    for index, row in table.iterrows():
-        group = groups[(row["workload"], row["config"])]
-        twin = replace(base, synthetic=group.config.synthetic)
-        table.at[index, "is_base"] = group.config == twin
-        base_group = groups.get((row["workload"], twin.label))
-        reason = _incomparable(group, base_group, twin)
-        if reason:
-            table.at[index, "notes"] = "; ".join(filter(None, [row["notes"], reason]))
+    for group in groups:
+        index = index_of[(group.workload, group.config.label)]
+        base_group = chosen[(group.workload, group.config.synthetic)]
+        if base_group is None:
+            reason = f"no base run: {base.label} has no complete run of this workload"
+            reason += " on synthetic data" if group.config.synthetic else ""
+            table.at[index, "notes"] = _join(table.at[index, "notes"], reason)
             continue
-        assert base_group is not None
-        ratio = ratio_of_medians(group.totals(), base_group.totals())
-        table.at[index, "rel_time"] = ratio.value
-        if not table.at[index, "is_base"]:  # the base against itself is 1.0 by definition, not an estimate
-            table.at[index, "rel_time_low"] = ratio.low
-            table.at[index, "rel_time_high"] = ratio.high
-        base_cost = table.loc[(table["workload"] == row["workload"]) & (table["config"] == twin.label), "cost_usd"]
-        base_cost = base_cost.iloc[0]
-        if pd.notna(row["cost_usd"]) and pd.notna(base_cost) and base_cost > 0:
-            table.at[index, "rel_cost"] = row["cost_usd"] / base_cost
+        if base_group is group:
+            table.at[index, "is_base"] = True
+            table.at[index, "rel_time"] = 1.0
+            table.at[index, "rel_steady"] = 1.0
+            if pd.notna(table.at[index, "cost_usd"]) and table.at[index, "cost_usd"] > 0:
+                table.at[index, "rel_cost"] = 1.0
+            continue
+        _relative_row(table, index, group, base_group, index_of[(group.workload, base_group.config.label)])
     return table
 
 
-def _incomparable(group: Group, base_group: Group | None, base: Configuration) -> str:
-    if base_group is None:
-        return f"no relative figures: the base {base.label} has no complete run of this workload"
-    if (group.epochs, group.train_samples) != (base_group.epochs, base_group.train_samples):
-        return (
-            f"no relative figures: {group.epochs} epochs / {group.train_samples} samples vs the base's "
+def _relative_row(table: pd.DataFrame, index: int, group: Group, base_group: Group, base_index: int) -> None:
+    notes = []
+    verdict: Comparison | None = None
+    steady, base_steady = group.steady_medians(), base_group.steady_medians()
+    if steady and base_steady:
+        ratio = ratio_of_medians(steady, base_steady)
+        table.loc[index, ["rel_steady", "rel_steady_low", "rel_steady_high"]] = [ratio.value, ratio.low, ratio.high]
+    if (group.epochs, group.train_samples) == (base_group.epochs, base_group.train_samples):
+        ratio = ratio_of_medians(group.totals(), base_group.totals())
+        table.loc[index, ["rel_time", "rel_time_low", "rel_time_high"]] = [ratio.value, ratio.low, ratio.high]
+        verdict, basis = compare(group.totals(), base_group.totals()), "total"
+        _relative_cost(table, index, base_index, ratio)
+    else:
+        notes.append(
+            f"total time not compared: {group.epochs} epochs / {group.train_samples} samples vs the base's "
             f"{base_group.epochs} / {base_group.train_samples}"
+            + ("; steady epochs compared" if steady and base_steady else "")
         )
-    return ""
+        if steady and base_steady:
+            verdict, basis = compare(steady, base_steady), "steady epoch"
+    if verdict is not None:
+        table.at[index, "verdict"] = verdict.text("it", "the base")
+        table.at[index, "verdict_basis"] = basis
+    table.at[index, "notes"] = _join(table.at[index, "notes"], *notes)
+
+
+def _relative_cost(table: pd.DataFrame, index: int, base_index: int, time_ratio: Estimate) -> None:
+    """Cost over the base's cost. Where both are billed exactly their training time, cost is time x price, so the
+    time ratio's interval times the price ratio is the cost ratio's; a billing minimum breaks that (no interval)."""
+    cost, base_cost = table.at[index, "cost_usd"], table.at[base_index, "cost_usd"]
+    if pd.isna(cost) or pd.isna(base_cost) or base_cost <= 0:
+        return
+    table.at[index, "rel_cost"] = cost / base_cost
+    exact = all(table.at[i, "billed_s"] == table.at[i, "total_s"] for i in (index, base_index))
+    if exact and time_ratio.low is not None and time_ratio.high is not None:
+        prices = table.at[index, "usd_per_hour"] / table.at[base_index, "usd_per_hour"]
+        table.loc[index, ["rel_cost_low", "rel_cost_high"]] = [time_ratio.low * prices, time_ratio.high * prices]
+
+
+def _join(*parts: object) -> str:
+    return "; ".join(str(p) for p in parts if isinstance(p, str) and p)
 
 
 def partial_runs_table(runs: Sequence[Run]) -> pd.DataFrame:
@@ -289,6 +431,12 @@ def runs_table(runs: Sequence[Run], groups: Sequence[Group]) -> pd.DataFrame:
                 "steady_median_s": r.steady_median_s,
                 "final_acc": accuracy,
                 "final_acc_metric": metric,
+                "machine": r.machine,
+                "repeat_group": r.measured.repeat_group,
+                "stability": r.measured.stability,
+                "steady_cv": r.measured.steady_cv,
+                "host_share": r.measured.host_share,
+                "gpu_wh": r.measured.gpu_wh,
                 "counted": id(r) in counted,
                 "why_not_counted": left_out.get(id(r), "" if r.complete else f"status {r.status}"),
                 "path": str(r.log.path),

@@ -19,6 +19,7 @@ class DataRequest:
     train_limit: int | None = None  # cut-down suites train on the first N samples
     val_limit: int | None = None
     seed: int = 1337
+    batch_size: int | None = None  # the global batch, for loaders that batch themselves; None: the published one
 
 
 @dataclass

@@ -6,21 +6,25 @@ error) and at the end (status "complete"), so an interrupted run leaves its fini
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import gc
 import statistics
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import keras
 
-from benchmarks import workloads
+from benchmarks import stability, workloads
 from benchmarks.data.files import DatasetUnavailable, FileLocations
 from benchmarks.data.loaders import SYNTHETIC_NAME
 from benchmarks.data.types import SYNTHETIC, Data, DataRequest
-from benchmarks.harness import backends, sysinfo
-from benchmarks.harness.gpu_monitor import GPUMonitor
+from benchmarks.harness import backends, distribution, sysinfo
+from benchmarks.harness.fingerprint import fingerprint
+from benchmarks.harness.telemetry import Telemetry
 from benchmarks.harness.timing import EpochTimer
 from benchmarks.logs import (
     STATUS_COMPLETE,
@@ -52,6 +56,23 @@ class RunOptions:
     dataset: str | None = None
     allow_synthetic: bool = False
     seed: int = 1337
+    gpus: int | str = 1  # devices to train on, data parallel ("all": every device of the machine)
+    batch_policy: str = distribution.SAME_GLOBAL
+    repeat: Repeat | None = None  # set when this run is one of several repeats of a configuration
+    host_gc: str = "on"  # Python's garbage collector during fit: on, frozen (gc.freeze first) or off
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """Which repeat of a configuration a run is: its group (shared by the repeats) and 1-based index."""
+
+    group: str
+    index: int
+    planned: int | None = None  # None under adaptive repeats (--target-ci), which stop when the interval is narrow
+    target_ci_pct: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"group": self.group, "index": self.index, "planned": self.planned, "target_ci_pct": self.target_ci_pct}
 
 
 @dataclass
@@ -60,6 +81,7 @@ class Plan:
 
     epochs: int
     request: DataRequest
+    distribution: distribution.Distribution
 
 
 def plan(spec: workloads.WorkloadSpec, options: RunOptions) -> Plan:
@@ -68,15 +90,19 @@ def plan(spec: workloads.WorkloadSpec, options: RunOptions) -> Plan:
         raise BadRunArguments(
             f"--dataset {dataset!r} does not fit {spec.name}; choose from {', '.join((*spec.datasets, SYNTHETIC_NAME))}"
         )
-    cut = {"quick": spec.quick, "bounded": spec.bounded, None: None}[options.cut]
+    cut = {"quick": spec.quick, "bounded": spec.bounded, "short": spec.short, None: None}[options.cut]
+    devices = distribution.resolve_devices(options.backend, options.gpus)
+    spread = distribution.plan(devices, options.batch_policy, spec.batch_size)
     return Plan(
         epochs=options.epochs or (cut.epochs if cut else spec.epochs),
         request=DataRequest(
             dataset=dataset,
-            train_limit=options.train_limit or (cut.train_limit if cut else None),
-            val_limit=options.val_limit or (cut.val_limit if cut else None),
+            train_limit=spread.even(options.train_limit or (cut.train_limit if cut else None)),
+            val_limit=spread.even(options.val_limit or (cut.val_limit if cut else None)),
             seed=options.seed,
+            batch_size=spread.global_batch_size,
         ),
+        distribution=spread,
     )
 
 
@@ -98,7 +124,8 @@ def load_data(module: Any, request: DataRequest, options: RunOptions, notices: s
 
 def csv_path(options: RunOptions, workload: str, synthetic: bool) -> Path:
     suffix = "_synthetic" if synthetic else ""
-    return options.out_dir / options.platform / options.run_id / f"{workload}_{options.backend}{suffix}.csv"
+    repeat = f".r{options.repeat.index:02d}" if options.repeat else ""
+    return options.out_dir / options.platform / options.run_id / f"{workload}_{options.backend}{suffix}{repeat}.csv"
 
 
 def _now() -> str:
@@ -114,17 +141,21 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     keras.utils.set_random_seed(options.seed)
     started_at = _now()
     data = load_data(module, run_plan.request, options, notices if notices is not None else set())
+    data, spread = distribution.split_evenly(data, run_plan.distribution)
     settings = options.overrides.apply(
         backends.default_settings(options.backend, name, backends.gpu_available(options.backend))
     )
     backends.apply_float32_matmul(options.backend, settings.float32_matmul)
-    model = module.build_model(data)
-    backends.apply_lstm_setting(model, settings.use_cudnn)
-    model.compile(
-        **module.compile_args(),
-        jit_compile=settings.jit_compile,
-        steps_per_execution=settings.steps_per_execution,
-    )
+    with distribution.activate(spread):
+        model = module.build_model(data)
+        backends.apply_lstm_setting(model, settings.use_cudnn)
+        compile_args, spread = distribution.scale_learning_rate(module.compile_args(), spread)
+        model.compile(
+            **compile_args,
+            jit_compile=settings.jit_compile,
+            steps_per_execution=settings.steps_per_execution,
+        )
+    run_plan = replace(run_plan, distribution=distribution.observe(model, spread))
     path = csv_path(options, name, data.info.source == SYNTHETIC)
     records: list[EpochRecord] = []
     meta = run_metadata(spec, options, settings, run_plan, data, model, started_at)
@@ -136,28 +167,36 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
         writer.append(epoch)
         _print_epoch(name, options.backend, epoch, run_plan.epochs)
 
+    telemetry = Telemetry()
     timer = EpochTimer(
         backends.synchronizer(options.backend, model),
         record,
         data.info.train_samples,
         spec.loss_key,
         spec.accuracy_key,
+        probe=telemetry,
     )
-    monitor = GPUMonitor()
     try:
-        with monitor:
-            fit(model, data, spec, run_plan.epochs, [timer])
+        with telemetry, host_gc(options.host_gc):
+            fit(model, data, spec, run_plan.epochs, [timer], spread.global_batch_size)
         extra = module.after_training(model, data) if hasattr(module, "after_training") else None
     except BaseException as exc:
-        write_metadata(path, _finish(meta, records, monitor, timer, STATUS_PARTIAL, error=_describe(exc)))
+        write_metadata(path, _finish(meta, records, telemetry, timer, STATUS_PARTIAL, error=_describe(exc)))
         raise
     finally:
         writer.close()
-    write_metadata(path, _finish(meta, records, monitor, timer, STATUS_COMPLETE, extra=extra))
+    write_metadata(path, _finish(meta, records, telemetry, timer, STATUS_COMPLETE, extra=extra))
     return path
 
 
-def fit(model: keras.Model, data: Data, spec: workloads.WorkloadSpec, epochs: int, callbacks: list) -> None:
+def fit(
+    model: keras.Model,
+    data: Data,
+    spec: workloads.WorkloadSpec,
+    epochs: int,
+    callbacks: list,
+    batch_size: int | None = None,  # the global batch; None: the published one
+) -> None:
     validation = None
     if spec.validates and data.has_validation:
         validation = data.x_val if data.y_val is None else (data.x_val, data.y_val)
@@ -167,7 +206,7 @@ def fit(model: keras.Model, data: Data, spec: workloads.WorkloadSpec, epochs: in
     model.fit(
         data.x_train,
         data.y_train,
-        batch_size=spec.batch_size,
+        batch_size=batch_size or spec.batch_size,
         epochs=epochs,
         validation_data=validation,
         callbacks=callbacks,
@@ -194,7 +233,8 @@ def run_metadata(
         "seed": options.seed,
         "started_at": started_at,
         "git_commit": sysinfo.git_commit(),
-        "hyperparameters": {"epochs": run_plan.epochs, "batch_size": spec.batch_size, **spec.hyperparameters},
+        "hyperparameters": {"epochs": run_plan.epochs, **spec.hyperparameters, **run_plan.distribution.trained()},
+        "distribution": run_plan.distribution.as_dict(),
         "cut": options.cut,
         "cut_down": bool(run_plan.request.train_limit or run_plan.request.val_limit) or run_plan.epochs != spec.epochs,
         "reference": spec.reference,
@@ -207,18 +247,47 @@ def run_metadata(
             "float32_matmul": settings.float32_matmul,
             "lstm_kernel": backends.lstm_kernel(model, options.backend),
             "use_cudnn": settings.use_cudnn if spec.uses_lstm else None,
+            "host_gc": options.host_gc,
         },
         "software": sysinfo.software(backends.framework_versions(options.backend)),
         "hardware": {**sysinfo.hardware(), "accelerator": "gpu" if backends.gpu_available(options.backend) else "cpu"},
         "container": sysinfo.container(),
+        "fingerprint": fingerprint(options.backend, backends.gpu_available(options.backend)),
+        "repeat": options.repeat.as_dict() if options.repeat else None,
         "parameters": model.count_params(),
     }
+
+
+@contextlib.contextmanager
+def host_gc(mode: str) -> Iterator[None]:
+    """Python's garbage collector during fit. "frozen" moves every object that exists before training (the data,
+    the model, the frameworks' modules) out of the collector's sight, so collections during training scan only
+    what the training loop creates; "off" stops automatic collection until fit returns. Neither changes the
+    model or the data: only when the host pauses."""
+    if mode not in HOST_GC:
+        raise BadRunArguments(f"--host-gc {mode!r}: choose from {', '.join(HOST_GC)}")
+    was_enabled = gc.isenabled()
+    if mode == "frozen":
+        gc.collect()
+        gc.freeze()
+    elif mode == "off":
+        gc.disable()
+    try:
+        yield
+    finally:
+        if mode == "frozen":
+            gc.unfreeze()
+        if was_enabled:
+            gc.enable()
+
+
+HOST_GC = ("on", "frozen", "off")
 
 
 def _finish(
     meta: dict[str, Any],
     records: list[EpochRecord],
-    monitor: GPUMonitor,
+    telemetry: Telemetry,
     timer: EpochTimer,
     status: str,
     error: str | None = None,
@@ -245,9 +314,20 @@ def _finish(
             "val_loss": last.val_loss if last else None,
             "val_acc": last.val_acc if last else None,
         },
-        "gpu_utilization": monitor.summary(),
+        "stability": _stability(records, telemetry),
+        "telemetry": telemetry.summary(),
+        "energy": telemetry.energy(),
+        "gpu_utilization": telemetry.gpu_utilization(),
         "after_training": extra,
     }
+
+
+def _stability(records: list[EpochRecord], telemetry: Telemetry) -> dict[str, Any]:
+    utilization = {d["epoch"]: d.get("gpu_utilization_pct") for d in telemetry.epoch_details()}
+    steady = [r for r in records if not r.compiled]
+    return stability.assess(
+        [(r.epoch, r.elapsed) for r in steady], [utilization.get(r.epoch) for r in steady] if telemetry.has_gpu else []
+    )
 
 
 def _describe(exc: BaseException) -> str:

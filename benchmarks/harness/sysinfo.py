@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
+import socket
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -28,8 +30,20 @@ def hardware() -> dict[str, Any]:
         "memory_bytes": psutil.virtual_memory().total,
         "machine": platform.machine(),
         "os": platform.platform(),
+        "host_id": host_id(),
         "gpus": gpus(),
     }
+
+
+def host_id() -> str:
+    """A short, stable id of the machine: the repeats of two machines are told apart by it. The GPUs' UUIDs name
+    the physical machine even from inside a container; without GPUs, the machine id or else the hostname does.
+    Hashed, so that none of these is published in a log."""
+    identity = ",".join(gpu["uuid"] for gpu in gpus())
+    for path in (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id")):
+        if not identity and path.is_file():
+            identity = path.read_text().strip()
+    return hashlib.sha256((identity or socket.gethostname()).encode()).hexdigest()[:12]
 
 
 def gpus() -> list[dict[str, Any]]:
@@ -49,6 +63,7 @@ def gpus() -> list[dict[str, Any]]:
                     "name": _text(pynvml.nvmlDeviceGetName(handle)),
                     "driver": driver,
                     "memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
+                    "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
                 }
             )
         return found

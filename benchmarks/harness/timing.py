@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import keras
 
 from benchmarks.logs import EpochRecord
+
+
+class EpochProbe(Protocol):
+    """Reads instantaneous counters (energy, CPU time, GC) at an epoch's ends, after device synchronization."""
+
+    def epoch_begin(self, epoch: int) -> None: ...
+
+    def epoch_end(self, epoch: int) -> None: ...
 
 
 class EpochTimer(keras.callbacks.Callback):
@@ -25,6 +33,7 @@ class EpochTimer(keras.callbacks.Callback):
         train_samples: int,
         loss_key: str,
         accuracy_key: str | None,
+        probe: EpochProbe | None = None,
     ) -> None:
         super().__init__()
         self._sync = sync
@@ -32,6 +41,7 @@ class EpochTimer(keras.callbacks.Callback):
         self._train_samples = train_samples
         self._loss_key = loss_key
         self._accuracy_key = accuracy_key
+        self._probe = probe
         self._fit_start = 0.0
         self._epoch_start = 0.0
         self._first_epoch: int | None = None
@@ -43,6 +53,10 @@ class EpochTimer(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._sync()
+        if self._probe is not None:  # read before the clock starts, so its cost stays outside the epoch
+            probe_started = time.perf_counter()
+            self._probe.epoch_begin(epoch)
+            self.hook_seconds += time.perf_counter() - probe_started
         self._epoch_start = time.perf_counter()
         if self._first_epoch is None:
             self._first_epoch = epoch
@@ -52,6 +66,8 @@ class EpochTimer(keras.callbacks.Callback):
         self._sync()
         stopped = time.perf_counter()
         elapsed = stopped - self._epoch_start
+        if self._probe is not None:
+            self._probe.epoch_end(epoch)
         logs = logs or {}
         acc = self._accuracy_key
         self._on_record(

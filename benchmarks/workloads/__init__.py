@@ -48,6 +48,9 @@ class WorkloadSpec:
     # The "bounded" suite: published epochs and hyperparameters, with the sample count capped only where a full
     # run would take hours even on a current GPU (None: the full published run).
     bounded: Cut | None = None
+    # The "short" suite, for repeats on GPUs: 5 epochs (1 compiling + 4 steady) on a slice sized for epochs of about
+    # 1-3 s on an H200, so that several fresh-process repeats of every workload fit in minutes.
+    short: Cut | None = None
     uses_lstm: bool = False
     validates: bool = True  # False where the published script fit without validation data
     loss_key: str = "loss"  # the Keras log key written to the CSV's `loss` column

@@ -26,6 +26,7 @@ SPEC = WorkloadSpec(
         "augmentation": "CPU pipeline: shift 0.1 (nearest) + horizontal flip, as Keras 2.0 ImageDataGenerator",
     },
     quick=Cut(epochs=3, train_limit=500, val_limit=250),
+    short=Cut(epochs=5, train_limit=20_000, val_limit=5_000),
     reference="keras/examples/cifar10_cnn.py (Keras 2.0, data_augmentation=True)",
 )
 
@@ -33,7 +34,11 @@ SPEC = WorkloadSpec(
 def load_data(request, where) -> Data:
     (x_train, y_train), (x_val, y_val) = loaders.cifar10(request, where)
     batches = ShiftFlipBatches(
-        _images(x_train), keras.utils.to_categorical(y_train, 10), SPEC.batch_size, 0.1, request.seed
+        _images(x_train),
+        keras.utils.to_categorical(y_train, 10),
+        request.batch_size or SPEC.batch_size,
+        0.1,
+        request.seed,
     )
     return Data(
         batches,

@@ -26,6 +26,7 @@ SPEC = WorkloadSpec(
         "embedding_dims": 50,
     },
     quick=Cut(epochs=3, train_limit=1000, val_limit=500),
+    short=Cut(epochs=5, train_limit=None, val_limit=None),
     reference="keras/examples/imdb_fasttext.py (Keras 2.0, ngram_range=2)",
 )
 

@@ -23,6 +23,7 @@ SPEC = WorkloadSpec(
     hyperparameters={"optimizer": "RMSprop", "learning_rate": 0.01, "maxlen": MAXLEN, "step": STEP, "units": 128},
     # train_limit counts characters of the corpus for this workload.
     quick=Cut(epochs=3, train_limit=20000, val_limit=None),
+    short=Cut(epochs=5, train_limit=50_000, val_limit=None),
     uses_lstm=True,
     validates=False,
     accuracy_key=None,

@@ -15,6 +15,7 @@ SPEC = WorkloadSpec(
     datasets=("mnist", "fashion_mnist"),
     hyperparameters={"optimizer": "Adadelta", "learning_rate": 1.0},
     quick=Cut(epochs=3, train_limit=1000, val_limit=500),
+    short=Cut(epochs=5, train_limit=None, val_limit=None),
     reference="keras/examples/mnist_cnn.py (Keras 2.0; Adadelta's Keras 2 default learning rate 1.0)",
 )
 

@@ -15,6 +15,7 @@ SPEC = WorkloadSpec(
     datasets=("mnist", "fashion_mnist"),
     hyperparameters={"optimizer": "RMSprop", "learning_rate": 0.001, "dropout": 0.2, "hidden_units": 512},
     quick=Cut(epochs=3, train_limit=6000, val_limit=1000),
+    short=Cut(epochs=5, train_limit=None, val_limit=None),
     reference="keras/examples/mnist_mlp.py (Keras 2.0)",
 )
 

@@ -30,6 +30,7 @@ SPEC = WorkloadSpec(
         "val_speaker_fraction": voxceleb.VAL_SPEAKER_FRACTION,
     },
     quick=Cut(epochs=3, train_limit=1024, val_limit=512),
+    short=Cut(epochs=5, train_limit=10_000, val_limit=4_000),
     # 300,000 pairs for 20 epochs is 190k steps: the bounded suite keeps the epochs and draws a tenth of the pairs.
     bounded=Cut(epochs=20, train_limit=30_000, val_limit=12_000),
     uses_lstm=True,
@@ -43,7 +44,7 @@ SPEC = WorkloadSpec(
 
 
 def load_data(request, where) -> Data:
-    return voxceleb.load(request, where, SPEC.batch_size)
+    return voxceleb.load(request, where, request.batch_size or SPEC.batch_size)
 
 
 def build_model(data: Data) -> keras.Model:

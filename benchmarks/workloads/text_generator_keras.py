@@ -30,6 +30,7 @@ SPEC = WorkloadSpec(
         "loss_weights": {"main_out": 1.0, "aux_out": 0.2},
     },
     quick=Cut(epochs=3, train_limit=12000, val_limit=None),
+    short=Cut(epochs=5, train_limit=50_000, val_limit=None),
     uses_lstm=True,
     validates=False,
     loss_key="main_out_loss",

@@ -31,6 +31,7 @@ SPEC = WorkloadSpec(
     },
     # Every step updates the whole 274,562 x 128 embedding (Adam's dense update), so the cut is small.
     quick=Cut(epochs=3, train_limit=256, val_limit=128),
+    short=Cut(epochs=5, train_limit=10_000, val_limit=2_000),
     # The full corpus is 1.42M training tweets (44k steps an epoch): the bounded suite trains on 160,000 of them
     # and validates on 16,000, keeping the published epochs and hyperparameters.
     bounded=Cut(epochs=4, train_limit=160_000, val_limit=16_000),

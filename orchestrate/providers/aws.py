@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, WaiterError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, NoCredentialsError, WaiterError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from orchestrate.provider import (
     PROJECT_TAG,
@@ -42,11 +43,13 @@ from orchestrate.provider import (
     Provider,
     ProviderError,
     SSHTarget,
+    UnreachableError,
 )
 from orchestrate.providers.cloud import (
     SSHAddress,
     ensure_run_key,
     forget_run_key,
+    local_key_runs,
     poll_intervals,
     run_key_path,
     validate_disk_gb,
@@ -128,6 +131,7 @@ def _tag_dict(tags: list[dict[str, str]] | None) -> dict[str, str]:
 
 class AWSProvider(Provider):
     name: ClassVar[str] = "aws"
+    settings: ClassVar[tuple[str, ...]] = ("ssh_address",)
 
     def __init__(self, session: boto3.Session | None = None, ssh_address: SSHAddress | None = None) -> None:
         self._session = session or boto3.Session()
@@ -135,12 +139,14 @@ class AWSProvider(Provider):
         self._clients: dict[tuple[str, str], Any] = {}
         self._clients_lock = threading.Lock()
         self._regions_used: set[str] = set()
-        self._ssh_users: dict[str, str] = {}  # instance id -> the login its profile names
         self._ingress_cidr: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> Self:
         return cls(ssh_address=SSHAddress.from_settings(cls.name, settings))
+
+    def describe(self) -> str:
+        return f"aws EC2, SSH to {self._ssh_address.template}"
 
     # -- validation and credentials ------------------------------------------------------------------------
 
@@ -181,7 +187,9 @@ class AWSProvider(Provider):
             raise CredentialsError(
                 f"AWS rejected the credentials ({_error_code(error)}): {_error_message(error)}"
             ) from None
-        except BotoCoreError as error:  # an expired SSO session, an unreadable profile, no endpoint
+        except (BotoConnectionError, HTTPClientError) as error:
+            raise UnreachableError(f"cannot reach the AWS API, credentials not checked: {error}") from None
+        except BotoCoreError as error:  # an expired SSO session, an unreadable profile
             raise CredentialsError(f"AWS credentials unusable: {error}") from None
 
     # -- launch ----------------------------------------------------------------------------------------------
@@ -206,7 +214,6 @@ class AWSProvider(Provider):
         except BotoCoreError as error:
             raise ProviderError(f"aws: RunInstances in {request.zone} failed: {error}") from None
         described = reservation["Instances"][0]
-        self._ssh_users[described["InstanceId"]] = profile.ssh_user or DEFAULT_SSH_USER
         return Instance(
             provider=self.name,
             instance_id=described["InstanceId"],
@@ -215,6 +222,7 @@ class AWSProvider(Provider):
             spot=request.spot,
             launched_at=described["LaunchTime"].timestamp(),
             tags=tags,
+            private={"ssh_user": profile.ssh_user or DEFAULT_SSH_USER},
         )
 
     def _run_parameters(
@@ -362,7 +370,7 @@ class AWSProvider(Provider):
         host, port = self._ssh_address.resolve(described.get("PublicIpAddress"), described.get("PrivateIpAddress"))
         if not host:
             return None
-        user = self._ssh_users.get(instance.instance_id, DEFAULT_SSH_USER)
+        user = instance.private.get("ssh_user", DEFAULT_SSH_USER)
         key = run_key_path(instance.tags["run-id"])
         return SSHTarget(host=host, user=user, port=port, key_filename=str(key))
 
@@ -457,6 +465,27 @@ class AWSProvider(Provider):
                 for key in ec2.describe_key_pairs(Filters=run_filter)["KeyPairs"]:
                     ec2.delete_key_pair(KeyName=key["KeyName"])
         forget_run_key(run_id)
+
+    def leftover_runs(self) -> dict[str, dict[str, str]]:
+        """Runs holding a tagged key pair or security group in any searched region, or a local key file."""
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            per_region = list(pool.map(self._leftovers_in, self._all_regions()))
+        found: dict[str, dict[str, str]] = {run_id: {} for run_id in local_key_runs()}
+        for resources in per_region:
+            for tags in resources:
+                found[tags["run-id"]] = tags
+        return found
+
+    def _leftovers_in(self, region: str) -> list[dict[str, str]]:
+        ec2 = self._client("ec2", region)
+        project = [{"Name": "tag:project", "Values": [PROJECT_TAG]}]
+        with _calling(f"listing key pairs and security groups in {region}"):
+            groups = ec2.describe_security_groups(Filters=project)["SecurityGroups"]
+            keys = ec2.describe_key_pairs(Filters=project)["KeyPairs"]
+        tagged = [_tag_dict(resource.get("Tags")) for resource in (*groups, *keys)]
+        if tagged:
+            self._regions_used.add(region)  # release_run then searches it
+        return [tags for tags in tagged if tags.get("run-id")]
 
     def _delete_security_group(self, ec2: Any, group_id: str) -> None:
         try:

@@ -52,6 +52,12 @@ def ensure_run_key(run_id: str) -> tuple[Path, str]:
     return path, public.decode()
 
 
+def local_key_runs() -> list[str]:
+    """Run ids whose private key is still in the state directory (a crash before `release_run`)."""
+    keys = state_dir() / "keys"
+    return sorted(path.parent.name for path in keys.glob("*/id_ed25519")) if keys.is_dir() else []
+
+
 def forget_run_key(run_id: str) -> None:
     path = run_key_path(run_id)
     path.unlink(missing_ok=True)

@@ -37,7 +37,7 @@ import requests
 from google.api_core import exceptions as api_exceptions
 from google.api_core.client_options import ClientOptions
 from google.api_core.retry import Retry, if_transient_error
-from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError
+from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError, TransportError
 from google.auth.transport.requests import Request
 from google.cloud import compute_v1
 
@@ -51,11 +51,13 @@ from orchestrate.provider import (
     Provider,
     ProviderError,
     SSHTarget,
+    UnreachableError,
 )
 from orchestrate.providers.cloud import (
     SSHAddress,
     ensure_run_key,
     forget_run_key,
+    local_key_runs,
     poll_intervals,
     run_key_path,
     validate_disk_gb,
@@ -134,17 +136,20 @@ def _error_codes(error: api_exceptions.GoogleAPICallError) -> set[str]:
 
 class GCEProvider(Provider):
     name: ClassVar[str] = "gce"
+    settings: ClassVar[tuple[str, ...]] = ("ssh_address",)
 
     def __init__(self, ssh_address: SSHAddress | None = None) -> None:
         self._ssh_address = ssh_address or SSHAddress()
         self._credentials: Any = None
         self._project: str | None = None
         self._clients: dict[str, Any] = {}
-        self._ssh_users: dict[str, str] = {}  # instance name -> the login its profile names
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> Self:
         return cls(ssh_address=SSHAddress.from_settings(cls.name, settings))
+
+    def describe(self) -> str:
+        return f"gce Compute Engine, SSH to {self._ssh_address.template}"
 
     # -- validation and credentials ------------------------------------------------------------------------
 
@@ -185,6 +190,8 @@ class GCEProvider(Provider):
             )
         try:
             credentials.refresh(Request())
+        except TransportError as error:
+            raise UnreachableError(f"cannot reach Google's token endpoint, credentials not checked: {error}") from None
         except GoogleAuthError as error:
             raise CredentialsError(f"Google credentials unusable: {error}") from None
 
@@ -240,7 +247,6 @@ class GCEProvider(Provider):
             codes = {item.code for item in finished.error.errors}
             message = "; ".join(item.message for item in finished.error.errors)
             raise self._launch_error(where, codes, message)
-        self._ssh_users[resource.name] = profile.ssh_user or DEFAULT_SSH_USER
         return Instance(
             provider=self.name,
             instance_id=resource.name,
@@ -249,6 +255,7 @@ class GCEProvider(Provider):
             spot=request.spot,
             launched_at=time.time(),
             tags=tags,
+            private={"ssh_user": profile.ssh_user or DEFAULT_SSH_USER},
         )
 
     def _instance_resource(self, request: LaunchRequest, image: str, tags: dict[str, str]) -> compute_v1.Instance:
@@ -356,7 +363,7 @@ class GCEProvider(Provider):
         host, port = self._ssh_address.resolve(public_ip, private_ip)
         if not host:
             return None
-        user = self._ssh_users.get(instance.instance_id, DEFAULT_SSH_USER)
+        user = instance.private.get("ssh_user", DEFAULT_SSH_USER)
         key = run_key_path(instance.tags["run-id"])
         return SSHTarget(host=host, user=user, port=port, key_filename=str(key))
 
@@ -447,6 +454,9 @@ class GCEProvider(Provider):
     def release_run(self, run_id: str) -> None:
         """Nothing outlives a GCE VM but the run's local SSH key."""
         forget_run_key(run_id)
+
+    def leftover_runs(self) -> dict[str, dict[str, str]]:
+        return {run_id: {} for run_id in local_key_runs()}
 
 
 def _epoch(rfc3339: str) -> float | None:

@@ -8,13 +8,15 @@ from typing import ClassVar
 
 import docker
 
-from orchestrate.provider import CredentialsError, Instance, InstanceState, LaunchRequest, Provider
+from orchestrate.provider import Capability, CredentialsError, Instance, InstanceState, LaunchRequest, Provider
 
 
 class LocalProvider(Provider):
     name: ClassVar[str] = "local"
-    creates_machines: ClassVar[bool] = False
-    runs_locally: ClassVar[bool] = True
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.PERSISTENT_HOST, Capability.RUNS_LOCALLY})
+
+    def describe(self) -> str:
+        return f"this machine ({socket.gethostname()})"
 
     def check_credentials(self) -> None:
         """The only credential here is access to a Docker engine."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 from orchestrate.provider import (
+    Capability,
     CredentialsError,
     Instance,
     InstanceState,
@@ -47,10 +48,14 @@ def parse_target(host: str, port: str | int | None = None, identity_file: str | 
 
 class SSHProvider(Provider):
     name: ClassVar[str] = "ssh"
-    creates_machines: ClassVar[bool] = False
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.PERSISTENT_HOST})
+    settings: ClassVar[tuple[str, ...]] = SETTINGS
 
     def __init__(self, target: SSHTarget) -> None:
         self.target = target
+
+    def describe(self) -> str:
+        return self.target.display()
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> Self:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 METADATA_KEYS = {
     "schema_version", "run_id", "workload", "backend", "platform", "suite", "status", "epochs_planned",
     "epochs_completed", "seed", "started_at", "ended_at", "git_commit", "hyperparameters", "data", "timing",
-    "final", "settings", "software", "hardware", "container", "gpu_utilization", "error",
+    "final", "settings", "software", "hardware", "container", "gpu_utilization", "error", "distribution",
 }  # fmt: skip
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import requests
 
+from orchestrate.testing.sshd import sshd  # noqa: F401 - the fixture, for the tests here
 from tests.clouds.aws_faults import FaultyMotoServer
 from tests.clouds.environments import aws_environment, gce_environment
 from tests.clouds.gce_fake import GCEFake
-from tests.support.sshd import sshd  # noqa: F401 - the fixture, for the tests here
 
 
 @pytest.fixture(scope="session")

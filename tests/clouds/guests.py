@@ -17,8 +17,8 @@ from pathlib import Path
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ec2.models import ec2_backends
 
+from orchestrate.testing.sshd import SSHServer
 from tests.clouds.gce_fake import GCEFake
-from tests.support.sshd import SSHServer
 
 KeySource = Callable[[], list[str]]
 

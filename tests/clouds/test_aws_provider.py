@@ -317,3 +317,35 @@ def test_an_unreachable_endpoint_is_a_provider_error(aws: FaultyMotoServer, monk
     monkeypatch.setenv("AWS_ENDPOINT_URL", aws.url)
     provider.terminate(instance)
     provider.release_run(instance.tags["run-id"])
+
+
+def test_an_unreachable_api_is_not_called_bad_credentials_and_the_dry_run_still_plans(
+    aws: FaultyMotoServer, monkeypatch, tmp_path, capsys
+) -> None:
+    from orchestrate.cli import main
+    from orchestrate.provider import UnreachableError
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens on the discard port
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    with pytest.raises(UnreachableError, match=r"^cannot reach the AWS API, credentials not checked: ") as failure:
+        AWSProvider().check_credentials()
+    assert not isinstance(failure.value, CredentialsError)
+    args = ["run", "--profile", "aws-g4dn.xlarge", "--ledger", str(tmp_path / "l"), "--logs", str(tmp_path / "logs")]
+    assert main([*args, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "Plan (dry run: nothing is launched)" in out and "aws-g4dn.xlarge" in out
+    assert "credentials  cannot reach the AWS API" in out
+    assert main(args) == 2  # a real run refuses to start
+    assert capsys.readouterr().err.startswith("error: cannot reach the AWS API, credentials not checked")
+
+
+def test_provider_private_data_travels_with_the_instance(aws: FaultyMotoServer) -> None:
+    """The SSH login the profile names lives on the Instance, not in the provider object that launched it."""
+    instance = AWSProvider().launch(launch_request(run_id="20250101T000000Z-priv"))
+    assert instance.private == {"ssh_user": "ec2-user"}
+    other = AWSProvider()  # e.g. a relaunched orchestrator's, or the sweep's
+    try:
+        assert other.wait_until_running(instance, timeout_s=30).ssh.user == "ec2-user"
+    finally:
+        other.terminate(instance)
+        other.release_run("20250101T000000Z-priv")

@@ -1,4 +1,4 @@
-"""Both cloud providers pass the provider contract (tests/provider_contract.py), SSH login included."""
+"""Both cloud providers pass the provider contract (orchestrate/testing/contract.py), SSH login included."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from orchestrate.catalog import Profile
 from orchestrate.provider import Provider
 from orchestrate.providers.aws import AWSProvider
 from orchestrate.providers.gce import GCEProvider
+from orchestrate.testing import ProviderContract
+from orchestrate.testing.sshd import SSHServer
 from tests.clouds.aws_faults import FaultyMotoServer
 from tests.clouds.gce_fake import GCEFake
 from tests.clouds.guests import GuestKeys, ec2_running_instance_keys, gce_running_instance_keys
-from tests.provider_contract import ProviderContract
-from tests.support.sshd import SSHServer
 
 pytestmark = pytest.mark.sshd
 

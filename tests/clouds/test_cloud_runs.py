@@ -23,13 +23,13 @@ import boto3
 import pytest
 
 from orchestrate.ledger import Ledger, RunRecord
+from orchestrate.testing.sshd import SSHServer
 from tests.clouds.aws_faults import Fault, FaultyMotoServer, interrupt_spot_instance
 from tests.clouds.environments import aws_environment, gce_environment
 from tests.clouds.gce_fake import GCEFake
 from tests.clouds.guests import GuestKeys, ec2_running_instance_keys, gce_running_instance_keys
 from tests.support.datasets import prefill_keras_cache
-from tests.support.docker import build_cpu_image, containers_of_run, remove_containers_of_run
-from tests.support.sshd import SSHServer
+from tests.support.docker import build_cpu_image, build_mechanics_image, containers_of_run, remove_containers_of_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.sshd]
 
@@ -82,7 +82,7 @@ class Bench:
         return self.tmp / "logs"
 
     def command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "tests.clouds.run_orchestrate", *args]
+        return [sys.executable, "-m", "orchestrate", *args]
 
     def run_args(self, profile: str, run_id: str, *extra: str) -> list[str]:
         return self.command(
@@ -124,7 +124,8 @@ def make_bench(tmp_path: Path, server: SSHServer, image: str, cloud_env: dict[st
         key: value for key, value in os.environ.items() if not key.startswith(("AWS_", "GOOGLE_", "KCB_", "CLOUDSDK_"))
     }
     env.update(cloud_env)
-    env.update(KCB_TEST_CATALOG=str(catalog), KCB_LEDGER=str(tmp_path / "ledger.jsonl"), PYTHONUNBUFFERED="1")
+    # the tests' profiles come as a user's catalog would ($KCB_CATALOG), beside the project's
+    env.update(KCB_CATALOG=str(catalog), KCB_LEDGER=str(tmp_path / "ledger.jsonl"), PYTHONUNBUFFERED="1")
     return Bench(env=env, tmp=tmp_path, server=server, image=image)
 
 
@@ -269,6 +270,34 @@ def test_aws_sweep_finds_the_instance_of_a_killed_orchestrator(aws_bench: Bench,
     assert swept.returncode == 0, swept.stderr
     assert f"deleted      aws {instance['InstanceId']}" in swept.stdout
     assert_nothing_left_in_aws(aws_bench, run_id)
+
+
+def test_aws_sweep_pulls_a_killed_on_demand_runs_last_epochs_before_deleting_its_machine(
+    aws: FaultyMotoServer, sshd: SSHServer, tmp_path: Path
+) -> None:
+    """kill -9 mid-workload: the sweep pulls what the running container wrote (since the last periodic pull),
+    stops it, deletes the machine and its resources, and finalises the ledger. Mechanics image (it sleeps)."""
+    image = build_mechanics_image(tmp_path / "mechanics")
+    bench = make_bench(tmp_path, sshd, image, aws_environment(aws.url, tmp_path))
+    run_id = "20250101T000000Z-awkl"
+    with GuestKeys(sshd, ec2_running_instance_keys(AWS_REGIONS)):
+        args = bench.run_args("aws-e2e", run_id, "--backends", "torch", "--image-source", "present")
+        process = bench.start([*args, "--workloads", "mnist_mlp,cifar10_cnn"])
+        try:
+            wait_for(lambda: f"{run_id}-cifar10_cnn-torch" in containers_of_run(run_id), 120, "item 2", bench)
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+            swept = bench.call(bench.command("sweep", "--provider", "aws"))
+        finally:
+            remove_containers_of_run(run_id)
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    assert f"recovered    run {run_id}: stopped 1 container(s)" in swept.stdout
+    assert (run_logs(bench, "aws-e2e", run_id) / "cifar10_cnn_torch.csv").read_text() == "epoch,elapsed\n"
+    assert_nothing_left_in_aws(bench, run_id)
+    record = bench.record(run_id)
+    assert record.status == "failed" and record.recovered_by == "sweep"
+    assert [(i.workload, i.status) for i in record.items] == [("mnist_mlp", "complete"), ("cifar10_cnn", "interrupted")]
+    assert record.instances[0].terminated_at is not None and record.estimated_cost_usd is not None
 
 
 def test_aws_missing_credentials_stop_the_run_before_anything_starts(aws_bench: Bench, aws: FaultyMotoServer):

@@ -71,6 +71,17 @@ def test_a_key_google_does_not_know_is_refused_before_launch(gce: GCEFake, tmp_p
     assert "PRIVATE KEY" not in str(failure.value)
 
 
+def test_an_unreachable_token_endpoint_is_not_called_bad_credentials(gce: GCEFake, tmp_path, monkeypatch) -> None:
+    from orchestrate.provider import UnreachableError
+
+    key_file = json.loads(Path(os.environ["GOOGLE_APPLICATION_CREDENTIALS"]).read_text())
+    key_file["token_uri"] = "http://127.0.0.1:9/token"  # nothing listens on the discard port
+    (tmp_path / "offline.json").write_text(json.dumps(key_file))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "offline.json"))
+    with pytest.raises(UnreachableError, match=r"^cannot reach Google's token endpoint, credentials not checked"):
+        GCEProvider().check_credentials()
+
+
 def test_launch_spot_gpu_vm_with_labels_key_and_self_destruct(gce: GCEFake) -> None:
     provider = GCEProvider()
     instance = provider.launch(launch_request(spot=True))

@@ -1,4 +1,4 @@
-"""Fixtures for the orchestration tests: a real sshd on loopback (tests/support/sshd.py) and a ledger of
+"""Fixtures for the orchestration tests: a real sshd on loopback (orchestrate/testing/sshd.py) and a ledger of
 the test's own."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.sshd import sshd  # noqa: F401 - the fixture, for the tests here
+from orchestrate.testing.sshd import sshd  # noqa: F401 - the fixture, for the tests here
 
 
 @pytest.fixture

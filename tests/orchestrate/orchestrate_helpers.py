@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrate.ledger import RunRecord, read_runs
+from orchestrate.testing.sshd import SSHServer
 from tests.support.datasets import prefill_keras_cache
-from tests.support.sshd import SSHServer
 
 ROOT = Path(__file__).resolve().parents[2]
 # A tiny slice of the quick suite: every stage of a real run, seconds of training per workload.

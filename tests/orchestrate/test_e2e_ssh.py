@@ -19,7 +19,6 @@ import pytest
 
 from benchmarks.logs import STATUS_COMPLETE, read_epoch_log
 from orchestrate.cli import ORCHESTRATION_STAGES, stage_totals
-from orchestrate.lifecycle import timed_epoch_seconds
 from tests.orchestrate.orchestrate_helpers import TINY, Workspace, orchestrate, ssh_run_args
 from tests.support.docker import build_cpu_image, containers_of_run, remove_containers_of_run
 
@@ -37,7 +36,7 @@ def cpu_image(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def e2e(tmp_path_factory: pytest.TempPathFactory, cpu_image: str):
-    from tests.support.sshd import start_sshd
+    from orchestrate.testing.sshd import start_sshd
 
     server = start_sshd(tmp_path_factory.mktemp("sshd"))
     ws = Workspace(tmp_path_factory.mktemp("e2e"))
@@ -102,6 +101,12 @@ def test_nothing_is_left_running_or_on_the_host(e2e) -> None:
     assert containers_of_run(RUN_ID) == []
     assert not (ws.remote_dir / "runs" / RUN_ID).exists()
     assert (ws.remote_dir / "cache" / "keras" / "datasets" / "nietzsche.txt").is_file()  # kept for the next run
+
+
+def timed_epoch_seconds(paths: list[str]) -> float:
+    """Sum of the `elapsed` column of the epoch CSVs among `paths` (the time the benchmark measures)."""
+    csvs = [path for path in paths if path.endswith(".csv") and "/preempted/" not in path]
+    return sum(read_epoch_log(path, with_metadata=False).total_elapsed for path in csvs)
 
 
 def test_overhead_outside_the_timed_epochs(e2e) -> None:

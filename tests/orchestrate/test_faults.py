@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.logs import read_epoch_log
+from orchestrate.testing.sshd import SSHServer, free_port
 from tests.orchestrate.orchestrate_helpers import (
     TINY,
     Workspace,
@@ -26,7 +27,6 @@ from tests.support.docker import (
     containers_of_run,
     remove_containers_of_run,
 )
-from tests.support.sshd import SSHServer, free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.sshd]
 
@@ -163,13 +163,28 @@ def test_sigterm_tears_down_too(sshd: SSHServer, ws: Workspace, tmp_path: Path) 
         (["--profile", "local", "--epochs", "0"], "error: argument --epochs: expected a positive integer, got 0"),
         (["--profile", "local", "--frobnicate"], "error: unrecognized arguments: --frobnicate"),
         (["--profile", "local", "--spot"], "error: --spot applies to rented machines; local is a local host"),
-        (["--profile", "local", "--host", "me@box"], "error: --host applies to ssh profiles; local is local"),
+        (["--profile", "local", "--host", "me@box"],
+         "error: --host applies to providers with a host setting, like ssh; local is local"),
         (["--profile", "ssh"], "error: the ssh provider needs a host: --host user@box"),
         (["--profile", "ssh", "--host", "me@box", "--port", "0"], "error: --port 0 is outside 1-65535"),
         (["--profile", "ssh", "--host", "me@box", "--identity", "/nonexistent/key"],
          "error: the SSH key /nonexistent/key does not exist or cannot be read"),
         (["--profile", "local", "--run-id", "../escape"], "error: --run-id '../escape': use letters, digits"),
         (["--profile", "local", "--image-source", "ftp"], "error: argument --image-source: invalid choice: 'ftp'"),
+        (["--profile", "local", "--max-lifetime", "99999999999"],
+         "error: --max-lifetime 99999999999: at most 10080 minutes"),
+        (["--profile", "local", "--remote-dir", "work dir"], "error: --remote-dir 'work dir': use ~, ~/path or /path"),
+        (["--profile", "local", "--remote-dir", "~/a;rm -rf b"], "error: --remote-dir '~/a;rm -rf b': use ~"),
+        (["--profile", "local", "--remote-dir", "/srv/../etc"], "error: --remote-dir '/srv/../etc': '..' is not"),
+        (["--profile", "local", "--repeats", "0"], "error: argument --repeats: expected a positive integer, got 0"),
+        (["--profile", "local", "--repeats", "101"], "error: --repeats 101: at most 100"),
+        (["--profile", "local", "--gpus", "2"], "error: --gpus applies to GPU profiles; local has no accelerator"),
+        (["--profile", "ssh-gpu", "--host", "me@box", "--gpus", "0"],
+         "error: argument --gpus: expected a positive integer, got 0"),
+        (["--profile", "ssh-gpu", "--host", "me@box", "--batch-policy", "half"],
+         "error: argument --batch-policy: invalid choice: 'half'"),
+        (["--profile", "local", "--catalog", "/nonexistent.toml"],
+         "error: /nonexistent.toml: cannot read the catalog"),
     ],
 )  # fmt: skip
 def test_bad_inputs_fail_before_anything_starts(ws: Workspace, args: list[str], message: str) -> None:

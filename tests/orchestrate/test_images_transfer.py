@@ -12,8 +12,8 @@ import pytest
 
 from orchestrate.images import BuildSpec, ImageError, _choose, ensure_image, is_registry_ref
 from orchestrate.remote import LocalHost, SSHHost, wait_for_ssh
+from orchestrate.testing.sshd import SSHServer
 from tests.support.docker import BASE_IMAGE, build_mechanics_image, image_id
-from tests.support.sshd import SSHServer
 
 pytestmark = [pytest.mark.docker, pytest.mark.sshd]
 

@@ -1,7 +1,8 @@
-"""The ledger: append-only JSON lines, latest state per run, a torn last line tolerated, errors located."""
+"""The ledger: append-only JSON lines, latest state per run, usable after a crash at any byte or a hand edit."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from orchestrate.ledger import (
     LedgerError,
     RunRecord,
     StageRecord,
+    latest_runs,
+    read_lines,
     read_runs,
 )
 
@@ -50,20 +53,70 @@ def test_latest_line_of_each_run_wins_and_round_trips(tmp_path: Path) -> None:
     assert len(ledger.path.read_text().splitlines()) == 3  # append-only
 
 
-def test_a_torn_last_line_is_ignored_but_a_bad_middle_line_is_an_error(tmp_path: Path) -> None:
+def test_a_crash_at_any_byte_leaves_a_usable_ledger(tmp_path: Path) -> None:
+    """Cut the file after every byte of a record, then go on appending: every whole record stays readable."""
+    whole = Ledger(tmp_path / "whole.jsonl")
+    whole.append(record("r2"))
+    torn_line = whole.path.read_bytes()
+    for cut in range(1, len(torn_line)):
+        ledger = Ledger(tmp_path / f"cut-{cut}.jsonl")
+        ledger.append(record("r1"))
+        with ledger.path.open("ab") as handle:
+            handle.write(torn_line[:cut])  # the process died mid-write
+        only_newline_lost = cut == len(torn_line) - 1  # the record itself is whole
+        assert list(ledger.runs()) == (["r1", "r2"] if only_newline_lost else ["r1"])
+        ledger.append(record("r3"))  # the next run appends after the torn line, not onto it
+        warnings: list[str] = []
+        runs = list(latest_runs(read_lines(ledger.path, warnings.append)))
+        assert runs == (["r1", "r2", "r3"] if only_newline_lost else ["r1", "r3"])
+        assert len(warnings) == (0 if only_newline_lost else 1)
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("[1, 2]", "expected a RunRecord object, got list"),
+        ('{"run_id": "x"}', "missing"),
+        ("not json", "Expecting value"),
+    ],
+)
+def test_unreadable_lines_are_skipped_with_one_warning(tmp_path: Path, line: str, why: str) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     ledger.append(record("r1"))
     with ledger.path.open("a") as handle:
-        handle.write('{"run_id": "r2", "prof')  # the process died mid-write
-    assert list(ledger.runs()) == ["r1"]
-    with ledger.path.open("a") as handle:
-        handle.write("\n")
+        handle.write(line + "\n")
     ledger.append(record("r3"))
-    with pytest.raises(LedgerError, match=r"ledger.jsonl:2: not a ledger record"):
-        ledger.runs()
+    warnings: list[str] = []
+    assert list(latest_runs(read_lines(ledger.path, warnings.append))) == ["r1", "r3"]
+    assert len(warnings) == 1 and "ledger.jsonl: skipped 1 unreadable line(s): 2 (" in warnings[0]
+    assert why in warnings[0]
+
+
+def test_a_hand_edited_null_is_skipped_and_cost_still_works(tmp_path: Path) -> None:
+    from orchestrate.cli import main
+
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append(record("r1", STATUS_COMPLETE))
+    edited = record("r2", STATUS_COMPLETE).to_json()
+    edited["billed_seconds"] = None
+    with ledger.path.open("a") as handle:
+        handle.write(json.dumps(edited) + "\n")
+    with pytest.raises(LedgerError, match=r"RunRecord.billed_seconds is None, expected int"):
+        RunRecord.from_json(edited)
+    assert main(["cost", "--ledger", str(ledger.path)]) == 0
 
 
 def test_missing_ledger_reads_as_empty_and_env_sets_the_default(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("KCB_LEDGER", str(tmp_path / "env-ledger.jsonl"))
     assert Ledger().path == tmp_path / "env-ledger.jsonl"
     assert Ledger().runs() == {}
+
+
+def test_one_warning_however_often_a_command_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append(record("r1"))
+    with ledger.path.open("a") as handle:
+        handle.write("garbage\n")
+    for _ in range(3):
+        assert list(ledger.runs()) == ["r1"]
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1

@@ -20,12 +20,13 @@ import pytest
 import orchestrate.lifecycle as lifecycle
 from orchestrate.catalog import Price, Profile
 from orchestrate.ledger import Ledger
-from orchestrate.lifecycle import Lifecycle, RunPlan, WorkItem
+from orchestrate.lifecycle import Lifecycle
+from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.progress import Reporter
-from orchestrate.provider import CapacityError, Instance, InstanceState, LaunchRequest
+from orchestrate.provider import Capability, CapacityError, Instance, InstanceState, LaunchRequest, ProviderError
 from orchestrate.providers.ssh import SSHProvider
+from orchestrate.testing.sshd import SSHServer
 from tests.support.docker import build_mechanics_image, containers_of_run, remove_containers_of_run
-from tests.support.sshd import SSHServer
 
 pytestmark = [pytest.mark.docker, pytest.mark.sshd]
 
@@ -44,11 +45,20 @@ PROFILE = Profile(
 class SpotDouble(SSHProvider):
     """Test double (see the module docstring): the test sshd as a spot 'cloud'."""
 
-    creates_machines: ClassVar[bool] = True
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.BILLABLE, Capability.FRESH_HOST, Capability.LEFTOVERS}
+    )
 
-    def __init__(self, server: SSHServer, preempt_on: set[int], full_zones: set[str]) -> None:
+    def __init__(
+        self,
+        server: SSHServer,
+        preempt_on: set[int],
+        full_zones: set[str],
+        preempt_at_boot: frozenset[int] = frozenset(),
+    ) -> None:
         super().__init__(server.target())
         self.preempt_on = preempt_on  # launch numbers (1-based) whose machine is taken back mid-workload
+        self.preempt_at_boot = preempt_at_boot  # launch numbers whose machine is taken back before it runs
         self.full_zones = full_zones
         self.launches = 0
         self.states: dict[str, InstanceState] = {}
@@ -64,6 +74,12 @@ class SpotDouble(SSHProvider):
         instance.zone, instance.spot = request.zone, request.spot
         self.states[instance.instance_id] = InstanceState.RUNNING
         return instance
+
+    def wait_until_running(self, instance: Instance, timeout_s: float) -> Instance:
+        if int(instance.instance_id.split("-")[1]) in self.preempt_at_boot:
+            self.states[instance.instance_id] = InstanceState.PREEMPTED
+            raise ProviderError(f"{instance.instance_id} ended before it ran (Server.SpotInstanceTermination)")
+        return super().wait_until_running(instance, timeout_s)
 
     def state(self, instance: Instance) -> InstanceState:
         number = int(instance.instance_id.split("-")[1])
@@ -90,18 +106,18 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(autouse=True)
 def fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lifecycle, "SPOT_PULL_INTERVAL_S", 0.5)
+    monkeypatch.setattr(lifecycle, "PULL_INTERVAL_S", 0.5)
     monkeypatch.setattr(lifecycle, "STATE_POLL_INTERVAL_S", 0.5)
 
 
-def run(tmp_path: Path, provider: SpotDouble, image: str, run_id: str, max_preemptions: int = 3):
+def run(tmp_path: Path, provider: SpotDouble, image: str, run_id: str, max_preemptions: int = 3, spot: bool = True):
     plan = RunPlan(
         run_id=run_id,
         profile=PROFILE,
         platform="spot-double",
         suite="quick",
         items=(WorkItem("mnist_mlp", "torch"), WorkItem("imdb_fasttext", "torch")),
-        spot=True,
+        spot=spot,
         image_ref=image,
         image_source="present",
         build=None,
@@ -134,6 +150,31 @@ def test_preemption_relaunches_and_reruns_only_the_unfinished(sshd: SSHServer, i
     assert record.estimated_cost_usd == pytest.approx(sum(i.cost_usd for i in record.instances))
     assert [s.name for s in record.stages].count("launch") == 2
     assert "relaunching for the 1 container runs not yet finished" in messages
+
+
+def test_a_preemption_during_boot_relaunches(sshd: SSHServer, image: str, tmp_path: Path) -> None:
+    provider = SpotDouble(sshd, preempt_on=set(), full_zones=set(), preempt_at_boot=frozenset({1}))
+    outcome, messages = run(tmp_path, provider, image, "20260101T000000Z-boot")
+    record = outcome.record
+    assert record.status == "complete", record.message
+    assert record.preemptions == 1 and provider.launches == 2
+    assert [(i.instance_id, i.preempted) for i in record.instances] == [("double-1", True), ("double-2", False)]
+    assert [(i.workload, i.status, i.attempt) for i in record.items] == [
+        ("mnist_mlp", "complete", 2),
+        ("imdb_fasttext", "complete", 2),
+    ]
+    assert "relaunching for the 2 container runs not yet finished" in messages
+
+
+def test_an_on_demand_rented_machine_has_its_logs_pulled_while_a_workload_runs(
+    sshd: SSHServer, image: str, tmp_path: Path
+) -> None:
+    """A rented machine can vanish (or the orchestrator die) on demand too: partial logs come back meanwhile."""
+    provider = SpotDouble(sshd, preempt_on=set(), full_zones=set())
+    outcome, _ = run(tmp_path, provider, image, "20260101T000000Z-pull", spot=False)
+    assert outcome.record.status == "complete", outcome.record.message
+    pulls = [s for s in outcome.record.stages if s.name == "pull_logs" and s.detail == "imdb_fasttext [torch]"]
+    assert len(pulls) >= 3  # the 6 s workload, pulled every 0.5 s, then once at its end
 
 
 def test_too_many_preemptions_stop_the_run(sshd: SSHServer, image: str, tmp_path: Path) -> None:
@@ -195,3 +236,38 @@ def test_an_image_with_baked_datasets_seeds_the_host_cache(sshd: SSHServer, tmp_
     cache = tmp_path / "host" / "cache" / "keras"
     assert (cache / "datasets" / "baked.txt").read_text() == "baked\n"
     assert list(cache.glob(".seeded-*"))  # once per image: the next run skips the copy
+
+
+def test_repeats_run_round_robin_each_in_a_fresh_container(sshd: SSHServer, image: str, tmp_path: Path) -> None:
+    """--repeats 2: repeat 1 of every item, then repeat 2; the runner gets --repeat-index/--repeat-group and its
+    repeat files (<stem>.rII.csv) come back. Mechanics image: it writes the runner's file names."""
+    run_id = "20260101T000000Z-reps"
+    items = tuple(WorkItem("mnist_mlp", b, r) for r in (1, 2) for b in ("jax", "torch"))
+    plan = RunPlan(
+        run_id=run_id,
+        profile=Profile(name="ssh", provider="ssh", machine_type=None),
+        platform="ssh",
+        suite="quick",
+        items=items,
+        spot=False,
+        image_ref=image,
+        image_source="present",
+        build=None,
+        logs_dir=tmp_path / "logs",
+        owner="test@repeats",
+        remote_dir=str(tmp_path / "host"),
+        repeats=2,
+    )
+    provider = SSHProvider(sshd.target())
+    outcome = Lifecycle(plan, provider, Ledger(tmp_path / "l.jsonl"), Reporter(io.StringIO())).run()
+    assert outcome.record.status == "complete", outcome.record.message
+    assert [(i.backend, i.repeat, i.status) for i in outcome.record.items] == [
+        ("jax", 1, "complete"),
+        ("torch", 1, "complete"),
+        ("jax", 2, "complete"),
+        ("torch", 2, "complete"),
+    ]
+    pulled = sorted(p.name for p in plan.run_logs.glob("*.csv"))
+    assert pulled == [f"mnist_mlp_{b}.r0{r}.csv" for b in ("jax", "torch") for r in (1, 2)]
+    consoles = sorted(p.name for p in plan.orchestrator_dir.glob("*.console.log"))
+    assert consoles == [f"mnist_mlp_{b}.r0{r}.console.log" for b in ("jax", "torch") for r in (1, 2)]

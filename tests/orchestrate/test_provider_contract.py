@@ -1,4 +1,4 @@
-"""This project's local and ssh providers pass the provider contract (tests/provider_contract.py)."""
+"""This project's local and ssh providers pass the provider contract (orchestrate/testing/contract.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from orchestrate.catalog import load_catalog
 from orchestrate.provider import ProviderError
 from orchestrate.providers.local import LocalProvider
 from orchestrate.providers.ssh import SSHProvider, parse_target
-from tests.provider_contract import ProviderContract, SSHLoginContract
+from orchestrate.testing import ProviderContract, SSHLoginContract
+from orchestrate.testing.sshd import SSHServer
 from tests.support.docker import require_engine
-from tests.support.sshd import SSHServer
 
 
 class TestLocalProviderContract(ProviderContract):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -16,12 +17,12 @@ from orchestrate.registry import BUILTIN_PROVIDERS, ENTRY_POINT_GROUP, load_prov
 ROOT = Path(__file__).resolve().parents[2]
 
 PLUGIN = """
-from orchestrate.provider import Instance, InstanceState, Provider
+from orchestrate.provider import Capability, Instance, InstanceState, Provider
 
 
 class DemoProvider(Provider):
     name = "democloud"
-    creates_machines = False
+    capabilities = frozenset({Capability.PERSISTENT_HOST})
 
     def check_credentials(self): pass
     def launch(self, request): return Instance(self.name, "demo-1", None, None)
@@ -86,3 +87,117 @@ def test_broken_plugins_fail_with_a_message(tmp_path: Path) -> None:
 def test_unknown_provider_lists_the_registered_ones() -> None:
     with pytest.raises(ProviderError, match=r"no provider named 'nimbus'; registered: .*local.*ssh"):
         load_provider_class("nimbus")
+
+
+# ---- a provider package outside this repository: profiles, contract suite, make target, no tracked file edited --
+
+PACKAGE = """
+from pathlib import Path
+
+from orchestrate.providers.ssh import SSHProvider
+
+CATALOG = Path(__file__).with_name("kcb_outside_catalog.toml")
+
+
+class OutsideProvider(SSHProvider):
+    name = "outsidecloud"
+"""
+PACKAGE_CATALOG = """
+[profiles.outside-a10]
+provider = "outsidecloud"
+description = "1x A10 at outsidecloud"
+accelerator = "A10"
+accelerator_count = 1
+docker_image = "gpu"
+"""
+PACKAGE_TESTS = """
+from orchestrate.catalog import load_catalogs
+from orchestrate.provider import SSHTarget
+from orchestrate.testing import ProviderContract
+
+from kcb_outside import OutsideProvider
+
+
+class TestOutsideContract(ProviderContract):
+    def make_provider(self):
+        return OutsideProvider(SSHTarget("127.0.0.1", "bench", 22))
+
+    def make_profile(self):
+        return load_catalogs()["outside-a10"]
+
+
+def test_the_sshd_fixture_comes_with_the_plugin(sshd):
+    assert sshd.port > 0
+"""
+
+
+def install_outside_package(site: Path) -> None:
+    (site / "kcb_outside.py").write_text(PACKAGE)
+    (site / "kcb_outside_catalog.toml").write_text(PACKAGE_CATALOG)
+    dist = site / "kcb_outside-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kcb-outside\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        f"[{ENTRY_POINT_GROUP}]\noutsidecloud = kcb_outside:OutsideProvider\n"
+        "[keras_cloud_bench.catalogs]\noutsidecloud = kcb_outside:CATALOG\n"
+    )
+
+
+@pytest.mark.sshd
+def test_a_provider_package_outside_the_repository_plugs_in_completely(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    install_outside_package(site)
+    tests = tmp_path / "outside_tests"
+    tests.mkdir()
+    (tests / "test_outside.py").write_text(PACKAGE_TESTS)
+    env = {**os.environ, "PYTHONPATH": f"{site}:{ROOT}"}
+
+    contract = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "orchestrate.testing.plugin", "-p", "no:cacheprovider",
+         "--rootdir", str(tests), str(tests)],
+        cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert contract.returncode == 0, contract.stdout[-3000:]
+    assert " passed" in contract.stdout
+
+    make = subprocess.run(
+        ["make", "-s", "bench-outside-a10", "HOST=bench@gpu-box", "DRY_RUN=1", "GPUS=all", f"VENV={sys.prefix}"],
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert make.returncode == 0, make.stderr
+    assert "Plan (dry run: nothing is launched)" in make.stdout and "outside-a10: bench@gpu-box" in make.stdout
+
+    providers = subprocess.run(
+        [sys.executable, "-m", "orchestrate", "providers"], cwd=ROOT, capture_output=True, text=True, env=env
+    )
+    assert "outsidecloud kcb_outside:OutsideProvider (kcb-outside 0.1)" in providers.stdout
+    assert "local    orchestrate.providers.local:LocalProvider" in providers.stdout
+    assert "capabilities: persistent-host; settings: host, port, identity_file" in providers.stdout
+    # nothing of this project names the package: its profile came from its own catalog, its target from a pattern
+    assert "outside" not in (ROOT / "orchestrate" / "catalog.toml").read_text()
+    assert "outside" not in "".join(path.read_text() for path in (ROOT / "mk").glob("*.mk"))
+
+
+def test_user_env_and_flag_catalogs_merge_and_clash_clearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrate.catalog import CatalogError, load_catalogs, user_catalog_path
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    user = user_catalog_path()
+    user.parent.mkdir(parents=True)
+    user.write_text('[profiles.home-1080ti]\nprovider = "ssh"\n')
+    env_file = tmp_path / "env.toml"
+    env_file.write_text('[profiles.lab-a100]\nprovider = "ssh"\n')
+    monkeypatch.setenv("KCB_CATALOG", str(env_file))
+    flag = tmp_path / "flag.toml"
+    flag.write_text('[profiles.rented-h200]\nprovider = "ssh"\n')
+    merged = load_catalogs([flag])
+    assert {"home-1080ti", "lab-a100", "rented-h200", "gce-t4", "local"} <= set(merged)
+    clash = tmp_path / "clash.toml"
+    clash.write_text('[profiles.gce-t4]\nprovider = "ssh"\n')
+    with pytest.raises(CatalogError, match=r"profile 'gce-t4' is defined in both .*catalog.toml and .*clash.toml"):
+        load_catalogs([clash])
+    twice = tmp_path / "twice.toml"
+    twice.write_text('[profiles.lab-a100]\nprovider = "ssh"\n')
+    with pytest.raises(CatalogError, match=r"'lab-a100' is defined in both .*env.toml and .*twice.toml: rename one"):
+        load_catalogs([twice])

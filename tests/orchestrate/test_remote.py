@@ -12,7 +12,7 @@ import pytest
 
 from orchestrate.provider import SSHTarget
 from orchestrate.remote import ConnectionLost, LocalHost, RemoteError, SSHHost, wait_for_ssh
-from tests.support.sshd import SSHServer, free_port
+from orchestrate.testing.sshd import SSHServer, free_port
 
 pytestmark = pytest.mark.sshd
 

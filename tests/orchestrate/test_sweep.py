@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 from orchestrate.ledger import STATUS_COMPLETE, STATUS_FAILED, STATUS_RUNNING, RunRecord
 from orchestrate.provider import Instance
 from orchestrate.sweep import local_process_alive, plan_sweep
 
+ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0
 ME = "me@laptop"
 
@@ -75,3 +79,100 @@ def test_process_liveness_is_only_judged_on_this_host() -> None:
     dead_pid = 2**22 + 12345  # above Linux's default pid_max: never a live process
     assert not alive(run("r", STATUS_RUNNING, pid=dead_pid, owner=f"me@{socket.gethostname()}"))
     assert alive(run("r", STATUS_RUNNING, pid=dead_pid, owner="me@another-host"))
+
+
+# ---- isolation: one broken provider is one line, the others are still swept -----------------------------------
+
+PLUGINS = """
+from orchestrate.provider import Instance, InstanceState, Provider
+
+
+class Base(Provider):
+    def check_credentials(self): pass
+    def launch(self, request): raise NotImplementedError
+    def wait_until_running(self, instance, timeout_s): return instance
+    def state(self, instance): return InstanceState.TERMINATED
+    def terminate(self, instance): print(f"terminated {instance.instance_id} via {self.ssh_address}")
+    def list_instances(self):
+        tags = {"project": "keras-cloud-bench", "run-id": "gone", "owner": "x@y", "expiry": "1"}
+        return [Instance(self.name, "vm-1", None, None, tags=tags)]
+
+
+class Good(Base):
+    name = "goodcloud"
+    settings = ("ssh_address",)
+
+    def __init__(self, ssh_address="default"):
+        self.ssh_address = ssh_address
+
+    @classmethod
+    def from_settings(cls, settings):
+        return cls(**settings)
+
+
+class BadSettings(Base):
+    name = "badsettings"
+
+    @classmethod
+    def from_settings(cls, settings):
+        raise ValueError("no config file")
+
+
+class BadList(Good):
+    name = "badlist"
+
+    def list_instances(self):
+        raise RuntimeError("API changed")
+"""
+
+
+def test_one_broken_plugin_does_not_stop_the_sweep_of_the_others(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "kcb_sweep_plugins.py").write_text(PLUGINS)
+    dist = site / "kcb_sweep_plugins-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kcb_sweep_plugins\nVersion: 0.1\n")
+    entries = {"goodcloud": "Good", "badsettings": "BadSettings", "badlist": "BadList", "badimport": "Missing"}
+    (dist / "entry_points.txt").write_text(
+        "[keras_cloud_bench.providers]\n" + "".join(f"{n} = kcb_sweep_plugins:{c}\n" for n, c in entries.items())
+    )
+    env = {
+        "PYTHONPATH": f"{site}:{ROOT}",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": str(tmp_path / "absent"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "absent"),
+        "NO_GCE_CHECK": "true",
+        "CLOUDSDK_CONFIG": str(tmp_path / "absent"),
+        "KCB_STATE_DIR": str(tmp_path / "state"),
+    }
+    args = ["sweep", "--ledger", str(tmp_path / "ledger.jsonl"), "--provider-setting", "goodcloud:ssh_address=10.0.0.9"]
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrate", *args], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 1
+    assert "terminated vm-1 via 10.0.0.9" in done.stdout  # the working plug-in was swept, with its setting
+    assert "deleted      goodcloud vm-1 (run gone): expired" in done.stdout
+    assert "skipped      aws: no AWS credentials found" in done.stdout  # the built-in ones went on too
+    errors = done.stderr.strip().splitlines()
+    assert [line.split(":")[1].strip() for line in errors] == ["badimport", "badlist", "badsettings"], errors
+    assert "API changed" in done.stderr and "no config file" in done.stderr and "cannot be loaded" in done.stderr
+
+
+def test_a_run_killed_before_it_reached_its_host_is_finalised(tmp_path: Path, capsys) -> None:
+    """kill -9 while connecting: no container, no folder; the ledger must still stop saying `running`."""
+    from orchestrate.cli import main, owner_id
+    from orchestrate.ledger import Ledger
+
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    dead_pid = 2**22 + 12345  # above Linux's default pid_max: never a live process
+    ledger.append(RunRecord("r-conn", "ssh", "ssh", "ssh", "quick", owner_id(), dead_pid, NOW, STATUS_RUNNING))
+    ledger.append(RunRecord("r-live", "ssh", "ssh", "ssh", "quick", owner_id(), os.getpid(), NOW, STATUS_RUNNING))
+    assert main(["sweep", "--provider", "ssh", "--ledger", str(ledger.path)]) == 0
+    out = capsys.readouterr().out
+    assert "recovered    run r-conn: it never prepared its host: nothing there" in out
+    runs = ledger.runs()
+    assert runs["r-conn"].status == STATUS_FAILED and runs["r-conn"].recovered_by == "sweep"
+    assert runs["r-live"].status == STATUS_RUNNING  # its orchestrator is alive: left alone

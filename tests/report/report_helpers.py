@@ -30,10 +30,14 @@ class RunSpec:
     cut_down: bool = False
     epochs_planned: int | None = None
     gpu_util: float | None = None
+    repeat: int | None = None  # index of a repeat: the file is named `<stem>.rNN.csv`
+    schema2: dict[str, Any] | None = None  # metadata schema 2 sections (stability, energy, fingerprint...)
+    host_id: str | None = None
 
     @property
     def stem(self) -> str:
-        return f"{self.workload}_{self.backend}" + ("_synthetic" if self.source == "synthetic" else "")
+        stem = f"{self.workload}_{self.backend}" + ("_synthetic" if self.source == "synthetic" else "")
+        return stem if self.repeat is None else f"{stem}.r{self.repeat:02d}"
 
 
 def write_run(root: Path, **fields: Any) -> Path:
@@ -57,7 +61,7 @@ def write_run(root: Path, **fields: Any) -> Path:
             )
         )
     writer.close()
-    write_metadata(path, metadata(spec))
+    write_metadata(path, metadata(spec) | (spec.schema2 or {}))
     return path
 
 
@@ -120,6 +124,7 @@ def metadata(spec: RunSpec) -> dict[str, Any]:
             "memory_bytes": 2**34,
             "accelerator": "gpu" if gpus else "cpu",
             "gpus": gpus,
+            **({"host_id": spec.host_id} if spec.host_id else {}),
         },
         "container": {"image": spec.image, "digest": None} if spec.image else None,
         "gpu_utilization": (

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from report_helpers import write_run
+from report_helpers import REPO, write_run
 
 from report.cli import main
 
@@ -104,3 +104,34 @@ def test_screenshot(page: Path, tmp_path: Path) -> None:
         colours = image.convert("L").getextrema()
     assert colours[1] - colours[0] > 200, "the screenshot is blank"
     print(f"screenshot: {shot}")
+
+
+@pytest.fixture(scope="module")
+def own_or_rent_pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The issue 12 pages: the committed H200 runs as a reference, and the home-server study alone."""
+    root = tmp_path_factory.mktemp("own-or-rent")
+    h200 = root / "h200"
+    assert main([str(REPO / "logs"), "--reference", "NVIDIA-H200", "--out", str(h200)]) == 0
+    assert main(["--study", "home-server-2018", "--out", str(root / "home")]) == 0
+    return {"h200": h200 / "index.html", "home": root / "home" / "index.html"}
+
+
+@pytest.mark.parametrize("name", ["h200", "home"])
+def test_summary_break_even_and_energy_render(own_or_rent_pages: dict[str, Path], tmp_path: Path, name: str) -> None:
+    page = own_or_rent_pages[name]
+    dom = _browse(page, tmp_path / "profile", "--dump-dom", "--virtual-time-budget=10000").stdout
+    for heading in ("Summary: where to train", "Own or rent", "Energy"):
+        assert heading in dom
+    # The two 2018 posts, recomputed from their inputs, on every page:
+    assert "903.34 / 0.27 / 24 h = 139.4 days: the published 127 does not follow" in dom
+    assert "0.90 x 24 h x 1 d = 21.60 USD a day" in dom
+    assert "69.1 Wh for one siamese_lstm run" in dom  # the home server's peak draw x its published run time
+    if name == "h200":
+        assert "runpod-h200" in dom and "(reference)" in dom  # priced, and labelled as the committed runs
+        assert "Energy was not recorded in these logs" in dom  # schema 1 logs: said in words
+        assert "no base run" not in dom
+    shot = tmp_path / f"{name}.png"
+    _browse(page, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1400,2200", "--hide-scrollbars")
+    with Image.open(shot) as image:
+        colours = image.convert("L").getextrema()
+    assert colours[1] - colours[0] > 200, "the screenshot is blank"

@@ -167,7 +167,10 @@ def test_differing_images_and_epochs_are_not_pooled(
     jax = results.loc["local-jax"]
     assert jax["n_runs"] == 2 and jax["epochs"] == 2
     assert f"left out {_run_id(4)}: 3 epochs" in jax["notes"]
-    assert "no relative figures: 2 epochs / 60000 samples vs the base's 3 / 60000" in jax["notes"]
+    assert "total time not compared: 2 epochs / 60000 samples vs the base's 3 / 60000" in jax["notes"]
+    # Steady epochs still compare: each repeat's median steady epoch, median over repeats, over the base's.
+    assert pd.isna(jax["rel_time"]) and jax["rel_steady"] == pytest.approx(2.0 / 2.1)
+    assert jax["verdict_basis"] == "steady epoch" and "too few repeats" in jax["verdict"]
 
 
 def test_suite_filter(logs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -250,6 +253,8 @@ def test_help_and_bad_arguments_through_the_real_entry_point(logs: Path) -> None
         (str(logs), "--markdown", "out.html"): "expected a .md file name",
         (str(logs), "--billing", "hourly"): "invalid choice: 'hourly'",
         (str(logs), "--base", "nope", "--out", str(logs.parent / "o")): "--base 'nope' matches no configuration",
+        (str(logs), "--reference", "A100"): "--reference 'A100': no folder",
+        (str(logs), "--electricity-price", "-1"): "--electricity-price -1.0: expected a finite number >= 0",
     }
     for args, message in cases.items():
         done = _cli(*args)

@@ -13,8 +13,10 @@ import pandas as pd
 import pytest
 from report_helpers import REFERENCE
 
+from report.build import Request, build, multi_gpu_bars
 from report.cli import main
-from report.studies import PUBLISHED_DIR, load_studies, published_results
+from report.costs import PriceBook
+from report.studies import PUBLISHED_DIR, get_study, load_studies, published_results
 
 DERIVED = REFERENCE / "derived_totals.csv"
 # column in derived_totals.csv -> (column in results.csv, decimals printed in derived_totals.csv)
@@ -105,14 +107,27 @@ def test_provider_table_relative_figures() -> None:
     assert set(published.setups["config"]) == set(table.index)
 
 
+def test_provider_study_multi_gpu_figure() -> None:
+    """The post's Figure 2, redrawn from Table 1: LeaderGPU's servers trained on both GPUs and on one."""
+    bars, alone = multi_gpu_bars(published_results(load_studies()["gpu-providers-2018"]).results)
+    assert {b.label: b.value for b in bars} == {
+        "LeaderGPU GTX 1080: 2 GPUs": pytest.approx(2.12 / 2.49),
+        "LeaderGPU Tesla P100: 2 GPUs": pytest.approx(2.42 / 1.86),
+    }
+    assert alone == ["IBM Softlayer Tesla M60 x2", "IBM Softlayer Tesla K80 x4"]
+
+
 def test_home_server_epochs_and_prices() -> None:
     published = published_results(load_studies()["home-server-2018"])
     table = published.results.set_index("config")
     k80, home = table.loc["aws-p2.xlarge-tensorflow"], table.loc["gtx1070ti-home-tensorflow"]
-    assert home["total_s"] == 58 + 19 * 54
+    # Totals are the post's `time` figures, not the whole-second epochs (58 + 19 x 54 = 1,084 s), which left
+    # out data loading and understated the cost by about 21%.
+    assert home["total_s"] == pytest.approx(1382.315) and k80["total_s"] == pytest.approx(2595.608)
+    assert "its epochs sum to 1,084 s" in home["notes"]
     assert k80["first_epoch_s"] == 178
-    assert home["rel_time"] == pytest.approx(home["total_s"] / k80["total_s"])
-    assert k80["cost_usd"] == pytest.approx(k80["total_s"] * 0.38 / 3600)
+    assert home["rel_time"] == pytest.approx(1382.315 / 2595.608)  # the post's "1.9x faster"
+    assert k80["cost_usd"] == pytest.approx(2595.608 * 0.38 / 3600)
     assert pd.isna(home["cost_usd"]) and "no hourly price published" in home["notes"]
 
 
@@ -121,3 +136,18 @@ def test_every_study_renders_alone(tmp_path: Path) -> None:
         assert main(["--study", name, "--out", str(tmp_path / name)]) == 0
         page = (tmp_path / name / "index.html").read_text()
         assert "Published:" in page and "charts/" in page
+
+
+def test_summary_of_a_published_study() -> None:
+    """July 2017: the K80 trained mnist_mlp fastest, the compiled 8-vCPU machine cheapest; on the bidirectional
+    LSTM (Keras's generic LSTM on the GPU) 32 pip vCPUs were fastest. One run each: no verdict beyond that."""
+    request = Request(None, None, PriceBook({}, "training-time", {}), get_study("cpu-or-gpu-2017-07"))
+    summary = build(request).summary.set_index("workload")
+    mlp = summary.loc["mnist_mlp"]
+    assert (mlp["fastest"], mlp["cheapest"], mlp["cost per run"]) == (
+        "gpu-tensorflow",
+        "cpu8cmp-tensorflow",
+        "$0.00155",
+    )
+    assert "too few repeats to tell" in mlp["fastest: verdict"]
+    assert summary.loc["imdb_bidirectional_lstm", "fastest"] == "cpu32pip-tensorflow"

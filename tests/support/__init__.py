@@ -1,5 +1,5 @@
-"""Test fixtures shared across test packages: a real sshd, the Docker engine and images, the datasets.
+"""Test fixtures shared across this project's test packages: the Docker engine and images, the datasets.
 
-Import the helpers (`from tests.support.sshd import start_sshd`) or the pytest fixtures
-(`from tests.support.sshd import sshd  # noqa: F401` in a conftest.py).
+The real sshd and the provider contract are installed with the project, for provider packages too:
+`orchestrate.testing` (`from orchestrate.testing.sshd import sshd  # noqa: F401` in a conftest.py).
 """

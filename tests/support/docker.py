@@ -60,27 +60,57 @@ def build_cpu_image(log: Path, tag: str = TEST_CPU_IMAGE) -> str:
     return tag
 
 
+# The mechanics image's entrypoint: the runner's arguments in, the runner's file names out, a sleep between.
+MECHANICS_ENTRYPOINT = """#!/bin/sh
+workload=$1; shift
+while [ $# -gt 0 ]; do
+  case $1 in
+    --backend) backend=$2; shift ;;
+    --platform) platform=$2; shift ;;
+    --run-id) run_id=$2; shift ;;
+    --out) out=$2; shift ;;
+    --repeat-index) repeat=$(printf '.r%02d' "$2"); shift ;;
+  esac
+  shift
+done
+stem="$out/$platform/$run_id/${workload}_${backend}${repeat}"
+mkdir -p "$out/$platform/$run_id"
+echo epoch,elapsed > "$stem.csv"
+echo '{"status": "running"}' > "$stem.json"
+case $workload in
+  mnist_mlp) sleep 2 ;;
+  imdb_fasttext) sleep 6 ;;
+  cifar10_cnn) trap 'echo "{\\"status\\": \\"partial\\"}" > "$stem.json"; exit 143' TERM; sleep 600 & wait $! ;;
+  *) sleep 600 ;;
+esac
+echo 1,1.0 >> "$stem.csv"
+echo '{"status": "complete"}' > "$stem.json"
+"""
+
+
 def build_mechanics_image(workdir: Path, tag: str = "kcb-test/lifecycle-mechanics:latest") -> str:
-    """A purpose-built image for lifecycle MECHANICS tests only (interrupts, preemption, relaunch): it benchmarks
-    nothing and writes no logs. Its entrypoint takes the runner's arguments and sleeps: 2 s for mnist_mlp, 6 s for
-    imdb_fasttext, 600 s for anything else, so a test can interrupt a run that is surely still going."""
+    """A purpose-built image for lifecycle MECHANICS tests only (interrupts, preemption, relaunch, recovery): it
+    benchmarks nothing. Its entrypoint takes the runner's arguments, writes a CSV and a metadata JSON under the
+    runner's file names (status "running"), sleeps (2 s for mnist_mlp, 6 s for imdb_fasttext, 600 s for anything
+    else, so a test can interrupt a run that is surely still going), then marks them complete. cifar10_cnn stops
+    at SIGTERM as the runner does (metadata "partial", exit 143); anything else ignores SIGTERM (PID 1 without a
+    handler), like a slow-stopping container: `docker stop` waits its grace period, then kills it."""
     require_engine()
     if image_id(BASE_IMAGE) is None:
         pytest.fail(f"base image {BASE_IMAGE} is missing; {ENGINE_HINT}")
     workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "entrypoint.sh").write_text(MECHANICS_ENTRYPOINT)
     (workdir / "Dockerfile").write_text(
-        f"FROM {BASE_IMAGE}\n"
-        'ENTRYPOINT ["sh", "-c", "case \\"$0\\" in mnist_mlp) sleep 2 ;; imdb_fasttext) sleep 6 ;; '
-        '*) sleep 600 ;; esac"]\n'
+        f'FROM {BASE_IMAGE}\nCOPY entrypoint.sh /entrypoint.sh\nENTRYPOINT ["sh", "/entrypoint.sh"]\n'
     )
     subprocess.run(["docker", "build", "-q", "-t", tag, str(workdir)], check=True, capture_output=True, timeout=600)
     return tag
 
 
 def containers_of_run(run_id: str) -> list[str]:
-    """Names of containers (running or not) whose name starts with the run id."""
+    """Names of containers (running or not) labelled with exactly this run id, as the orchestrator labels them."""
     done = subprocess.run(
-        ["docker", "ps", "-a", "--filter", f"name=^{run_id}-", "--format", "{{.Names}}"],
+        ["docker", "ps", "-a", "--filter", f"label=run-id={run_id}", "--format", "{{.Names}}"],
         capture_output=True,
         text=True,
         check=True,

@@ -1,6 +1,6 @@
 """A real OpenSSH server on a loopback port, with keys generated for the test.
 
-    from tests.support.sshd import SSHServer, start_sshd, sshd   # sshd: a pytest fixture
+    from orchestrate.testing.sshd import SSHServer, start_sshd, sshd   # sshd: a pytest fixture (see plugin.py)
 
 `start_sshd(workdir)` starts Debian's /usr/sbin/sshd (package openssh-server) in the foreground on a free port
 of 127.0.0.1 with its own host key, config and authorized_keys (nothing of the system's sshd is used or

@@ -2,7 +2,7 @@
 
 Use it from your provider's test module (this project's or a third-party package's):
 
-    from tests.provider_contract import ProviderContract   # or copy this file into your package's tests
+    from orchestrate.testing import ProviderContract   # installed with keras-cloud-bench
 
     class TestMyCloudContract(ProviderContract):
         def make_provider(self):                # a provider wired to your test cloud (fake API, sandbox account)
@@ -17,13 +17,15 @@ Use it from your provider's test module (this project's or a third-party package
 pytest collects every `test_*` method. Each test launches at most one machine and terminates it in a
 `finally`, so a failing assertion leaves nothing behind. What is checked:
 
-- `name` and `creates_machines` are declared; `from_settings({})` or the test's own factory builds it;
+- `name` and `capabilities` are declared and `describe()` says where it runs; `from_settings({})` or the
+  test's own factory builds it;
 - `check_credentials` passes with the test's credentials; `validate_profile` accepts the profile;
 - `launch` returns an Instance of this provider, in the requested zone, carrying the run's tags;
 - `wait_until_running` gives state RUNNING and an SSH address (unless the provider runs locally), and (with
   the `SSHLoginContract` mixin) that address accepts a login;
 - `list_instances` shows a machine it created, by its project tag, and stops showing it once terminated;
-- `terminate` and `release_run` are idempotent: the second call succeeds too;
+- `terminate` and `release_run` are idempotent: the second call succeeds too, and `leftover_runs` no longer
+  names the run once released;
 - a terminated machine is not RUNNING.
 """
 
@@ -36,7 +38,7 @@ from collections.abc import Iterator
 import pytest
 
 from orchestrate.catalog import Profile
-from orchestrate.provider import PROJECT_TAG, Instance, InstanceState, LaunchRequest, Provider
+from orchestrate.provider import PROJECT_TAG, Capability, Instance, InstanceState, LaunchRequest, Provider
 
 
 class ProviderContract:
@@ -84,8 +86,8 @@ class ProviderContract:
 
     def test_declares_name_and_kind(self, provider: Provider) -> None:
         assert isinstance(provider.name, str) and provider.name
-        assert isinstance(provider.creates_machines, bool)
-        assert isinstance(provider.runs_locally, bool)
+        assert all(isinstance(c, Capability) for c in provider.capabilities)
+        assert isinstance(provider.describe(), str) and provider.describe()
 
     def test_credentials_and_profile_are_accepted(self, provider: Provider, request_: LaunchRequest) -> None:
         provider.check_credentials()
@@ -99,8 +101,8 @@ class ProviderContract:
         if request_.zone is not None:
             assert running.zone == request_.zone
         assert provider.state(running) == InstanceState.RUNNING
-        assert running.ssh is not None or provider.runs_locally
-        if provider.creates_machines:
+        assert running.ssh is not None or provider.has(Capability.RUNS_LOCALLY)
+        if provider.has(Capability.LEFTOVERS):
             for key, value in request_.tags.items():
                 assert running.tags.get(key) == value, f"tag {key}"
 
@@ -108,7 +110,7 @@ class ProviderContract:
         self, provider: Provider, request_: LaunchRequest, running: Instance
     ) -> None:
         listed = provider.list_instances()
-        if not provider.creates_machines:
+        if not provider.has(Capability.LEFTOVERS):
             assert listed == []  # nothing it could leave behind
             return
         mine = [i for i in listed if i.instance_id == running.instance_id]
@@ -125,9 +127,22 @@ class ProviderContract:
             provider.terminate(instance)  # a second teardown (Ctrl-C during teardown, then the sweep)
             provider.release_run(request_.run_id)
             provider.release_run(request_.run_id)
-        if provider.creates_machines:
+        if provider.has(Capability.FRESH_HOST):
             assert provider.state(instance) != InstanceState.RUNNING
             assert instance.instance_id not in {i.instance_id for i in provider.list_instances()}
+        assert request_.run_id not in provider.leftover_runs()  # released: nothing of the run for the sweep
+
+    def test_release_run_clears_what_leftover_runs_reports(self, provider: Provider, request_: LaunchRequest) -> None:
+        """A crash after `terminate` and before `release_run`: what the sweep is shown, and that releasing works."""
+        instance = provider.wait_until_running(provider.launch(request_), self.boot_timeout_s)
+        try:
+            provider.terminate(instance)
+            leftovers = provider.leftover_runs()
+            assert all(isinstance(tags, dict) for tags in leftovers.values())
+            assert leftovers.get(request_.run_id, {}).get("run-id", request_.run_id) == request_.run_id
+        finally:
+            provider.release_run(request_.run_id)
+        assert request_.run_id not in provider.leftover_runs()
 
 
 class SSHLoginContract:

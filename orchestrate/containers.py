@@ -1,0 +1,110 @@
+"""The benchmark containers on a host: the `docker run` command, the dataset cache seed, finding and stopping a
+run's containers. Shared by the lifecycle (one run) and the sweep (recovering the containers of a dead run).
+
+Containers are found by their `project` and `run-id` labels, never by name: `run-id=relp` must not match run
+`relp-2`, and a label filter (`label=run-id=relp`) is an exact match.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from benchmarks.command import RunnerCommand
+from orchestrate.hostprep import HostInfo
+from orchestrate.images import ImageInfo
+from orchestrate.provider import PROJECT_TAG
+from orchestrate.remote import Host, RemoteError
+
+STOP_GRACE_S = 10  # `docker stop` waits this long for the runner to record a partial run
+DEFAULT_KERAS_HOME = "/data/keras"
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """One container run: its name and labels, what it mounts and the runner command it runs."""
+
+    name: str
+    run_id: str
+    command: RunnerCommand
+    gpus: bool = False  # `docker run --gpus all`: the container sees every GPU (the runner's --gpus picks how many)
+
+
+def docker_run_command(spec: ContainerSpec, info: HostInfo, image: ImageInfo) -> str:
+    """The shell command that runs one container as the SSH user, with the run's logs and the dataset cache."""
+    keras_home = image.keras_home or DEFAULT_KERAS_HOME
+    parts = [
+        *shlex.split(info.docker),
+        "run",
+        "--rm",
+        "--name",
+        spec.name,
+        "--user",
+        f"{info.uid}:{info.gid}",  # files it writes belong to the SSH user, who pulls and deletes them
+        "-e",
+        "HOME=/tmp",  # that user has no home in the image
+        "-e",
+        f"KERAS_HOME={keras_home}",
+        "-e",
+        f"BENCH_IMAGE_DIGEST={image.digest}",
+        "-v",
+        f"{info.logs_dir(spec.run_id)}:/logs",
+        "-v",
+        f"{info.cache_dir}:{keras_home}",
+        "--label",
+        f"project={PROJECT_TAG}",
+        "--label",
+        f"run-id={spec.run_id}",
+    ]
+    if spec.gpus:
+        parts += ["--gpus", "all"]
+    parts += [image.ref, *spec.command.argv(entrypoint=True)]
+    return shlex.join(parts)
+
+
+def seed_dataset_cache(host: Host, info: HostInfo, image: ImageInfo) -> None:
+    """An image that bakes the datasets in would hide them under the mounted cache: copy them out once."""
+    if not image.bakes_datasets or not image.keras_home:
+        return
+    marker = f"{info.cache_dir}/.seeded-{image.image_id.removeprefix('sha256:')[:12]}"
+    if host.run(f"test -e {shlex.quote(marker)}", check=False).exit_code == 0:
+        return
+    host.run(
+        f"{info.docker} run --rm --user {info.uid}:{info.gid} -v {shlex.quote(info.cache_dir)}:/seed "
+        f"--entrypoint sh {shlex.quote(image.ref)} -c "
+        + shlex.quote(f'cp -Rn "{image.keras_home}"/. /seed/ && touch /seed/{marker.rsplit("/", 1)[1]}'),
+        timeout=600,
+    )
+
+
+def run_containers(host: Host, docker: str, run_id: str | None = None) -> list[tuple[str, str]]:
+    """(name, run id) of every container of this project on the host, running or not; only `run_id`'s if given."""
+    filters = [f"label=project={PROJECT_TAG}"] + ([f"label=run-id={run_id}"] if run_id is not None else [])
+    listed = host.run(
+        f"{docker} ps -a {' '.join(f'--filter {shlex.quote(f)}' for f in filters)} "
+        "--format '{{.Names}} {{.Label \"run-id\"}}'",
+        timeout=60,
+    )
+    pairs = (line.split(" ", 1) for line in listed.stdout.splitlines() if line.strip())
+    return [(pair[0], pair[1] if len(pair) > 1 else "") for pair in pairs]
+
+
+def stop_containers(host: Host, docker: str, names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """`docker stop` (SIGTERM first: the runner records a partial run) then remove each; (stopped, failures)."""
+    stopped: list[str] = []
+    failures: list[str] = []
+    for name in names:
+        try:
+            result = host.run(
+                f"{docker} stop -t {STOP_GRACE_S} {shlex.quote(name)}", check=False, timeout=STOP_GRACE_S + 60
+            )
+            host.run(f"{docker} rm -f {shlex.quote(name)}", check=False, timeout=60)
+        except RemoteError as exc:
+            failures.append(f"could not stop container {name} on {host.description}: {exc}")
+            continue
+        if result.exit_code == 0:
+            stopped.append(f"stopped container {name} on {host.description}")
+        elif "No such container" not in result.stderr:  # --rm removed it as it ended: nothing to stop
+            failures.append(f"could not stop container {name} on {host.description}: {result.stderr.strip()}")
+    return stopped, failures

@@ -1,0 +1,98 @@
+"""What one orchestrated run will do, decided and validated before anything starts (see orchestrate.cli): the
+machine profile, the work items (workload x backend x repeat), the image, the limits, and the runner's command
+line for each item."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.command import RunnerCommand, repeat_stem
+from orchestrate.catalog import Profile
+from orchestrate.images import BuildSpec
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    workload: str
+    backend: str
+    repeat: int | None = None  # 1-based with `--repeats`; None: one measurement, the runner's plain file names
+
+    @property
+    def label(self) -> str:
+        return f"{self.workload} [{self.backend}]" + (f" #{self.repeat}" if self.repeat is not None else "")
+
+    @property
+    def stem(self) -> str:
+        return repeat_stem(f"{self.workload}_{self.backend}", self.repeat)
+
+    def container_name(self, run_id: str) -> str:
+        return f"{run_id}-{self.workload}-{self.backend}" + (f"-r{self.repeat}" if self.repeat is not None else "")
+
+    def owns_log(self, name: str) -> bool:
+        """Whether a file the runner wrote is this item's: `<workload>_<backend>[_synthetic][.rII].csv|.json`."""
+        base = f"{self.workload}_{self.backend}"
+        return name.endswith((".csv", ".json")) and name.rsplit(".", 1)[0] in (
+            repeat_stem(base, self.repeat),
+            repeat_stem(f"{base}_synthetic", self.repeat),
+        )
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a run needs, validated before anything starts (see orchestrate.cli)."""
+
+    run_id: str
+    profile: Profile
+    platform: str  # the log folder name: the profile's name unless the user named the host
+    suite: str
+    items: tuple[WorkItem, ...]
+    spot: bool
+    image_ref: str
+    image_source: str
+    build: BuildSpec | None
+    logs_dir: Path
+    owner: str
+    remote_dir: str = "~/keras-cloud-bench"
+    epochs: int | None = None  # runner flags; None: the suite's
+    train_limit: int | None = None
+    val_limit: int | None = None
+    gpus: str | None = None  # runner --gpus: a count or "all"
+    batch_policy: str | None = None  # runner --batch-policy
+    repeats: int = 1  # with more than one, each item carries its repeat index (see WorkItem)
+    allow_synthetic: bool = True
+    ssh_config: Path | None = None
+    ssh_timeout_s: float = 300.0
+    boot_timeout_s: float = 600.0
+    max_lifetime_s: int = 4 * 3600
+    max_preemptions: int = 3
+    install_host_software: bool = False
+    validated_at: tuple[float, float] | None = None  # (started, ended) of the CLI's validation
+
+    @property
+    def run_logs(self) -> Path:
+        return self.logs_dir / self.platform / self.run_id
+
+    @property
+    def orchestrator_dir(self) -> Path:
+        return self.run_logs / "orchestrate"
+
+    def runner_command(self, item: WorkItem) -> RunnerCommand:
+        """The runner invocation of one container run (the image entrypoint form)."""
+        return RunnerCommand(
+            workloads=(item.workload,),
+            backend=item.backend,
+            platform=self.platform,
+            suite=self.suite,
+            run_id=self.run_id,
+            out="/logs",
+            allow_synthetic=self.allow_synthetic,
+            epochs=self.epochs,
+            train_limit=self.train_limit,
+            val_limit=self.val_limit,
+            gpus=self.gpus,
+            batch_policy=self.batch_policy,
+            repeat_index=item.repeat,
+            repeat_group=self.run_id if item.repeat is not None else None,
+            repeat_planned=self.repeats if item.repeat is not None else None,
+        )

@@ -1,0 +1,359 @@
+"""Own or rent: an owned machine's effective cost, the speed-adjusted cost of the rented machine it replaces, and
+the break-even in days of use, with each published figure checked against its own inputs.
+
+The arithmetic, in the owned machine's currency:
+
+- running cost per hour of use = load watts / 1000 x electricity price per kWh;
+- idle cost per day = idle watts / 1000 x (24 - hours of use per day) x electricity price;
+- effective cost per hour of use = purchase / (useful life in days x hours per day) + running cost
+  + idle cost per day / hours per day;
+- speed-adjusted rented cost per hour = the rival's price x speed-up (one owned hour does `speedup` rented hours:
+  the Canadian build's "$0.45/h, half as fast, so $0.90/h");
+- break-even days = purchase / (hours per day x (speed-adjusted rented cost - running cost) - idle cost per day);
+- the posts' own method, for checking their figures: purchase / rival price / 24 (every hour of every day, no
+  speed-up, no electricity).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from report.studies import DATA_DIR
+
+OWNED_FILE = DATA_DIR / "owned.toml"
+HOURS_PER_DAY = 24.0
+DAYS_PER_YEAR = 365.0
+# A published figure "follows" from its inputs when it is within this of the recomputed one: the posts round to
+# two significant digits at most, which is within 5 %, and anything further off is not rounding.
+FOLLOWS_WITHIN = 0.05
+# Renting the equivalent for a period, as the Canadian build's post counted it (a month is a twelfth of a year).
+PERIODS = {
+    "published_day": ("a day", 1.0),
+    "published_month": ("a month", DAYS_PER_YEAR / 12),
+    "published_year": ("a year", DAYS_PER_YEAR),
+    "published_quarter_year": ("a year at a quarter of the time", DAYS_PER_YEAR / 4),
+}
+
+
+class OwnedDataError(ValueError):
+    """A bad owned-machine entry; the message names the file, the machine and the field."""
+
+
+@dataclass(frozen=True)
+class Rival:
+    """A rented machine the owned one replaces."""
+
+    name: str
+    profile: str
+    market: str
+    price_per_hour: float
+    price_source: str
+    speedup: float | None  # how many times faster the owned machine is; None: not known
+    speedup_source: str
+    published: Mapping[str, float]  # published_days / published_day / ... as the post gave them
+
+
+@dataclass(frozen=True)
+class Owned:
+    name: str
+    title: str
+    source: str
+    currency: str
+    purchase_price: float | None = None
+    useful_life_years: float | None = None
+    hours_per_day: float | None = None
+    idle_watts: float | None = None
+    load_watts: float | None = None
+    electricity_per_kwh: float | None = None
+    platform: str | None = None
+    run_seconds: float | None = None  # one published run's wall time on this machine
+    run_name: str = ""
+    rivals: tuple[Rival, ...] = ()
+
+    @property
+    def energy_per_run_wh(self) -> float | None:
+        """Load draw x one run's time: an upper bound where the load figure is the peak draw."""
+        if self.load_watts is None or self.run_seconds is None:
+            return None
+        return self.load_watts * self.run_seconds / 3600
+
+    @property
+    def running_cost_per_hour(self) -> float | None:
+        if self.load_watts is None or self.electricity_per_kwh is None:
+            return None
+        return self.load_watts / 1000 * self.electricity_per_kwh
+
+    @property
+    def idle_cost_per_day(self) -> float | None:
+        if self.idle_watts is None or self.electricity_per_kwh is None or self.hours_per_day is None:
+            return None
+        return self.idle_watts / 1000 * (HOURS_PER_DAY - self.hours_per_day) * self.electricity_per_kwh
+
+    @property
+    def effective_cost_per_hour(self) -> float | None:
+        """Purchase spread over the hours of use in its useful life, plus electricity; None without the
+        purchase price, the useful life or the hours per day."""
+        if self.purchase_price is None or self.useful_life_years is None or self.hours_per_day is None:
+            return None
+        hours = self.useful_life_years * DAYS_PER_YEAR * self.hours_per_day
+        electricity = (self.running_cost_per_hour or 0.0) + (self.idle_cost_per_day or 0.0) / self.hours_per_day
+        return self.purchase_price / hours + electricity
+
+    def break_even_days(self, rival: Rival) -> float | None:
+        """Days of use (at `hours_per_day`, else around the clock) after which owning has cost less than renting
+        the speed-adjusted equivalent; inf when renting stays cheaper; None without purchase price or speed-up."""
+        if self.purchase_price is None or rival.speedup is None:
+            return None
+        hours = self.hours_per_day or HOURS_PER_DAY
+        saved_per_day = hours * (rival.price_per_hour * rival.speedup - (self.running_cost_per_hour or 0.0))
+        saved_per_day -= self.idle_cost_per_day or 0.0
+        return self.purchase_price / saved_per_day if saved_per_day > 0 else math.inf
+
+
+def published_method_days(purchase: float, price_per_hour: float) -> float:
+    """The posts' break-even: the purchase price in hours of renting, run around the clock."""
+    return purchase / price_per_hour / HOURS_PER_DAY
+
+
+def load_owned(path: Path = OWNED_FILE) -> dict[str, Owned]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise OwnedDataError(f"{path}: cannot read ({exc})") from exc
+    return {name: _owned(path, name, entry) for name, entry in data.items()}
+
+
+def _number(path: Path, where: str, entry: Mapping[str, Any], key: str, required: bool = False) -> float | None:
+    value = entry.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise OwnedDataError(f"{path}: {where}: field {key!r} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def _text(path: Path, where: str, entry: Mapping[str, Any], key: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise OwnedDataError(f"{path}: {where}: field {key!r} must be a non-empty string")
+    return value
+
+
+def _owned(path: Path, name: str, entry: Any) -> Owned:
+    where = f"owned machine {name!r}"
+    if not isinstance(entry, dict):
+        raise OwnedDataError(f"{path}: {where}: expected a table")
+    hours = _number(path, where, entry, "hours_per_day")
+    if hours is not None and not 0 < hours <= HOURS_PER_DAY:
+        raise OwnedDataError(f"{path}: {where}: field 'hours_per_day' must be in (0, 24], got {hours}")
+    return Owned(
+        name=name,
+        title=_text(path, where, entry, "title"),
+        source=_text(path, where, entry, "source"),
+        currency=_text(path, where, entry, "currency"),
+        purchase_price=_number(path, where, entry, "purchase_price"),
+        useful_life_years=_number(path, where, entry, "useful_life_years"),
+        hours_per_day=hours,
+        idle_watts=_number(path, where, entry, "idle_watts"),
+        load_watts=_number(path, where, entry, "load_watts"),
+        electricity_per_kwh=_number(path, where, entry, "electricity_per_kwh"),
+        platform=entry.get("platform"),
+        run_seconds=_number(path, where, entry, "run_seconds"),
+        run_name=str(entry.get("run_name") or ""),
+        rivals=tuple(_rival(path, f"{where} rival {i}", r) for i, r in enumerate(entry.get("rivals", []))),
+    )
+
+
+def _rival(path: Path, where: str, entry: Mapping[str, Any]) -> Rival:
+    speedup = _number(path, where, entry, "speedup")
+    owned_s, rival_s = _number(path, where, entry, "owned_seconds"), _number(path, where, entry, "rival_seconds")
+    if speedup is None and owned_s and rival_s:
+        speedup = rival_s / owned_s
+    price = _number(path, where, entry, "price_per_hour", required=True)
+    assert price is not None
+    return Rival(
+        name=_text(path, where, entry, "name"),
+        profile=_text(path, where, entry, "profile"),
+        market=_text(path, where, entry, "market"),
+        price_per_hour=price,
+        price_source=_text(path, where, entry, "price_source"),
+        speedup=speedup,
+        speedup_source=str(entry.get("speedup_source") or "not stated"),
+        published={k: float(v) for k in ("published_days", *PERIODS) if (v := entry.get(k)) is not None},
+    )
+
+
+# ---- tables -------------------------------------------------------------------------------------------------
+
+
+def _money(value: float | None, currency: str) -> str:
+    return "unknown" if value is None else f"{value:,.2f} {currency}"
+
+
+def machines_table(owned: Mapping[str, Owned]) -> pd.DataFrame:
+    """One row per owned machine: its inputs and effective cost per hour, unknowns in words."""
+    rows = []
+    for machine in owned.values():
+        effective = machine.effective_cost_per_hour
+        missing = [
+            label
+            for label, value in (
+                ("purchase price", machine.purchase_price),
+                ("useful life", machine.useful_life_years),
+                ("hours of use per day", machine.hours_per_day),
+            )
+            if value is None
+        ]
+        rows.append(
+            {
+                "owned machine": machine.title,
+                "purchase": _money(machine.purchase_price, machine.currency),
+                "useful life": "not given" if machine.useful_life_years is None else f"{machine.useful_life_years:g} y",
+                "use per day": "not given" if machine.hours_per_day is None else f"{machine.hours_per_day:g} h",
+                "power idle / load": f"{_watts(machine.idle_watts)} / {_watts(machine.load_watts)}",
+                "electricity": "no price given"
+                if machine.electricity_per_kwh is None
+                else f"{machine.electricity_per_kwh:g} {machine.currency}/kWh",
+                "effective cost per hour of use": _money(effective, machine.currency)
+                if effective is not None
+                else f"unknown: no {', '.join(missing)}",
+                "energy per run": _energy(machine),
+                "source": machine.source,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _energy(machine: Owned) -> str:
+    wh = machine.energy_per_run_wh
+    if wh is None:
+        return "unknown: no load power or run time"
+    text = f"{wh:,.1f} Wh for {machine.run_name} ({machine.load_watts:g} W x {machine.run_seconds:,.0f} s)"
+    if machine.electricity_per_kwh is None:
+        return f"{text}; its cost needs an electricity price, which the source does not give"
+    return f"{text} = {wh / 1000 * machine.electricity_per_kwh:,.3f} {machine.currency}"
+
+
+def _watts(value: float | None) -> str:
+    return "not given" if value is None else f"{value:g} W"
+
+
+def break_even_table(owned: Mapping[str, Owned]) -> pd.DataFrame:
+    """One row per owned machine x rival: speed-adjusted rented cost and break-even days, next to the published
+    figure and whether it follows from the post's own inputs."""
+    rows = []
+    for machine in owned.values():
+        for rival in machine.rivals:
+            rows.append(_break_even_row(machine, rival))
+    return pd.DataFrame(rows)
+
+
+def _break_even_row(machine: Owned, rival: Rival) -> dict[str, str]:
+    currency = machine.currency
+    adjusted = None if rival.speedup is None else rival.price_per_hour * rival.speedup
+    days = machine.break_even_days(rival)
+    row = {
+        "owned machine": machine.title,
+        "rented": f"{rival.name} ({rival.profile}, {rival.market})",
+        "price per hour": f"{rival.price_per_hour:.2f} {currency}",
+        "owned is faster by": "unknown" if rival.speedup is None else f"{rival.speedup:.2f}x ({rival.speedup_source})",
+        "speed-adjusted rented cost per hour": "unknown" if adjusted is None else f"{adjusted:.2f} {currency}",
+        "break-even (days of use)": _days(days, machine),
+        "published": "",
+        "check": "",
+    }
+    checks = []
+    if "published_days" in rival.published and machine.purchase_price is not None:
+        recomputed = published_method_days(machine.purchase_price, rival.price_per_hour)
+        published = rival.published["published_days"]
+        implied = published * HOURS_PER_DAY * rival.price_per_hour
+        row["published"] = f"{published:g} days"
+        checks.append(
+            _verdict(
+                f"{machine.purchase_price:,.2f} / {rival.price_per_hour:.2f} / 24 h = {recomputed:.1f} days",
+                published,
+                recomputed,
+                f"{published:g} days follow from a purchase of {implied:,.2f} {currency}",
+            )
+        )
+    if adjusted is not None:
+        for key, (period, days_in_period) in PERIODS.items():
+            if key in rival.published:
+                recomputed = adjusted * HOURS_PER_DAY * days_in_period
+                published = rival.published[key]
+                row["published"] = _join(row["published"], f"{published:,.0f} {currency} {period}")
+                checks.append(
+                    _verdict(
+                        f"{adjusted:.2f} x 24 h x {days_in_period:g} d = {recomputed:,.2f} {currency} {period}",
+                        published,
+                        recomputed,
+                        f"{published:,.0f} {currency} is {published / adjusted:,.0f} h of renting",
+                    )
+                )
+    row["check"] = "; ".join(checks)
+    return row
+
+
+def _verdict(arithmetic: str, published: float, recomputed: float, implied: str) -> str:
+    if abs(published - recomputed) <= FOLLOWS_WITHIN * recomputed:
+        return f"{arithmetic}: the published figure follows"
+    return f"{arithmetic}: the published {published:,.0f} does not follow ({implied})"
+
+
+def _join(*parts: str) -> str:
+    return ", ".join(p for p in parts if p)
+
+
+def _days(days: float | None, machine: Owned) -> str:
+    if days is None:
+        return "unknown: no purchase price" if machine.purchase_price is None else "unknown: speed not known"
+    if math.isinf(days):
+        return "never: renting costs less per hour of use than the electricity"
+    basis = "24 h a day" if machine.hours_per_day is None else f"{machine.hours_per_day:g} h a day"
+    electricity = "" if machine.electricity_per_kwh is not None else ", electricity not counted (no price given)"
+    return f"{days:,.1f} ({basis}{electricity})"
+
+
+def with_measured_rivals(
+    owned: Mapping[str, Owned], results: pd.DataFrame, prices: Mapping[str, tuple[float | None, float | None]]
+) -> dict[str, Owned]:
+    """Owned machines whose runs are in `results` (their `platform`) get every rented platform measured beside them
+    as rivals, on demand and spot where priced: speed-up = the median over shared workloads and backends of the
+    rented machine's median steady epoch over the owned one's. `prices`: platform -> (on-demand, spot) USD/h."""
+    measured = {}
+    for name, machine in owned.items():
+        if machine.platform is None or machine.currency != "USD":
+            measured[name] = machine  # catalog prices are USD: no exchange rate is assumed
+            continue
+        mine = results[results["platform"] == machine.platform]
+        rivals = [
+            rival
+            for platform, (on_demand, spot) in sorted(prices.items())
+            if platform != machine.platform
+            for rival in _measured_rivals(platform, on_demand, spot, mine, results[results["platform"] == platform])
+        ]
+        measured[name] = replace(machine, rivals=machine.rivals + tuple(rivals))
+    return measured
+
+
+def _measured_rivals(
+    platform: str, on_demand: float | None, spot: float | None, mine: pd.DataFrame, theirs: pd.DataFrame
+) -> list[Rival]:
+    shared = mine.merge(theirs, on=["workload", "backend", "data_source"], suffixes=("_owned", "_rented"))
+    ratios = (shared["steady_epoch_s_rented"] / shared["steady_epoch_s_owned"]).dropna()
+    if ratios.empty:
+        return []
+    speedup = float(ratios.median())
+    source = f"measured: median over {len(ratios)} shared workload(s) of the steady-epoch ratio"
+    return [
+        Rival(platform, platform, market, price, f"catalog {platform} {market}", speedup, source, {})
+        for market, price in (("on-demand", on_demand), ("spot", spot))
+        if price is not None
+    ]

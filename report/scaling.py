@@ -1,0 +1,276 @@
+"""Data-parallel scaling: every multi-device configuration against the one-device runs of the same workload,
+backend, platform and data, next to the 2018 provider study's multi_gpu_model rows.
+
+A run's device count and batch policy come from its metadata's "distribution" (runs from before `--gpus` existed
+trained on one device). The speed-up is of throughput (training samples per second of a steady epoch), so a run
+that dropped a sample or two to split its batches evenly is compared fairly; its interval and verdict are those of
+`benchmarks.stats.compare` on seconds per sample. With one device both batch policies train the same batch and
+learning rate, so every one-device run is a repeat of the base.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from benchmarks.stats import Comparison, Estimate, compare, median_estimate
+from report import format as fmt
+from report.charts import Bar, relative_chart
+from report.loading import Run
+from report.studies import PUBLISHED_DIR, Study
+
+PUBLISHED_STUDY = "gpu-providers-2018"
+ONE_DEVICE = "one device"  # the base's batch policy: with one device the policies coincide
+
+
+@dataclass(frozen=True)
+class Group:
+    """The repeats of one configuration."""
+
+    workload: str
+    backend: str
+    platform: str
+    synthetic: bool
+    devices: int
+    batch_policy: str  # ONE_DEVICE for the base
+
+    @property
+    def base(self) -> Group:
+        return Group(self.workload, self.backend, self.platform, self.synthetic, 1, ONE_DEVICE)
+
+
+def devices(run: Run) -> int:
+    return int(_distribution(run).get("devices") or 1)
+
+
+def _distribution(run: Run) -> dict[str, Any]:
+    value = run.metadata.get("distribution")
+    return value if isinstance(value, dict) else {}
+
+
+def is_multi_device(runs: Sequence[Run]) -> bool:
+    return any(devices(r) > 1 for r in runs)
+
+
+def _group(run: Run) -> Group:
+    n = devices(run)
+    policy = str(_distribution(run).get("batch_policy")) if n > 1 else ONE_DEVICE
+    return Group(run.workload, run.config.backend, run.config.platform, run.config.synthetic, n, policy)
+
+
+def _seconds_per_sample(run: Run) -> float | None:
+    samples = (run.metadata.get("data") or {}).get("train_samples")
+    steady = run.steady_median_s
+    return steady / samples if steady and samples else None
+
+
+def _final(runs: Sequence[Run]) -> str:
+    """Median final accuracy over the repeats (validation where there is one), else the final loss."""
+    accuracies = [a for a, _ in (r.final_accuracy for r in runs) if a is not None]
+    if accuracies:
+        return fmt.accuracy(statistics.median(accuracies), runs[0].final_accuracy[1])
+    losses = [r.log.final.loss for r in runs if r.log.final is not None and r.log.final.loss is not None]
+    return f"{statistics.median(losses):.4f} (loss)" if losses else fmt.NA
+
+
+def _groups(runs: Sequence[Run]) -> dict[Group, list[Run]]:
+    """The complete runs with a steady epoch, by configuration."""
+    groups: dict[Group, list[Run]] = defaultdict(list)
+    for run in runs:
+        if run.complete and _seconds_per_sample(run) is not None:
+            groups[_group(run)].append(run)
+    return groups
+
+
+def _per_sample(runs: Sequence[Run]) -> list[float]:
+    return [s for s in map(_seconds_per_sample, runs) if s is not None]
+
+
+def _compare(runs: Sequence[Run], base: Sequence[Run]) -> Comparison:
+    """Seconds per sample on N devices against one: the ratio's value below 1 means the devices helped."""
+    return compare(_per_sample(runs), _per_sample(base))
+
+
+def _ordered(groups: dict[Group, list[Run]]) -> list[Group]:
+    """Multi-device configurations, each after its one-device base where there is one."""
+    keyed = sorted(groups, key=lambda g: (g.workload, g.backend, g.platform, g.synthetic, g.devices, g.batch_policy))
+    return [g for g in keyed if g.devices > 1 or any(o.base == g and o.devices > 1 for o in keyed)]
+
+
+def scaling_table(runs: Sequence[Run]) -> pd.DataFrame:
+    """One row per configuration with a steady epoch: the one-device base first, then its multi-device runs."""
+    groups = _groups(runs)
+    return pd.DataFrame([_row(g, groups[g], groups.get(g.base, [])) for g in _ordered(groups)], columns=COLUMNS)
+
+
+def measured_bars(runs: Sequence[Run]) -> list[Bar]:
+    """Time per training sample on N devices relative to one device, with the bootstrap interval of that ratio."""
+    groups = _groups(runs)
+    bars = []
+    for g in _ordered(groups):
+        if g.devices == 1 or g.base not in groups:
+            continue
+        ratio = _compare(groups[g], groups[g.base]).ratio
+        label = f"{g.workload} [{g.backend}] on {g.platform}: {g.devices} devices, {g.batch_policy}"
+        bars.append(Bar(label, ratio.value, g.backend, ratio.low, ratio.high, synthetic=g.synthetic, group=g.platform))
+    return bars
+
+
+COLUMNS = [
+    "workload",
+    "backend",
+    "platform",
+    "devices",
+    "batch policy",
+    "global batch",
+    "steady epoch s",
+    "interval",
+    "samples/s",
+    "speed-up vs 1 device",
+    "speed-up interval",
+    "verdict",
+    "efficiency",
+    "final",
+    "final, 1 device",
+]
+
+
+def _row(group: Group, runs: list[Run], base: list[Run]) -> dict[str, Any]:
+    steady = median_estimate([r.steady_median_s for r in runs if r.steady_median_s])
+    per_sample = _per_sample(runs)
+    batch = _distribution(runs[0]).get("global_batch_size") or _hyperparameters(runs[0]).get("batch_size")
+    row = {
+        "workload": group.workload,
+        "backend": group.backend,
+        "platform": group.platform + (" (synthetic)" if group.synthetic else ""),
+        "devices": group.devices,
+        "batch policy": group.batch_policy,
+        "global batch": batch if batch is not None else fmt.NA,
+        "steady epoch s": f"{steady.value:.3f}",
+        "interval": steady.interval_text("{:.3f}"),
+        "samples/s": f"{1 / statistics.median(per_sample):,.0f}",
+        "final": _final(runs),
+        "final, 1 device": _final(base) if base else fmt.NA,
+    }
+    no_comparison = {"speed-up interval": "", "verdict": ""}
+    if group.devices == 1:
+        return {**row, **no_comparison, "speed-up vs 1 device": "1.00x (base)", "efficiency": ""}
+    if not base:
+        return {**row, **no_comparison, "speed-up vs 1 device": "no 1-device run", "efficiency": fmt.NA}
+    comparison = _compare(runs, base)
+    speedup = 1 / comparison.ratio.value
+    return {
+        **row,
+        "speed-up vs 1 device": fmt.ratio(speedup),
+        "speed-up interval": _speedup_interval(comparison.ratio),
+        "verdict": comparison.text(candidate=f"the {group.devices}-device run", base="the 1-device run"),
+        "efficiency": f"{speedup / group.devices:.0%}",
+    }
+
+
+def _hyperparameters(run: Run) -> dict[str, Any]:
+    value = run.metadata.get("hyperparameters")
+    return value if isinstance(value, dict) else {}
+
+
+def _speedup_interval(ratio: Estimate) -> str:
+    """The interval of the time ratio, inverted: a speed-up is 1 / (seconds per sample, N / 1)."""
+    if not ratio.has_interval:
+        return f"n={ratio.n}, no interval"
+    assert ratio.low is not None and ratio.high is not None
+    return f"{1 / ratio.high:.2f}–{1 / ratio.low:.2f} (95% bootstrap, n={ratio.n})"
+
+
+@dataclass
+class ScalingSection:
+    measured: pd.DataFrame
+    published: pd.DataFrame
+    study: Study
+    bars: list[Bar]  # measured, then published: time relative to one device
+    chart: tuple[str, str] | None = None  # (title, PNG path relative to the report folder), once drawn
+
+
+def section(runs: Sequence[Run], study: Study) -> ScalingSection | None:
+    """The scaling tables, where at least one run trained on several devices."""
+    if not is_multi_device(runs):
+        return None
+    pairs = published_pairs(study)
+    bars = measured_bars(runs) + [pair.bar() for pair in pairs]
+    return ScalingSection(scaling_table(runs), published_scaling(pairs, study), study, bars)
+
+
+def draw_chart(scaling: ScalingSection, out: Path, charts_dir: str) -> None:
+    """Ours and the study's bars on one axis: time on all devices relative to one device of the same machine."""
+    footnotes = [
+        "1.0x = the same machine, backend and workload on one device; below 1.0 the extra devices helped",
+        "ours: seconds per training sample of a steady epoch (median over repeats); no interval below 3 repeats",
+        f"pale: {scaling.study.title} ({scaling.study.date}), Table 1: total training hours with multi_gpu_model",
+    ]
+    title = "Training time on several devices relative to one device of the same machine (lower is better)"
+    png, _ = relative_chart(
+        scaling.bars, title, "time relative to one device", footnotes, out / charts_dir / "scaling_devices"
+    )
+    scaling.chart = (title, png.relative_to(out).as_posix())
+
+
+@dataclass(frozen=True)
+class PublishedPair:
+    """One of the study's machines, trained on all its GPUs and on one of them."""
+
+    machine: str
+    devices: int
+    hours_one: float
+    hours_all: float
+    accuracy_one_pct: float
+    accuracy_all_pct: float
+
+    def bar(self) -> Bar:
+        return Bar(
+            f"2018: {self.machine}", self.hours_all / self.hours_one, "tensorflow", published=True, group="2018 study"
+        )
+
+
+def published_pairs(study: Study, root: Path = PUBLISHED_DIR) -> list[PublishedPair]:
+    table = pd.read_csv(root / str(study.table), keep_default_na=False)
+    pairs = []
+    for (provider, gpu, count), same in table.groupby(["provider", "gpu", "gpu_count"], sort=True):
+        one, every = same[same["gpus_used"] == 1], same[same["gpus_used"] == count]
+        if count < 2 or one.empty or every.empty:
+            continue
+        pairs.append(
+            PublishedPair(
+                machine=f"{provider} {count}x {gpu}",
+                devices=int(count),
+                hours_one=float(one.iloc[0]["train_time_h"]),
+                hours_all=float(every.iloc[0]["train_time_h"]),
+                accuracy_one_pct=float(one.iloc[0]["final_accuracy_pct"]),
+                accuracy_all_pct=float(every.iloc[0]["final_accuracy_pct"]),
+            )
+        )
+    return pairs
+
+
+def published_scaling(pairs: Sequence[PublishedPair], study: Study) -> pd.DataFrame:
+    """The study's machines on all their GPUs and on one of them: speed-up = hours on one / hours on all."""
+    return pd.DataFrame(
+        [
+            {
+                "study": f"{study.title} ({study.date})",
+                "machine": p.machine,
+                "devices": p.devices,
+                "hours, all GPUs": f"{p.hours_all:.2f}",
+                "hours, 1 GPU": f"{p.hours_one:.2f}",
+                "speed-up vs 1 GPU": fmt.ratio(p.hours_one / p.hours_all),
+                "efficiency": f"{p.hours_one / p.hours_all / p.devices:.0%}",
+                "final accuracy": f"{p.accuracy_all_pct:.2f}%",
+                "final accuracy, 1 GPU": f"{p.accuracy_one_pct:.2f}%",
+            }
+            for p in pairs
+        ]
+    )

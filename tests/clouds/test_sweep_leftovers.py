@@ -1,0 +1,101 @@
+"""The sweep after a crash, against moto's EC2 server and the Compute Engine fake: per-run resources are found
+without any instance left, machines it deletes are recorded in the ledger, and `cost` stops showing them running."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from orchestrate.cli import main, owner_id
+from orchestrate.ledger import InstanceRecord, Ledger, RunRecord
+from orchestrate.provider import LaunchRequest
+from orchestrate.providers.aws import AWSProvider
+from orchestrate.providers.cloud import ensure_run_key, run_key_path
+from tests.clouds.aws_faults import FaultyMotoServer
+from tests.clouds.gce_fake import GCEFake
+from tests.clouds.test_aws_provider import assert_nothing_left, launch_request
+
+DEAD_PID = 2**22 + 12345  # above Linux's default pid_max: never a live process
+
+
+def dead_run(run_id: str, provider: str, profile: str) -> RunRecord:
+    """What the ledger holds after `kill -9` of the orchestrator mid-run."""
+    return RunRecord(run_id, profile, provider, profile, "quick", owner_id(), DEAD_PID, time.time() - 600, "running")
+
+
+def my_launch_request(run_id: str) -> LaunchRequest:
+    """A launch by this user, as the sweep's owner rule sees it."""
+    request = launch_request(run_id=run_id)
+    return replace(request, tags={**request.tags, "owner": owner_id()})
+
+
+def sweep(ledger: Path, provider: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(["sweep", "--provider", provider, "--ledger", str(ledger)])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_aws_resources_without_an_instance_are_swept(
+    aws: FaultyMotoServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The machine ended itself (or was terminated) and the orchestrator died before `release_run`: the key pair,
+    the security group and the local private key are still there, with no instance to lead to them."""
+    request = my_launch_request("20250101T000000Z-left")
+    provider = AWSProvider()
+    instance = provider.launch(request)
+    provider.terminate(instance)
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append(dead_run(request.run_id, "aws", "aws-g4dn.xlarge"))
+    assert run_key_path(request.run_id).exists()
+
+    code, out = sweep(ledger.path, "aws", capsys)
+    assert code == 0, out
+    assert f"deleted      aws resources of run {request.run_id}: run {request.run_id}'s orchestrator" in out
+    assert_nothing_left("us-east-1")
+    assert not run_key_path(request.run_id).exists()
+    record = ledger.runs()[request.run_id]
+    assert record.status == "failed" and record.recovered_by == "sweep"
+    code, out = sweep(ledger.path, "aws", capsys)
+    assert out.strip() == "nothing of this project is running"
+
+
+def test_aws_instances_the_sweep_deletes_are_billed_in_the_ledger(
+    aws: FaultyMotoServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    request = my_launch_request("20250101T000000Z-bill")
+    instance = AWSProvider().launch(request)
+    run = dead_run(request.run_id, "aws", "aws-g4dn.xlarge")
+    launched = time.time() - 300
+    run.instances.append(InstanceRecord("aws", instance.instance_id, instance.zone, False, launched))
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append(run)
+
+    code, out = sweep(ledger.path, "aws", capsys)
+    assert code == 0, out
+    assert f"deleted      aws {instance.instance_id} in us-east-1a (run {request.run_id})" in out
+    assert_nothing_left("us-east-1")
+    record = ledger.runs()[request.run_id]
+    [billed] = record.instances
+    assert billed.terminated_at is not None and billed.billed_seconds is not None and billed.billed_seconds >= 300
+    assert record.estimated_cost_usd is not None and record.estimated_cost_usd > 0
+    assert record.status == "failed"
+    main(["cost", "--ledger", str(ledger.path)])
+    assert "running" not in capsys.readouterr().out
+
+
+def test_gce_local_key_files_of_dead_runs_are_swept(
+    gce: GCEFake, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Killed before launch: nothing at Google, only the run's private key here."""
+    run_id = "20250101T000000Z-gkey"
+    ensure_run_key(run_id)
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append(dead_run(run_id, "gce", "gce-t4"))
+    code, out = sweep(ledger.path, "gce", capsys)
+    assert code == 0, out
+    assert f"deleted      gce resources of run {run_id}" in out
+    assert not run_key_path(run_id).exists()
+    assert ledger.runs()[run_id].status == "failed"

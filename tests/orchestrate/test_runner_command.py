@@ -1,0 +1,113 @@
+"""The runner's command line, built in one place (benchmarks.command) and accepted by the runner's own parser."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.cli import build_parser
+from benchmarks.command import RunnerCommand, repeat_stem
+from orchestrate.catalog import Profile
+from orchestrate.plan import RunPlan, WorkItem
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_field_becomes_a_flag_the_runner_parses() -> None:
+    command = RunnerCommand(
+        ("mnist_mlp", "imdb_fasttext"), "jax", platform="gce-t4", run_id="r1", out="/logs", suite="quick",
+        epochs=2, train_limit=512, val_limit=128, prefer_dataset="fashion_mnist", data_dir="/data",
+        offline=True, allow_synthetic=True, seed=7, jit_compile="off", steps_per_execution=4, lstm_kernel="generic",
+        float32_matmul="float32", repeat_index=2, repeat_group="r1", repeat_planned=3, gpus="all",
+        batch_policy="per-device",
+    )  # fmt: skip
+    args = build_parser().parse_args(command.argv())
+    assert (args.command, args.workload, args.backend, args.platform, args.run_id) == (
+        "run", "mnist_mlp,imdb_fasttext", "jax", "gce-t4", "r1",
+    )  # fmt: skip
+    assert (args.epochs, args.train_limit, args.val_limit, args.seed, args.steps_per_execution) == (2, 512, 128, 7, 4)
+    assert (args.repeat_index, args.repeat_group, args.repeat_planned, args.batch_policy) == (2, "r1", 3, "per-device")
+    assert args.offline and args.allow_synthetic and args.prefer_dataset == "fashion_mnist"
+
+
+def test_the_entrypoint_form_and_the_defaults() -> None:
+    command = RunnerCommand(("mnist_mlp",), "torch")
+    assert command.argv() == ["run", "--workload", "mnist_mlp", "--backend", "torch"]
+    assert command.argv(entrypoint=True) == ["mnist_mlp", "--backend", "torch"]
+    with pytest.raises(ValueError, match="exactly one workload"):
+        RunnerCommand(("a", "b"), "jax").argv(entrypoint=True)
+
+
+def test_importable_without_any_framework() -> None:
+    code = "import sys, benchmarks.command; print(sorted({'keras', 'jax', 'torch', 'tensorflow'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_repeats_are_interleaved_and_named_as_the_runner_names_them() -> None:
+    from orchestrate.catalog import get_profile, load_catalog
+    from orchestrate.cli import _make_plan, _make_provider
+    from orchestrate.cli import build_parser as orchestrate_parser
+
+    args = orchestrate_parser().parse_args(
+        ["run", "--profile", "ssh-gpu", "--host", "me@box", "--workloads", "mnist_mlp,imdb_fasttext",
+         "--backends", "jax,torch", "--repeats", "2", "--gpus", "2", "--batch-policy", "per-device", "--run-id", "g"]
+    )  # fmt: skip
+    profile = get_profile(load_catalog(), "ssh-gpu")
+    plan = _make_plan(args, profile, _make_provider(profile, args))
+    assert [(i.workload, i.backend, i.repeat) for i in plan.items] == [
+        (w, b, r) for r in (1, 2) for b in ("jax", "torch") for w in ("mnist_mlp", "imdb_fasttext")
+    ]
+    argv = plan.runner_command(plan.items[5]).argv(entrypoint=True)
+    assert argv[:3] == ["imdb_fasttext", "--backend", "jax"]
+    flags = dict(zip(argv[3::2], argv[4::2], strict=False))
+    assert flags["--repeat-index"] == "2" and flags["--repeat-group"] == "g" and flags["--repeat-planned"] == "2"
+    assert flags["--gpus"] == "2" and flags["--batch-policy"] == "per-device"
+    item = WorkItem("mnist_mlp", "jax", 2)
+    assert item.stem == repeat_stem("mnist_mlp_jax", 2) == "mnist_mlp_jax.r02"
+    assert item.owns_log("mnist_mlp_jax.r02.csv") and item.owns_log("mnist_mlp_jax_synthetic.r02.json")
+    assert not item.owns_log("mnist_mlp_jax.csv") and not item.owns_log("mnist_mlp_jax.r12.csv")
+    assert WorkItem("mnist_mlp", "jax").owns_log("mnist_mlp_jax_synthetic.csv")
+    assert item.container_name("g") == "g-mnist_mlp-jax-r2"
+
+
+def test_a_single_measurement_passes_no_repeat_flags() -> None:
+    plan = RunPlan(
+        run_id="r", profile=Profile(name="local", provider="local", machine_type=None), platform="local",
+        suite="quick", items=(WorkItem("mnist_mlp", "jax"),), spot=False, image_ref="i", image_source="present",
+        build=None, logs_dir=Path("logs"), owner="me@here",
+    )  # fmt: skip
+    argv = plan.runner_command(plan.items[0]).argv(entrypoint=True)
+    assert not any(flag.startswith(("--repeat", "--gpus", "--batch-policy")) for flag in argv)
+
+
+def test_the_benchmarks_cli_reports_a_bad_value_in_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "run", "--workload", "mnist_mlp", "--backend", "cntk"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: argument --backend: invalid choice: 'cntk'")
+    assert len(done.stderr.strip().splitlines()) == 1 and "usage:" not in done.stderr
+
+
+def test_the_container_sees_the_gpus_and_carries_the_exact_run_id_label() -> None:
+    import shlex
+
+    from orchestrate.containers import ContainerSpec, docker_run_command
+    from orchestrate.hostprep import HostInfo
+    from orchestrate.images import ImageInfo
+
+    info = HostInfo(docker="sudo -n docker", uid=1000, gid=1000, home="/home/b", root="/home/b/kcb")
+    image = ImageInfo("kcb:gpu", "sha256:abc", "sha256:abc", "/data/keras", False, "present")
+    command = RunnerCommand(("mnist_mlp",), "jax", run_id="r1", out="/logs", gpus="all", repeat_index=1)
+    words = shlex.split(docker_run_command(ContainerSpec("r1-mnist_mlp-jax-r1", "r1", command, gpus=True), info, image))
+    assert words[:3] == ["sudo", "-n", "docker"]
+    assert words[words.index("--gpus") + 1] == "all"
+    assert "run-id=r1" in words and "project=keras-cloud-bench" in words
+    assert words[words.index("kcb:gpu") :] == ["kcb:gpu", *command.argv(entrypoint=True)]
+    cpu = shlex.split(docker_run_command(ContainerSpec("r1-x", "r1", command), info, image))
+    assert "--gpus" not in cpu[: cpu.index("kcb:gpu")]  # a CPU host: no device request (the runner's flag stays)
