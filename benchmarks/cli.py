@@ -243,7 +243,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     os.environ["KERAS_BACKEND"] = args.backend
     signal.signal(signal.SIGTERM, _raise_interrupt)
     from benchmarks.data.files import DatasetUnavailable, FileLocations
-    from benchmarks.harness.runner import BadRunArguments, Repeat, RunOptions, run_workload
+    from benchmarks.harness.runner import BadRunArguments, RunOptions, run_workload
+    from benchmarks.metadata import Repeat
 
     suite = get_suite(args.suite) if args.suite else None
     options = RunOptions(

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.metadata import SCHEMA_VERSION, Status
+
 PUBLISHED_COLUMNS: tuple[str, ...] = ("epoch", "elapsed", "loss", "acc", "val_loss", "val_acc")
 EXTRA_COLUMNS: tuple[str, ...] = (
     "samples_per_sec",  # training samples / elapsed
@@ -23,12 +25,12 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "started_at",  # epoch start, seconds since the run started (after data loading)
 )
 COLUMNS: tuple[str, ...] = PUBLISHED_COLUMNS + EXTRA_COLUMNS
-METADATA_SCHEMA_VERSION = 1
+METADATA_SCHEMA_VERSION = SCHEMA_VERSION
 
-# Run status, recorded in the metadata: only `complete` runs are results; the report shows the others as partial.
-STATUS_COMPLETE = "complete"
-STATUS_PARTIAL = "partial"  # stopped early (error, interrupt, preemption); finished epochs are kept
-STATUS_RUNNING = "running"
+# Run status, recorded in the metadata (benchmarks.metadata.Status): only `complete` runs are results.
+STATUS_COMPLETE = Status.COMPLETE
+STATUS_PARTIAL = Status.PARTIAL
+STATUS_RUNNING = Status.RUNNING
 
 
 class LogFormatError(ValueError):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.logs import LogFormatError, find_logs, read_epoch_log
+from benchmarks.metadata import RunMetadata
 from benchmarks.stats import Estimate, median_estimate
 
 
@@ -83,9 +84,8 @@ def _read_repeat(path: Path) -> Repeat | None:
     except LogFormatError as exc:
         print(f"warning: {exc}")
         return None
-    meta = log.metadata or {}
-    data = meta.get("data") or {}
-    stability = meta.get("stability") or {}
+    meta = RunMetadata.from_dict(log.metadata or {})
+    data = meta.data
     final = log.final
     accuracy, kind = None, "loss"
     if final is not None:
@@ -101,17 +101,17 @@ def _read_repeat(path: Path) -> Repeat | None:
     source = data.get("source", "?")
     first = log.first_epoch
     return Repeat(
-        workload=meta.get("workload", path.stem),
-        backend=meta.get("backend", "?"),
+        workload=meta.workload or path.stem,
+        backend=meta.backend or "?",
         data=f"{data.get('dataset', '?')} ({source})" if source == "synthetic" else data.get("dataset", "?"),
-        status=log.status,
+        status=meta.status if log.metadata else log.status,
         first_epoch_s=first.elapsed if first else None,
         steady_median_s=statistics.median(steady) if steady else None,
         steady_epochs=len(steady),
         accuracy=accuracy,
         accuracy_kind=kind,
-        stability=stability.get("label"),
-        host_bound=stability.get("host_bound"),
+        stability=meta.stability.label if meta.stability else None,
+        host_bound=meta.stability.host_bound if meta.stability else None,
     )
 
 

@@ -5,12 +5,17 @@
 #   make reproduce STUDY=<study> [PROFILE=local]
 #                                             run the study's suite on PROFILE, then report it next to the
 #                                             published figures -> $(REPORT_OUT)/<study>/index.html
+#   make reproduce STUDY=<study> PROFILES=gce-t4,gce-l4|study [MAX_COST=5]
+#                                             the same on every profile at once (a fan-out; retired profiles run
+#                                             on their replacement; `study`: the study's own), one report across them
 #   make report-studies                       every published study alone -> $(REPORT_OUT)/published/<study>/
 
 VENV ?= .venv
 REPORT_LOGS ?= logs
 REPORT_OUT ?= report-out
 PROFILE ?= local
+PROFILES ?=
+MAX_COST ?=
 STUDY ?=
 BASE ?=
 PRICES ?=
@@ -32,14 +37,22 @@ report:  ## HTML report (tables, charts, CSV) of every run under REPORT_LOGS; ST
 # The report covers every run of the study's suite on the platform, so repeated reproductions add repeats.
 # A failed or interrupted run still gets its report (its finished workloads, the rest shown as partial);
 # the target then exits with the orchestrator's status.
-reproduce:  ## run STUDY's suite on PROFILE (default local), then report measured next to published
+# With PROFILES the orchestrator's fan-out writes the one report across the profiles itself (`quote` and `flag`
+# come from mk/orchestrate.mk).
+reproduce:  ## run STUDY's suite on PROFILE (default local) or each of PROFILES, then report next to published
 	@test -n "$(STUDY)" || { echo "error: give STUDY=<name>, one of: $(REPORT_STUDIES)" >&2; exit 2; }
+ifneq ($(PROFILES),)
+	$(VENV)/bin/python -m orchestrate run --profiles $(call quote,$(PROFILES)) --suite $(call quote,$(STUDY)) \
+		--logs $(call quote,$(REPORT_LOGS)) --report-out $(call quote,$(REPORT_OUT)/$(STUDY)) \
+		$(call flag,--max-cost,$(MAX_COST)) $(REPRODUCE_FLAGS)
+else
 	@status=0; \
 	$(VENV)/bin/python -m orchestrate run --profile $(PROFILE) --suite $(STUDY) --logs $(REPORT_LOGS) \
 		$(REPRODUCE_FLAGS) || status=$$?; \
 	$(REPORT) $(REPORT_LOGS)/$(PROFILE) --suite $(STUDY) --study $(STUDY) --out $(REPORT_OUT)/$(STUDY) \
 		$(_REPORT_ARGS) || { test $$status -ne 0 || status=$$?; }; \
 	exit $$status
+endif
 
 report-studies:  ## the published studies alone, recomputed from the bundled published logs
 	@for study in $(REPORT_STUDIES); do \

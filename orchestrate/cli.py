@@ -12,6 +12,7 @@ import getpass
 import signal
 import socket
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -25,6 +26,22 @@ from benchmarks.command import BATCH_POLICIES
 from benchmarks.harness.backends import BACKENDS
 from benchmarks.suites import SUITES, UnknownSuite, get_suite
 from orchestrate.catalog import CatalogError, Profile, get_profile, load_catalogs
+from orchestrate.fanout import (
+    SUMMARY,
+    Candidate,
+    CandidateEstimate,
+    CandidateResult,
+    collect_result,
+    estimate_candidate,
+    estimate_table,
+    fanout_run_id,
+    report_commands,
+    resolve_candidates,
+    results_table,
+    run_all,
+    worst_case_usd,
+    write_summary,
+)
 from orchestrate.images import IMAGE_SOURCES, default_build_spec, default_image_ref
 from orchestrate.ledger import STATUS_COMPLETE, Ledger, RunRecord, default_ledger_path
 from orchestrate.lifecycle import Interrupted, Lifecycle, Outcome, raise_interrupted
@@ -58,7 +75,38 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="run a suite on a profile: launch, run, pull logs, tear down")
-    run.add_argument("--profile", required=True, help="catalog profile (python -m orchestrate profiles)")
+    _run_options(run)
+
+    sub.add_parser("providers", help="list the installed providers, their settings and where they come from")
+
+    profiles = sub.add_parser("profiles", help="list the catalog's profiles")
+    profiles.add_argument("--names", action="store_true", help="names only, one a line")
+    _catalog_option(profiles)
+
+    sweep = sub.add_parser("sweep", help="delete machines this project left running")
+    sweep.add_argument("--dry-run", action="store_true", help="say what would be deleted")
+    sweep.add_argument("--provider", help="only this provider")
+    sweep.add_argument(
+        "--provider-setting",
+        action="append",
+        default=[],
+        metavar="PROVIDER:KEY=VALUE",
+        help="a setting for one provider, e.g. aws:ssh_address={private_ip}",
+    )
+    sweep.add_argument("--ledger", type=Path, help=f"ledger file (default: {default_ledger_path()})")
+    _catalog_option(sweep)
+
+    cost = sub.add_parser("cost", help="estimated cost per run and per profile, from the ledger")
+    cost.add_argument("--ledger", type=Path, help=f"ledger file (default: {default_ledger_path()})")
+    return parser
+
+
+def _run_options(run: argparse.ArgumentParser) -> None:
+    which = run.add_mutually_exclusive_group(required=True)
+    which.add_argument("--profile", help="catalog profile (python -m orchestrate profiles)")
+    which.add_argument("--profiles", help="comma-separated profiles: run on each at once (a fan-out)")
+    run.add_argument("--max-cost", type=_positive_float, help="--profiles: refuse above this many dollars")
+    run.add_argument("--report-out", type=Path, help="--profiles: report folder (default: report-out/<run-id>)")
     _catalog_option(run)
     run.add_argument("--suite", default="quick", help=f"one of {', '.join(SUITES)} (default: quick)")
     run.add_argument("--backends", help=f"comma-separated subset of {', '.join(BACKENDS)} (default: the suite's)")
@@ -114,29 +162,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
 
-    sub.add_parser("providers", help="list the installed providers, their settings and where they come from")
-
-    profiles = sub.add_parser("profiles", help="list the catalog's profiles")
-    profiles.add_argument("--names", action="store_true", help="names only, one a line")
-    _catalog_option(profiles)
-
-    sweep = sub.add_parser("sweep", help="delete machines this project left running")
-    sweep.add_argument("--dry-run", action="store_true", help="say what would be deleted")
-    sweep.add_argument("--provider", help="only this provider")
-    sweep.add_argument(
-        "--provider-setting",
-        action="append",
-        default=[],
-        metavar="PROVIDER:KEY=VALUE",
-        help="a setting for one provider, e.g. aws:ssh_address={private_ip}",
-    )
-    sweep.add_argument("--ledger", type=Path, help=f"ledger file (default: {default_ledger_path()})")
-    _catalog_option(sweep)
-
-    cost = sub.add_parser("cost", help="estimated cost per run and per profile, from the ledger")
-    cost.add_argument("--ledger", type=Path, help=f"ledger file (default: {default_ledger_path()})")
-    return parser
-
 
 def _catalog_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -178,6 +203,11 @@ def _dispatch(argv: Sequence[str] | None) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.profiles is not None:
+        return cmd_fanout(args)
+    for flag, value in (("--max-cost", args.max_cost), ("--report-out", args.report_out)):
+        if value is not None:
+            raise UsageError(f"{flag} applies to a fan-out (--profiles a,b,...)")
     started = time.time()
     profile = get_profile(load_catalogs(args.catalog), args.profile, allow_retired=args.allow_retired)
     provider = _make_provider(profile, args)
@@ -207,6 +237,167 @@ def cmd_run(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
     _print_outcome(outcome)
     return outcome.exit_code
+
+
+# ---- run --profiles: a fan-out ------------------------------------------------------------------------------
+
+FANOUT_ONLY = frozenset({"profiles", "max_cost", "report_out", "dry_run", "help"})
+
+
+def cmd_fanout(args: argparse.Namespace) -> int:
+    """Every input of every profile is checked, and the combined estimate held against `--max-cost`, before the
+    first machine is launched."""
+    if args.platform is not None:
+        raise UsageError("--platform names one machine; in a fan-out each run's platform is its profile")
+    base = args.run_id or new_run_id()
+    if not _is_safe_name(base):
+        raise UsageError(f"--run-id {base!r}: use letters, digits, '-', '_' and '.' only")
+    names = _expand_study(args.profiles, args.suite)
+    candidates = resolve_candidates(load_catalogs(args.catalog), names, args.allow_retired)
+    _check_settings_apply(args, candidates)
+    ledger = Ledger(args.ledger)
+    plans: dict[str, tuple[RunPlan, bool, str]] = {}
+    for candidate in candidates:
+        profile_args = _profile_args(args, candidate, base)
+        provider = _make_provider(candidate.profile, profile_args)
+        plan = _make_plan(profile_args, candidate.profile, provider)
+        _refuse_existing_run(plan, ledger)
+        plans[candidate.profile.name] = (plan, provider.has(Capability.BILLABLE), _credentials(provider))
+    estimates = [estimate_candidate(c, *plans[c.profile.name][:2]) for c in candidates]
+    _print_fanout_plan(base, candidates, plans, estimates, args.dry_run)
+    worst = sum(worst_case_usd(e) for e in estimates)
+    if args.max_cost is not None and worst > args.max_cost:
+        raise UsageError(f"--max-cost {args.max_cost:g}: the fan-out may cost up to ${worst:.2f}; nothing launched")
+    if args.dry_run:
+        return 0
+    for name, (_, _, credentials) in plans.items():
+        if credentials != "ok":
+            raise UsageError(f"{name}: {credentials}; nothing launched")
+    children, interrupted = run_all(candidates, lambda c: _run_argv(_profile_args(args, c, base)), base)
+    records = Ledger(args.ledger).runs()
+    results = [collect_result(child, records, plans[child.candidate.profile.name][0]) for child in children]
+    lines = results_table(results)
+    print(f"\nFan-out {base}: {len(results)} profiles\n" + "\n".join(lines))
+    report_status = _fanout_report(args, base, candidates, lines, results)
+    if interrupted:
+        return 130
+    return 0 if all(r.exit_code == 0 for r in results) and report_status == 0 else 1
+
+
+def _check_settings_apply(args: argparse.Namespace, candidates: Sequence[Candidate]) -> None:
+    """In a fan-out a setting goes to the profiles whose provider has it, so one that none has is a typo."""
+    accepted = {key for c in candidates for key in load_provider_class(c.profile.provider).settings}
+    given = [key for key, value in SSH_FLAGS.items() if getattr(args, value) is not None]
+    given += [_key_value(text)[0] for text in args.provider_setting]
+    for key in given:
+        if key not in accepted:
+            names = ", ".join(c.profile.name for c in candidates)
+            raise UsageError(f"setting {key!r} applies to none of the profiles {names}")
+
+
+SSH_FLAGS = {"host": "host", "port": "port", "identity_file": "identity"}  # provider setting -> run option
+
+
+def _profile_args(args: argparse.Namespace, candidate: Candidate, base: str) -> argparse.Namespace:
+    """One profile's `run` options: its own run id, and only the settings its provider has."""
+    settings = load_provider_class(candidate.profile.provider).settings
+    values = vars(args) | {
+        "profile": candidate.profile.name,
+        "profiles": None,
+        "run_id": fanout_run_id(base, candidate.profile.name),
+        "provider_setting": [t for t in args.provider_setting if _key_value(t)[0] in settings],
+        "allow_retired": candidate.profile.retired,
+        "plain": True,  # the child's output is read through a pipe, line by line
+    }
+    for key, option in SSH_FLAGS.items():
+        if key not in settings:
+            values[option] = None
+    return argparse.Namespace(**values)
+
+
+def _run_argv(args: argparse.Namespace) -> list[str]:
+    """`args` back into `run`'s command line, from the parser's own option table so no option is forgotten."""
+    parser = _Parser()
+    _run_options(parser)
+    argv: list[str] = []
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if not action.option_strings or action.dest in FANOUT_ONLY or value is None:
+            continue
+        flag = action.option_strings[0]
+        if action.nargs == 0:  # store_true / store_false: the flag whose constant the value is
+            argv += [flag] if value == action.const else []
+        elif isinstance(value, list):
+            argv += [part for item in value for part in (flag, str(item))]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def _print_fanout_plan(
+    base: str,
+    candidates: Sequence[Candidate],
+    plans: dict[str, tuple[RunPlan, bool, str]],
+    estimates: Sequence[CandidateEstimate],
+    dry_run: bool,
+) -> None:
+    first = plans[candidates[0].profile.name][0]
+    head = "Fan-out (dry run: nothing is launched)" if dry_run else "Fan-out"
+    print(f"{head} of suite {first.suite} on {len(candidates)} profiles, run ids {base}-<profile>")
+    width = max(len(c.profile.name) for c in candidates)
+    for candidate in candidates:
+        plan, _, credentials = plans[candidate.profile.name]
+        mapping = f"; stands in for {candidate.mapping}" if candidate.mapping else ""
+        print(f"  {candidate.profile.name:<{width}}  {len(plan.items)} runs, image {plan.image_ref}{mapping}")
+        if credentials != "ok":
+            print(f"  {'':<{width}}  credentials: {credentials}")
+    print("\n".join(estimate_table(estimates)))
+
+
+def _fanout_report(
+    args: argparse.Namespace,
+    base: str,
+    candidates: Sequence[Candidate],
+    lines: Sequence[str],
+    results: Sequence[CandidateResult],
+) -> int:
+    """One report across every profile's runs, plus the table and the retired-profile mapping beside it."""
+    out = args.report_out or Path("report-out") / base
+    write_summary(out / SUMMARY, lines, candidates)
+    if not any(r.epochs for r in results):
+        print(f"no epoch was logged by any profile: no report (summary in {out / SUMMARY})")
+        return 1
+    study = args.suite if args.suite in _study_names() else None
+    statuses = [
+        subprocess.run(command, check=False).returncode
+        for command in report_commands(args.logs, base, out, study, args.ledger)
+    ]
+    return max(statuses)
+
+
+def _study_names() -> set[str]:
+    from report.studies import load_studies  # lazily: the report package reads logs, the orchestrator writes
+
+    return set(load_studies())
+
+
+def _expand_study(text: str, suite: str) -> str:
+    """`--profiles study`: one profile per configuration of the study the suite is (the first profile the
+    study says reproduces it); retired ones are then mapped like any other."""
+    names = [name.strip() for name in text.split(",")]
+    if "study" not in names:
+        return text
+    from report.studies import load_studies  # lazily, as above
+
+    study = load_studies().get(suite)
+    if study is None:
+        raise UsageError(
+            f"--profiles study: --suite {suite} is not a published study (python -m report --list-studies)"
+        )
+    matched = [config.matches[0] for config in study.configs if config.matches]
+    matched += [profiles[0] for profiles in study.raw.get("matches", {}).values() if profiles]
+    expanded = [part for name in names for part in (matched if name == "study" else [name])]
+    return ",".join(expanded)
 
 
 def _make_provider(profile: Profile, args: argparse.Namespace) -> Provider:

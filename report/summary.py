@@ -49,7 +49,8 @@ def _workload_row(workload: str, rows: pd.DataFrame, samples: Samples) -> dict[s
     row = {
         "workload": workload,
         "fastest": str(fastest["config"]),
-        "time per run": f"{fmt.seconds(fastest['total_s'])} s ({fmt.interval(fastest, 'total', 'total_s')})",
+        "time per run": f"{fmt.seconds(fastest['total_s'])} s ({fmt.interval(fastest, 'total', 'total_s')})"
+        + _run_shape(fastest),
         "time per epoch": _per_epoch(fastest),
         "fastest: verdict": _lead(ranked, samples, "faster", lambda r: 1.0),
     }
@@ -68,6 +69,15 @@ def _workload_row(workload: str, rows: pd.DataFrame, samples: Samples) -> dict[s
         "cost per epoch": fmt.usd(cheapest["cost_per_epoch_usd"]),
         "cheapest: verdict": verdict,
     }
+
+
+def _run_shape(row: pd.Series) -> str:
+    """What "a run" was: the first (compiling) epoch weighs heavily in a short run, so the ranking holds for runs
+    of this length only."""
+    epochs, samples = row.get("epochs"), row.get("train_samples")
+    if fmt.missing(epochs) or fmt.missing(samples):
+        return ""
+    return f"; a run of {int(epochs)} epochs x {int(samples):,} samples, the first compiling"
 
 
 def _per_epoch(row: pd.Series) -> str:

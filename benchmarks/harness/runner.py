@@ -18,7 +18,7 @@ from typing import Any
 
 import keras
 
-from benchmarks import stability, workloads
+from benchmarks import metadata, stability, workloads
 from benchmarks.data.files import DatasetUnavailable, FileLocations
 from benchmarks.data.loaders import SYNTHETIC_NAME
 from benchmarks.data.types import SYNTHETIC, Data, DataRequest
@@ -26,14 +26,8 @@ from benchmarks.harness import backends, distribution, sysinfo
 from benchmarks.harness.fingerprint import fingerprint
 from benchmarks.harness.telemetry import Telemetry
 from benchmarks.harness.timing import EpochTimer
-from benchmarks.logs import (
-    STATUS_COMPLETE,
-    STATUS_PARTIAL,
-    STATUS_RUNNING,
-    EpochLogWriter,
-    EpochRecord,
-    write_metadata,
-)
+from benchmarks.logs import EpochLogWriter, EpochRecord, write_metadata
+from benchmarks.metadata import RunMetadata, Status
 
 
 class BadRunArguments(ValueError):
@@ -58,21 +52,8 @@ class RunOptions:
     seed: int = 1337
     gpus: int | str = 1  # devices to train on, data parallel ("all": every device of the machine)
     batch_policy: str = distribution.SAME_GLOBAL
-    repeat: Repeat | None = None  # set when this run is one of several repeats of a configuration
+    repeat: metadata.Repeat | None = None  # set when this run is one of several repeats of a configuration
     host_gc: str = "on"  # Python's garbage collector during fit: on, frozen (gc.freeze first) or off
-
-
-@dataclass(frozen=True)
-class Repeat:
-    """Which repeat of a configuration a run is: its group (shared by the repeats) and 1-based index."""
-
-    group: str
-    index: int
-    planned: int | None = None  # None under adaptive repeats (--target-ci), which stop when the interval is narrow
-    target_ci_pct: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"group": self.group, "index": self.index, "planned": self.planned, "target_ci_pct": self.target_ci_pct}
 
 
 @dataclass
@@ -159,7 +140,7 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     path = csv_path(options, name, data.info.source == SYNTHETIC)
     records: list[EpochRecord] = []
     meta = run_metadata(spec, options, settings, run_plan, data, model, started_at)
-    write_metadata(path, {**meta, "status": STATUS_RUNNING})
+    write_metadata(path, meta.to_dict())
     writer = EpochLogWriter(path)
 
     def record(epoch: EpochRecord) -> None:
@@ -181,11 +162,11 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
             fit(model, data, spec, run_plan.epochs, [timer], spread.global_batch_size)
         extra = module.after_training(model, data) if hasattr(module, "after_training") else None
     except BaseException as exc:
-        write_metadata(path, _finish(meta, records, telemetry, timer, STATUS_PARTIAL, error=_describe(exc)))
+        write_metadata(path, _finish(meta, records, telemetry, timer, Status.PARTIAL, error=_describe(exc)))
         raise
     finally:
         writer.close()
-    write_metadata(path, _finish(meta, records, telemetry, timer, STATUS_COMPLETE, extra=extra))
+    write_metadata(path, _finish(meta, records, telemetry, timer, Status.COMPLETE, extra=extra))
     return path
 
 
@@ -222,40 +203,42 @@ def run_metadata(
     data: Data,
     model: keras.Model,
     started_at: str,
-) -> dict[str, Any]:
-    return {
-        "run_id": options.run_id,
-        "workload": spec.name,
-        "backend": options.backend,
-        "platform": options.platform,
-        "suite": options.suite,
-        "epochs_planned": run_plan.epochs,
-        "seed": options.seed,
-        "started_at": started_at,
-        "git_commit": sysinfo.git_commit(),
-        "hyperparameters": {"epochs": run_plan.epochs, **spec.hyperparameters, **run_plan.distribution.trained()},
-        "distribution": run_plan.distribution.as_dict(),
-        "cut": options.cut,
-        "cut_down": bool(run_plan.request.train_limit or run_plan.request.val_limit) or run_plan.epochs != spec.epochs,
-        "reference": spec.reference,
-        "data": data.info.as_dict(),
-        "settings": {
-            "jit_compile": model.jit_compile,
-            "jit_compile_requested": settings.jit_compile,
-            "steps_per_execution": settings.steps_per_execution,
-            "dtype_policy": keras.config.dtype_policy().name,
-            "float32_matmul": settings.float32_matmul,
-            "lstm_kernel": backends.lstm_kernel(model, options.backend),
-            "use_cudnn": settings.use_cudnn if spec.uses_lstm else None,
-            "host_gc": options.host_gc,
-        },
-        "software": sysinfo.software(backends.framework_versions(options.backend)),
-        "hardware": {**sysinfo.hardware(), "accelerator": "gpu" if backends.gpu_available(options.backend) else "cpu"},
-        "container": sysinfo.container(),
-        "fingerprint": fingerprint(options.backend, backends.gpu_available(options.backend)),
-        "repeat": options.repeat.as_dict() if options.repeat else None,
-        "parameters": model.count_params(),
-    }
+) -> RunMetadata:
+    gpu = backends.gpu_available(options.backend)
+    return RunMetadata(
+        run_id=options.run_id,
+        workload=spec.name,
+        backend=options.backend,
+        platform=options.platform,
+        status=Status.RUNNING,
+        suite=options.suite,
+        epochs_planned=run_plan.epochs,
+        seed=options.seed,
+        started_at=started_at,
+        git_commit=sysinfo.git_commit(),
+        hyperparameters={"epochs": run_plan.epochs, **spec.hyperparameters, **run_plan.distribution.trained()},
+        distribution=run_plan.distribution.as_dict(),
+        cut=options.cut,
+        cut_down=bool(run_plan.request.train_limit or run_plan.request.val_limit) or run_plan.epochs != spec.epochs,
+        reference=spec.reference,
+        data=data.info.as_dict(),
+        settings=metadata.Settings(
+            jit_compile=model.jit_compile,
+            jit_compile_requested=settings.jit_compile,
+            steps_per_execution=settings.steps_per_execution,
+            dtype_policy=keras.config.dtype_policy().name,
+            float32_matmul=settings.float32_matmul,
+            lstm_kernel=backends.lstm_kernel(model, options.backend),
+            use_cudnn=settings.use_cudnn if spec.uses_lstm else None,
+            host_gc=options.host_gc,
+        ),
+        software=sysinfo.software(backends.framework_versions(options.backend)),
+        hardware={**sysinfo.hardware(), "accelerator": "gpu" if gpu else "cpu"},
+        container=sysinfo.container(),
+        fingerprint=metadata.Fingerprint(**fingerprint(options.backend, gpu)),
+        repeat=options.repeat,
+        parameters=model.count_params(),
+    )
 
 
 @contextlib.contextmanager
@@ -285,41 +268,41 @@ HOST_GC = ("on", "frozen", "off")
 
 
 def _finish(
-    meta: dict[str, Any],
+    meta: RunMetadata,
     records: list[EpochRecord],
     telemetry: Telemetry,
     timer: EpochTimer,
-    status: str,
+    status: Status,
     error: str | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     steady = [r.elapsed for r in records if not r.compiled]
     last = records[-1] if records else None
-    return {
-        **meta,
-        "status": status,
-        "error": error,
-        "ended_at": _now(),
-        "epochs_completed": len(records),
-        "timing": {
-            "first_epoch_s": records[0].elapsed if records else None,
-            "steady_median_s": statistics.median(steady) if steady else None,
-            "steady_epochs": len(steady),
-            "total_s": sum(r.elapsed for r in records),
-            "harness_hook_s": timer.hook_seconds,  # the timing callback's own work, CSV rows included
-        },
-        "final": {
-            "loss": last.loss if last else None,
-            "acc": last.acc if last else None,
-            "val_loss": last.val_loss if last else None,
-            "val_acc": last.val_acc if last else None,
-        },
-        "stability": _stability(records, telemetry),
-        "telemetry": telemetry.summary(),
-        "energy": telemetry.energy(),
-        "gpu_utilization": telemetry.gpu_utilization(),
-        "after_training": extra,
-    }
+    energy = telemetry.energy()
+    return meta.finished(
+        status=status,
+        error=error,
+        ended_at=_now(),
+        epochs_completed=len(records),
+        timing=metadata.Timing(
+            first_epoch_s=records[0].elapsed if records else None,
+            steady_median_s=statistics.median(steady) if steady else None,
+            steady_epochs=len(steady),
+            total_s=sum(r.elapsed for r in records),
+            harness_hook_s=timer.hook_seconds,
+        ),
+        final=metadata.Final(
+            loss=last.loss if last else None,
+            acc=last.acc if last else None,
+            val_loss=last.val_loss if last else None,
+            val_acc=last.val_acc if last else None,
+        ),
+        stability=metadata.Stability(**_stability(records, telemetry)),
+        telemetry=telemetry.summary(),
+        energy=metadata.Energy(**energy) if energy else None,
+        gpu_utilization=telemetry.gpu_utilization(),
+        after_training=extra,
+    ).to_dict()
 
 
 def _stability(records: list[EpochRecord], telemetry: Telemetry) -> dict[str, Any]:

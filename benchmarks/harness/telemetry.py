@@ -87,7 +87,12 @@ def visible_gpu_indices(count: int, visible: str | None = None) -> list[int]:
     return list(range(count))  # UUIDs or MIG names: sample every GPU rather than guess the mapping
 
 
+def _number(value: float | int | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
 def _spread(values: Sequence[float]) -> dict[str, float] | None:
+    values = [v for v in values if v == v]  # NaN: not reported by this GPU
     if not values:
         return None
     return {"min": min(values), "median": statistics.median(values), "max": max(values)}
@@ -123,18 +128,19 @@ class _NVML:
         return [int(self._energy(h) or 0) for h in self.handles]
 
     def sample(self) -> list[GPUSample]:
+        """One reading per GPU; a value the GPU or driver does not report reads as NaN, never stops sampling."""
         nvml = self.nvml
         out = []
         for h in self.handles:
             power = self._optional(nvml.nvmlDeviceGetPowerUsage, h)
-            mask = self._optional(nvml.nvmlDeviceGetCurrentClocksThrottleReasons, h)
+            utilization = self._optional(nvml.nvmlDeviceGetUtilizationRates, h)
             out.append(
                 GPUSample(
-                    sm_clock_mhz=float(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)),
-                    mem_clock_mhz=float(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_MEM)),
-                    power_w=float(power) / 1000 if power is not None else float("nan"),
-                    utilization_pct=float(nvml.nvmlDeviceGetUtilizationRates(h).gpu),
-                    throttle_mask=int(mask or 0),
+                    sm_clock_mhz=_number(self._optional(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM)),
+                    mem_clock_mhz=_number(self._optional(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_MEM)),
+                    power_w=_number(power) / 1000,
+                    utilization_pct=_number(utilization.gpu if utilization is not None else None),
+                    throttle_mask=int(self._optional(nvml.nvmlDeviceGetCurrentClocksThrottleReasons, h) or 0),
                 )
             )
         return out
@@ -236,8 +242,12 @@ class Telemetry:
     def has_gpu(self) -> bool:
         return self._nvml is not None and bool(self._nvml.handles)
 
-    def _gpu_series(self, index: int, attribute: str, start: float = float("-inf"), end: float = float("inf")):
-        return [getattr(s.gpus[index], attribute) for s in self.samples if start <= s.t <= end and s.gpus]
+    def _gpu_series(
+        self, index: int, attribute: str, start: float = float("-inf"), end: float = float("inf")
+    ) -> list[float]:
+        """One GPU's readings of `attribute` between `start` and `end`, without the ones it did not report (NaN)."""
+        values = [getattr(s.gpus[index], attribute) for s in self.samples if start <= s.t <= end and s.gpus]
+        return [v for v in values if v == v]
 
     def _power_joules(self, index: int, start: float, end: float) -> float | None:
         points = [
@@ -297,7 +307,7 @@ class Telemetry:
     def _gpu_summary(self, index: int) -> dict[str, Any]:
         assert self._nvml is not None
         masks = self._gpu_series(index, "throttle_mask")
-        power = [p for p in self._gpu_series(index, "power_w") if p == p]
+        power = self._gpu_series(index, "power_w")
         util = self._gpu_series(index, "utilization_pct")
         reasons = {
             name: sum(1 for m in masks if m & bit) / len(masks)
@@ -368,6 +378,7 @@ class Telemetry:
         if not self.has_gpu:
             return None
         busiest = [max(g.utilization_pct for g in s.gpus) for s in self.samples if s.gpus]
+        busiest = [u for u in busiest if u == u]
         if not busiest:
             return None
         return {

@@ -26,6 +26,17 @@ WORKLOADS: tuple[str, ...] = (
     "twitter_sentiment_bilstm",
     "siamese_lstm",
 )
+# The workloads built on LSTM layers (their kernel, cuDNN or Keras's generic loop, is a setting that changes their
+# time). Here, not in each SPEC, so that planners without Keras (the GPU session tool) read the same list.
+LSTM_WORKLOADS: frozenset[str] = frozenset(
+    {
+        "imdb_bidirectional_lstm",
+        "lstm_text_generation",
+        "text_generator_keras",
+        "twitter_sentiment_bilstm",
+        "siamese_lstm",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -51,13 +62,16 @@ class WorkloadSpec:
     # The "short" suite, for repeats on GPUs: 5 epochs (1 compiling + 4 steady) on a slice sized for epochs of about
     # 1-3 s on an H200, so that several fresh-process repeats of every workload fit in minutes.
     short: Cut | None = None
-    uses_lstm: bool = False
     validates: bool = True  # False where the published script fit without validation data
     loss_key: str = "loss"  # the Keras log key written to the CSV's `loss` column
     accuracy_key: str | None = "accuracy"
     reference: str = ""  # where the published version of this workload is described
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def uses_lstm(self) -> bool:
+        return self.name in LSTM_WORKLOADS
 
 
 class UnknownWorkload(ValueError):

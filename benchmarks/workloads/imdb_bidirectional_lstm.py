@@ -26,7 +26,6 @@ SPEC = WorkloadSpec(
     },
     quick=Cut(epochs=3, train_limit=1000, val_limit=500),
     short=Cut(epochs=5, train_limit=5_000, val_limit=5_000),
-    uses_lstm=True,
     reference="keras/examples/imdb_bidirectional_lstm.py (Keras 2.0)",
 )
 

@@ -24,7 +24,6 @@ SPEC = WorkloadSpec(
     # train_limit counts characters of the corpus for this workload.
     quick=Cut(epochs=3, train_limit=20000, val_limit=None),
     short=Cut(epochs=5, train_limit=50_000, val_limit=None),
-    uses_lstm=True,
     validates=False,
     accuracy_key=None,
     reference="keras/examples/lstm_text_generation.py (Keras 2.0)",

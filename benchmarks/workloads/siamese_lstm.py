@@ -33,7 +33,6 @@ SPEC = WorkloadSpec(
     short=Cut(epochs=5, train_limit=10_000, val_limit=4_000),
     # 300,000 pairs for 20 epochs is 190k steps: the bounded suite keeps the epochs and draws a tenth of the pairs.
     bounded=Cut(epochs=20, train_limit=30_000, val_limit=12_000),
-    uses_lstm=True,
     reference="'Building and benchmarking my own Deep-Learning server' (blog post, 2018-01-21); no code published",
     notes=(
         "The published losses are not cross-entropies: epoch 1's val_loss 0.1836 at val_acc 0.7135 is below the "

@@ -31,7 +31,6 @@ SPEC = WorkloadSpec(
     },
     quick=Cut(epochs=3, train_limit=12000, val_limit=None),
     short=Cut(epochs=5, train_limit=50_000, val_limit=None),
-    uses_lstm=True,
     validates=False,
     loss_key="main_out_loss",
     accuracy_key=None,

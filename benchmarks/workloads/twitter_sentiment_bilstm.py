@@ -35,7 +35,6 @@ SPEC = WorkloadSpec(
     # The full corpus is 1.42M training tweets (44k steps an epoch): the bounded suite trains on 160,000 of them
     # and validates on 16,000, keeping the published epochs and hyperparameters.
     bounded=Cut(epochs=4, train_limit=160_000, val_limit=16_000),
-    uses_lstm=True,
     reference="RaRe-Technologies/benchmark_GPU_platforms benchmark.py + data_helpers.py (2018-02)",
 )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -48,3 +50,20 @@ def test_suite_runs_only_installed_backends_and_says_which_are_missing(capsys: p
 
     assert _installed(["jax", "no_such_framework"]) == ["jax"]
     assert capsys.readouterr().out == "note: no_such_framework is not installed; the suite runs without it\n"
+
+
+def test_suite_with_repeats_prints_medians_with_intervals_and_stability(keras_home: Path, tmp_path: Path) -> None:
+    """Three repeats of one small item, each a fresh process: files per repeat, a pooled row with its interval."""
+    args = ["suite", "--suite", "quick", "--backends", "jax", "--workloads", "mnist_mlp", "--repeats", "3"]
+    args += ["--epochs", "4", "--train-limit", "256", "--val-limit", "128", "--out", str(tmp_path), "--run-id", "rep"]
+    result = run_benchmarks([*args, "--prefer-dataset", "fashion_mnist"], keras_home, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    run_dir = tmp_path / "local" / "rep"
+    assert sorted(p.name for p in run_dir.glob("*.csv")) == [f"mnist_mlp_jax.r0{i}.csv" for i in (1, 2, 3)]
+    assert result.stdout.count("--- repeat ") == 3
+    [row] = [line for line in result.stdout.splitlines() if re.match(r"mnist_mlp\s+jax\s", line)]
+    assert "(75% order-statistic, n=3)" in row and ("stable" in row or "unstable" in row)
+    meta = json.loads((run_dir / "mnist_mlp_jax.r02.json").read_text())
+    assert meta["repeat"] == {"group": "rep", "index": 2, "planned": 3, "target_ci_pct": None}
+    assert meta["stability"]["label"] in ("stable", "unstable") and meta["fingerprint"]["host_single_thread_score"] > 0
+    assert json.loads((run_dir / "repeats.json").read_text())["items"][0]["repeats"] == 3

@@ -11,7 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrate.catalog import Profile
 from orchestrate.ledger import RunRecord, read_runs
+from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.testing.sshd import SSHServer
 from tests.support.datasets import prefill_keras_cache
 
@@ -119,3 +121,24 @@ def ledger_items(ledger: Path, run_id: str) -> list[dict]:
         if data.get("run_id") == run_id:
             latest = data.get("items", [])
     return latest
+
+
+def plan_on_image(
+    tmp_path: Path, image: str, run_id: str, items: tuple[WorkItem, ...], provider: str = "local", **changes: object
+) -> RunPlan:
+    """A run plan on an image already present, logging under tmp_path; `changes` override any field."""
+    fields: dict = {
+        "run_id": run_id,
+        "profile": Profile(name=provider, provider=provider, machine_type=None),
+        "platform": provider,
+        "suite": "quick",
+        "items": items,
+        "spot": False,
+        "image_ref": image,
+        "image_source": "present",
+        "build": None,
+        "logs_dir": tmp_path / "logs",
+        "owner": f"test@{provider}",
+        "remote_dir": str(tmp_path / "host"),
+    }
+    return RunPlan(**{**fields, **changes})

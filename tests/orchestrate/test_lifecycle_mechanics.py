@@ -21,11 +21,12 @@ import orchestrate.lifecycle as lifecycle
 from orchestrate.catalog import Price, Profile
 from orchestrate.ledger import Ledger
 from orchestrate.lifecycle import Lifecycle
-from orchestrate.plan import RunPlan, WorkItem
+from orchestrate.plan import WorkItem
 from orchestrate.progress import Reporter
 from orchestrate.provider import Capability, CapacityError, Instance, InstanceState, LaunchRequest, ProviderError
 from orchestrate.providers.ssh import SSHProvider
 from orchestrate.testing.sshd import SSHServer
+from tests.orchestrate.orchestrate_helpers import plan_on_image
 from tests.support.docker import build_mechanics_image, containers_of_run, remove_containers_of_run
 
 pytestmark = [pytest.mark.docker, pytest.mark.sshd]
@@ -111,19 +112,15 @@ def fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(tmp_path: Path, provider: SpotDouble, image: str, run_id: str, max_preemptions: int = 3, spot: bool = True):
-    plan = RunPlan(
-        run_id=run_id,
+    items = (WorkItem("mnist_mlp", "torch"), WorkItem("imdb_fasttext", "torch"))
+    plan = plan_on_image(
+        tmp_path,
+        image,
+        run_id,
+        items,
         profile=PROFILE,
         platform="spot-double",
-        suite="quick",
-        items=(WorkItem("mnist_mlp", "torch"), WorkItem("imdb_fasttext", "torch")),
         spot=spot,
-        image_ref=image,
-        image_source="present",
-        build=None,
-        logs_dir=tmp_path / "logs",
-        owner="test@double",
-        remote_dir=str(tmp_path / "host"),
         max_preemptions=max_preemptions,
     )
     messages = io.StringIO()
@@ -217,20 +214,7 @@ def test_an_image_with_baked_datasets_seeds_the_host_cache(sshd: SSHServer, tmp_
     )
     image = "kcb-test/baked-datasets-mechanics:latest"
     subprocess.run(["docker", "build", "-q", "-t", image, str(context)], check=True, capture_output=True)
-    plan = RunPlan(
-        run_id="20260101T000000Z-seed",
-        profile=Profile(name="ssh", provider="ssh", machine_type=None),
-        platform="ssh",
-        suite="quick",
-        items=(WorkItem("mnist_mlp", "jax"),),
-        spot=False,
-        image_ref=image,
-        image_source="present",
-        build=None,
-        logs_dir=tmp_path / "logs",
-        owner="test@seed",
-        remote_dir=str(tmp_path / "host"),
-    )
+    plan = plan_on_image(tmp_path, image, "20260101T000000Z-seed", (WorkItem("mnist_mlp", "jax"),), "ssh")
     outcome = Lifecycle(plan, SSHProvider(sshd.target()), Ledger(tmp_path / "l.jsonl"), Reporter(io.StringIO())).run()
     assert outcome.record.status == "complete", outcome.record.message
     cache = tmp_path / "host" / "cache" / "keras"
@@ -243,21 +227,7 @@ def test_repeats_run_round_robin_each_in_a_fresh_container(sshd: SSHServer, imag
     repeat files (<stem>.rII.csv) come back. Mechanics image: it writes the runner's file names."""
     run_id = "20260101T000000Z-reps"
     items = tuple(WorkItem("mnist_mlp", b, r) for r in (1, 2) for b in ("jax", "torch"))
-    plan = RunPlan(
-        run_id=run_id,
-        profile=Profile(name="ssh", provider="ssh", machine_type=None),
-        platform="ssh",
-        suite="quick",
-        items=items,
-        spot=False,
-        image_ref=image,
-        image_source="present",
-        build=None,
-        logs_dir=tmp_path / "logs",
-        owner="test@repeats",
-        remote_dir=str(tmp_path / "host"),
-        repeats=2,
-    )
+    plan = plan_on_image(tmp_path, image, run_id, items, "ssh", repeats=2)
     provider = SSHProvider(sshd.target())
     outcome = Lifecycle(plan, provider, Ledger(tmp_path / "l.jsonl"), Reporter(io.StringIO())).run()
     assert outcome.record.status == "complete", outcome.record.message

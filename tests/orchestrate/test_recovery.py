@@ -17,10 +17,9 @@ from typing import ClassVar
 
 import pytest
 
-from orchestrate.catalog import Profile
 from orchestrate.ledger import Ledger, RunRecord
 from orchestrate.lifecycle import Lifecycle
-from orchestrate.plan import RunPlan, WorkItem
+from orchestrate.plan import WorkItem
 from orchestrate.progress import Reporter
 from orchestrate.provider import PROJECT_TAG, Capability, Instance
 from orchestrate.providers.local import LocalProvider
@@ -29,6 +28,7 @@ from tests.orchestrate.orchestrate_helpers import (
     Workspace,
     ledger_items,
     orchestrate,
+    plan_on_image,
     ssh_run_args,
     start_orchestrate,
     wait_for,
@@ -48,23 +48,6 @@ def local_run_args(ws: Workspace, run_id: str, *extra: str) -> list[str]:
         "run", "--profile", "local", "--logs", str(ws.logs), "--ledger", str(ws.ledger),
         "--remote-dir", str(ws.remote_dir), "--run-id", run_id, "--plain", *extra,
     ]  # fmt: skip
-
-
-def local_plan(tmp_path: Path, image: str, run_id: str, items: tuple[WorkItem, ...]) -> RunPlan:
-    return RunPlan(
-        run_id=run_id,
-        profile=Profile(name="local", provider="local", machine_type=None),
-        platform="local",
-        suite="quick",
-        items=items,
-        spot=False,
-        image_ref=image,
-        image_source="present",
-        build=None,
-        logs_dir=tmp_path / "logs",
-        owner="test@recovery",
-        remote_dir=str(tmp_path / "host"),
-    )
 
 
 @pytest.mark.parametrize("where", ["ssh", "local"])
@@ -124,7 +107,7 @@ def test_a_run_id_folder_already_on_the_host_is_refused_not_overwritten(image: s
     orphan = tmp_path / "host" / "runs" / run_id / "logs" / "local" / run_id / "mnist_mlp_torch.csv"
     orphan.parent.mkdir(parents=True)
     orphan.write_text("epoch,elapsed\n1,1.0\n")
-    plan = local_plan(tmp_path, image, run_id, (WorkItem("mnist_mlp", "torch"),))
+    plan = plan_on_image(tmp_path, image, run_id, (WorkItem("mnist_mlp", "torch"),))
     outcome = Lifecycle(plan, LocalProvider(), Ledger(tmp_path / "l.jsonl"), Reporter(io.StringIO())).run()
     assert outcome.record.status == "failed"
     assert f"run id {run_id} already has a folder on this machine" in outcome.record.message
@@ -140,7 +123,7 @@ def test_teardown_stops_only_the_exact_run_ids_containers(image: str, tmp_path: 
         check=True, capture_output=True,
     )  # fmt: skip
     try:
-        plan = local_plan(tmp_path, image, "relp", (WorkItem("mnist_mlp", "torch"),))
+        plan = plan_on_image(tmp_path, image, "relp", (WorkItem("mnist_mlp", "torch"),))
         outcome = Lifecycle(plan, LocalProvider(), Ledger(tmp_path / "l.jsonl"), Reporter(io.StringIO())).run()
         assert outcome.record.status == "complete", outcome.record.message
         assert containers_of_run(other) == [f"{other}-cifar10_cnn-torch"]
@@ -165,7 +148,7 @@ class BrokenTerminate(LocalProvider):
 
 
 def test_an_unexpected_teardown_exception_is_recorded_and_teardown_goes_on(image: str, tmp_path: Path) -> None:
-    plan = local_plan(tmp_path, image, "20260101T000000Z-term", (WorkItem("mnist_mlp", "torch"),))
+    plan = plan_on_image(tmp_path, image, "20260101T000000Z-term", (WorkItem("mnist_mlp", "torch"),))
     from dataclasses import replace
 
     from orchestrate.catalog import Price

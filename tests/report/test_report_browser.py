@@ -128,7 +128,8 @@ def test_summary_break_even_and_energy_render(own_or_rent_pages: dict[str, Path]
     assert "69.1 Wh for one siamese_lstm run" in dom  # the home server's peak draw x its published run time
     if name == "h200":
         assert "runpod-h200" in dom and "(reference)" in dom  # priced, and labelled as the committed runs
-        assert "Energy was not recorded in these logs" in dom  # schema 1 logs: said in words
+        # The repeats of 2026-11-23 recorded GPU energy through NVML's counter; the older runs did not.
+        assert "nvml-energy-counter" in dom and "Wh" in dom
         assert "no base run" not in dom
     shot = tmp_path / f"{name}.png"
     _browse(page, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1400,2200", "--hide-scrollbars")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import gpu_session
 from benchmarks.logs import EpochLogWriter, EpochRecord, LogFormatError, write_metadata
 from benchmarks.workloads import WORKLOADS, spec
+from orchestrate import gpu_session
 
 
 def test_sweep_runs_defaults_first_and_alternatives_where_they_apply() -> None:
@@ -89,60 +89,6 @@ def test_collect_unpacks_into_the_log_tree_and_reads_every_log(tmp_path: Path) -
     assert collected[0].with_suffix(".json").is_file()
 
 
-def _write_timed(root: Path, run_id: str, steady: float, samples: int = 60000, **settings) -> None:
-    path = root / "h200" / run_id / "mnist_mlp_torch.csv"
-    writer = EpochLogWriter(path)
-    writer.append(EpochRecord(0, 9.0, compiled=True))
-    writer.append(EpochRecord(1, steady, compiled=False))
-    writer.append(EpochRecord(2, steady * 1.2, compiled=False))
-    writer.close()
-    meta = {"workload": "mnist_mlp", "backend": "torch", "status": "complete", "run_id": run_id}
-    meta |= {"data": {"train_samples": samples}, "settings": {"steps_per_execution": 1, **settings}}
-    write_metadata(path, meta)
-
-
-def test_configuration_table_marks_the_default_and_the_fastest_among_comparable_runs(tmp_path: Path) -> None:
-    _write_timed(tmp_path, "gpu-suite-torch-default", 1.0, jit_compile=False, float32_matmul="tf32")
-    _write_timed(tmp_path, "gpu-sweep-torch-torch-compile", 0.5, jit_compile=True, float32_matmul="tf32")
-    _write_timed(tmp_path, "gpu-sweep-torch-slice", 0.1, samples=2500, jit_compile=False)  # compares with no other
-    table = gpu_session.configuration_table(tmp_path)
-    assert "| jit on, 1 step/exec, tf32 matmul **fastest** | sweep-torch-torch-compile | 0.55 | 9.00 | 3 |" in table
-    assert "| jit off, 1 step/exec, tf32 matmul **default** | suite-torch-default | 1.10 | 9.00 | 3 |" in table
-    assert "| 2,500 | jit off, 1 step/exec, framework-default matmul | sweep-torch-slice | 0.11 |" in table
-    [problem] = gpu_session.slower_defaults(tmp_path)
-    assert problem.startswith("mnist_mlp on torch: the default (jit off, 1 step/exec, tf32 matmul) takes 1.10 s")
-
-
-def test_a_default_within_the_run_to_run_spread_of_the_fastest_passes(tmp_path: Path) -> None:
-    _write_timed(tmp_path, "gpu-suite-torch-default", 1.05, jit_compile=False)
-    _write_timed(tmp_path, "gpu-sweep-torch-torch-compile", 1.0, jit_compile=True)
-    assert gpu_session.slower_defaults(tmp_path) == []
-    assert gpu_session.slower_defaults(tmp_path, tolerance=0.01) != []
-
-
-COMMITTED_GPU_LOGS = Path(__file__).resolve().parents[2] / "logs" / "reference" / "NVIDIA-H200"
-
-
-def test_committed_gpu_defaults_are_the_fastest_configurations_measured() -> None:
-    assert gpu_session.slower_defaults(COMMITTED_GPU_LOGS) == []
-
-
-def test_committed_default_runs_ran_with_the_current_gpu_defaults() -> None:
-    from benchmarks.harness.backends import default_settings
-
-    defaults = [m for m in gpu_session.measurements(COMMITTED_GPU_LOGS) if m.is_default]
-    assert {(m.backend, m.workload) for m in defaults} == {(b, w) for b in ("jax", "torch") for w in WORKLOADS}
-    for path in COMMITTED_GPU_LOGS.glob("gpu-suite-*-default/*.json"):
-        meta = json.loads(path.read_text())
-        recorded, expected = meta["settings"], default_settings(meta["backend"], meta["workload"], gpu=True)
-        jit = expected.jit_compile if expected.jit_compile != "auto" else meta["backend"] != "torch"
-        assert (recorded["jit_compile"], recorded["steps_per_execution"]) == (jit, expected.steps_per_execution), path
-        if spec(meta["workload"]).uses_lstm:
-            assert recorded["use_cudnn"] == expected.use_cudnn, path
-        # Runs from before the precision was recorded ran with each framework's default (docs/results.md).
-        assert recorded.get("float32_matmul", expected.float32_matmul) == expected.float32_matmul, path
-
-
 def test_collect_rejects_a_broken_log(tmp_path: Path) -> None:
     remote = tmp_path / "remote"
     path = _write_run(remote, "mnist_mlp_jax.csv")
@@ -152,3 +98,36 @@ def test_collect_rejects_a_broken_log(tmp_path: Path) -> None:
         archive.add(remote, arcname=".")
     with pytest.raises(LogFormatError, match="bad value"):
         gpu_session.collect([tarball], tmp_path / "logs")
+
+
+def _write_repeat(root: Path, index: int, steady: float) -> Path:
+    path = root / "h200" / "gpu-repeats-a" / f"mnist_mlp_jax.r{index:02d}.csv"
+    writer = EpochLogWriter(path)
+    writer.append(EpochRecord(0, 3.0, compiled=True))
+    writer.append(EpochRecord(1, steady, compiled=False))
+    writer.close()
+    repeat = {"group": "gpu-repeats-a", "index": index, "planned": 3, "target_ci_pct": None}
+    write_metadata(path, {"workload": "mnist_mlp", "backend": "jax", "status": "complete", "repeat": repeat})
+    return path
+
+
+def _tarball(remote: Path, where: Path) -> Path:
+    with tarfile.open(where, "w:gz") as archive:
+        archive.add(remote, arcname=".")
+    return where
+
+
+def test_repeats_of_several_calls_are_renumbered_not_replaced(tmp_path: Path) -> None:
+    """Each call on a GPU machine numbers its repeats from 1: collecting two calls keeps all four repeats, and
+    collecting the same call again adds nothing."""
+    first, second = tmp_path / "call1", tmp_path / "call2"
+    _write_repeat(first, 1, 0.30), _write_repeat(first, 2, 0.31)
+    _write_repeat(second, 1, 0.40), _write_repeat(second, 2, 0.41)
+    calls = [_tarball(first, tmp_path / "1.tar.gz"), _tarball(second, tmp_path / "2.tar.gz")]
+    logs = tmp_path / "logs"
+    gpu_session.collect(calls, logs)
+    gpu_session.collect(calls[:1], logs)
+    folder = logs / "h200" / "gpu-repeats-a"
+    assert sorted(p.name for p in folder.glob("*.csv")) == [f"mnist_mlp_jax.r0{i}.csv" for i in (1, 2, 3, 4)]
+    assert json.loads((folder / "mnist_mlp_jax.r04.json").read_text())["repeat"]["index"] == 4
+    assert "0.41" in (folder / "mnist_mlp_jax.r04.csv").read_text()

@@ -4,12 +4,14 @@ Such machines (a rented GPU box with a deep-learning image, a shared accelerator
 PyTorch and CUDA but not Keras, and sometimes no route to PyPI or the dataset hosts. So:
 
     # here, with internet: wheels for the GPU machine's Python, and the real datasets from the Keras cache
-    python -m benchmarks.gpu_session pack .carry --python-version 3.12
+    python -m orchestrate.gpu_session pack .carry --python-version 3.12
     # there, one call per phase, each ending within its time budget and leaving a tarball of logs
-    python3 -m benchmarks.gpu_session run --carry .carry --phase sweep --backends jax,torch --out OUT --budget-s 540
-    python3 -m benchmarks.gpu_session run --carry .carry --phase suite --backends jax --out OUT --budget-s 540
+    python3 -m orchestrate.gpu_session run --carry .carry --phase sweep --backends jax,torch --out OUT --budget-s 540
+    python3 -m orchestrate.gpu_session run --carry .carry --phase suite --backends jax --out OUT --budget-s 540
     # here: unpack into logs/, check every log, and write the configuration table
-    python -m benchmarks.gpu_session collect OUT/logs-sweep.tar.gz OUT/logs-suite-jax.tar.gz --logs logs
+    python -m orchestrate.gpu_session collect OUT/logs-sweep.tar.gz OUT/logs-suite-jax.tar.gz --logs logs/reference
+    # the configuration table and the check that every default is the fastest (report/configurations.py)
+    python -m report.configurations table logs/reference/NVIDIA-H200
 
 Phases: `repeats` runs the short suite (5 epochs on slices sized for 1-3 s epochs) with each backend's defaults,
 N fresh-process repeats of every workload interleaved round robin (`--repeats`, `--tag` names the machine);
@@ -25,7 +27,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tarfile
@@ -35,7 +36,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from benchmarks.command import RunnerCommand
 from benchmarks.suites import get_suite
+from benchmarks.workloads import LSTM_WORKLOADS as RECURRENT
 from benchmarks.workloads import WORKLOADS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,14 +52,8 @@ EAGER_JAX_WORKLOADS = ("mnist_mlp", "mnist_cnn", "imdb_fasttext")
 TORCH_COMPILE_WORKLOADS = WORKLOADS
 # steps_per_execution runs several steps per dispatch from the host: it pays off where steps are short.
 MULTI_STEP_WORKLOADS = WORKLOADS
-# Named here, not read from the specs: those import Keras, which this process on the GPU machine lacks.
-LSTM_WORKLOADS = (
-    "imdb_bidirectional_lstm",
-    "lstm_text_generation",
-    "text_generator_keras",
-    "twitter_sentiment_bilstm",
-    "siamese_lstm",
-)
+# Keras's generic LSTM loop is compiled by XLA on JAX: on the full data of every recurrent workload.
+LSTM_WORKLOADS = tuple(w for w in WORKLOADS if w in RECURRENT)
 # Keras's generic LSTM loop is 25x slower than cuDNN on a GPU: both kernels are timed on the same slice
 # (limits count samples for these two workloads), not on the full data.
 LSTM_SLICE_WORKLOADS = ("imdb_bidirectional_lstm", "siamese_lstm")
@@ -118,11 +115,19 @@ class Item:
         return f"gpu-{self.phase}-{self.backend}-{self.config}"
 
     def command(self, python: str, platform: str, out: Path) -> list[str]:
-        command = [python, "-m", "benchmarks", "run", "--workload", ",".join(self.workloads)]
-        command += ["--backend", self.backend, "--suite", "bounded", "--platform", platform]
-        command += ["--out", str(out), "--run-id", self.run_id, "--allow-synthetic", "--offline", *self.flags]
-        command += ["--epochs", str(self.epochs)] if self.epochs else []
-        return command + (["--prefer-dataset", self.dataset] if self.dataset else [])
+        runner = RunnerCommand(
+            self.workloads,
+            self.backend,
+            platform=platform,
+            run_id=self.run_id,
+            out=str(out),
+            suite="bounded",
+            epochs=self.epochs,
+            prefer_dataset=self.dataset,
+            offline=True,
+            allow_synthetic=True,
+        )
+        return [python, "-m", "benchmarks", *runner.argv(), *self.flags]
 
 
 def plan(
@@ -332,7 +337,9 @@ def collect(tarballs: Sequence[Path], logs: Path) -> list[Path]:
     """Copy the complete runs of result tarballs into the log tree, later tarballs replacing earlier ones.
 
     Runs stopped by the time budget (status other than complete) are listed and left out: their timing is not a
-    result. A complete run whose log does not read back fails the collection.
+    result. A complete run whose log does not read back fails the collection. Repeats are never replaced: each call
+    numbers its repeats from 1, so a repeat whose name is taken is renumbered after the highest index in its
+    folder (file names and metadata), and one already collected (same bytes) is not copied twice.
     """
     from benchmarks.logs import STATUS_COMPLETE, read_epoch_log, read_metadata
 
@@ -342,124 +349,43 @@ def collect(tarballs: Sequence[Path], logs: Path) -> list[Path]:
             archive.extractall(tmp, filter="data")
             for path in sorted(Path(tmp).rglob("*.csv")):
                 relative = path.relative_to(tmp)
-                status = (read_metadata(path) or {}).get("status")
-                if status != STATUS_COMPLETE:
-                    print(f"left out {relative}: status {status}")
+                metadata = read_metadata(path) or {}
+                if metadata.get("status") != STATUS_COMPLETE:
+                    print(f"left out {relative}: status {metadata.get('status')}")
                     continue
                 read_epoch_log(path)
                 target = logs / relative
+                if metadata.get("repeat"):
+                    if _already_collected(path, target):
+                        continue
+                    target, metadata = _free_repeat(target, metadata)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, target)
-                shutil.copy2(path.with_suffix(".json"), target.with_suffix(".json"))
+                target.with_suffix(".json").write_text(json.dumps(metadata, indent=2))
                 collected.add(target)
     print(f"collected {len(collected)} complete runs into {logs}")
     return sorted(collected)
 
 
-@dataclass(frozen=True)
-class Measured:
-    """One run's steady-epoch time, with what it was run with."""
-
-    workload: str
-    backend: str
-    run_id: str
-    settings: str  # jit, steps per execution, LSTM kernel, float32 matmul: what changes the time
-    train_samples: int
-    epochs: int
-    steady_median: float
-    first_epoch: float
-
-    @property
-    def is_default(self) -> bool:
-        return self.run_id.startswith("gpu-suite-") and self.run_id.endswith("-default")
+def _repeat_base(target: Path) -> str:
+    return target.stem.rpartition(".")[0]
 
 
-def describe_settings(settings: dict) -> str:
-    """The settings a run's time depends on, in words; runs from before a field was recorded say "framework
-    default" for it (float32 matmul: TF32 on JAX, float32 matmuls with TF32 cuDNN kernels on PyTorch)."""
-    parts = [f"jit {'on' if settings.get('jit_compile') else 'off'}"]
-    parts.append(f"{settings.get('steps_per_execution') or 1} step/exec")
-    if settings.get("lstm_kernel"):
-        parts.append(f"{settings['lstm_kernel']} LSTM")
-    parts.append(f"{settings.get('float32_matmul') or 'framework-default'} matmul")
-    return ", ".join(parts)
+def _already_collected(source: Path, target: Path) -> bool:
+    return any(p.read_bytes() == source.read_bytes() for p in target.parent.glob(f"{_repeat_base(target)}.r*.csv"))
 
 
-def measurements(logs: Path) -> list[Measured]:
-    """Every complete run under `logs` that has steady epochs."""
-    from benchmarks.logs import STATUS_COMPLETE, find_logs, read_epoch_log
-
-    found: list[Measured] = []
-    for path in find_logs(logs):
-        log = read_epoch_log(path)
-        meta = log.metadata or {}
-        steady = [e.elapsed for e in log.steady_epochs]
-        if meta.get("status") != STATUS_COMPLETE or not steady or log.first_epoch is None:
-            continue
-        found.append(
-            Measured(
-                workload=meta["workload"],
-                backend=meta["backend"],
-                run_id=str(meta.get("run_id") or path.parent.name),
-                settings=describe_settings(meta.get("settings") or {}),
-                train_samples=int((meta.get("data") or {}).get("train_samples") or 0),
-                epochs=len(log.epochs),
-                steady_median=statistics.median(steady),
-                first_epoch=log.first_epoch.elapsed,
-            )
-        )
-    return found
-
-
-def _comparable(found: Sequence[Measured]) -> dict[tuple[str, str, int], list[Measured]]:
-    """Runs that compare: one workload, one backend, the same training samples (a slice only with a slice)."""
-    groups: dict[tuple[str, str, int], list[Measured]] = {}
-    for m in found:
-        groups.setdefault((m.workload, m.backend, m.train_samples), []).append(m)
-    return {key: sorted(group, key=lambda m: m.steady_median) for key, group in sorted(groups.items())}
-
-
-# Separate runs of the same settings on the H200 differed by up to 10% in steady epochs (text_generator_keras on
-# PyTorch: 12.77 s and 14.09 s): a smaller difference between two configurations does not rank them.
-RUN_TO_RUN_SPREAD = 0.10
-
-
-def slower_defaults(logs: Path, tolerance: float = RUN_TO_RUN_SPREAD) -> list[str]:
-    """Each default run that another measured configuration beats by more than `tolerance` in steady epochs."""
-    problems = []
-    for (workload, backend, _), group in _comparable(measurements(logs)).items():
-        fastest = group[0]
-        for default in (m for m in group if m.is_default):
-            if default.settings != fastest.settings and default.steady_median > fastest.steady_median * (1 + tolerance):
-                problems.append(
-                    f"{workload} on {backend}: the default ({default.settings}) takes {default.steady_median:.2f} s "
-                    f"a steady epoch, {fastest.run_id} ({fastest.settings}) {fastest.steady_median:.2f} s"
-                )
-    return problems
-
-
-def configuration_table(logs: Path) -> str:
-    """Markdown: median steady-epoch seconds of every configuration measured, fastest first within each group
-    of comparable runs; the suite's default and the fastest settings are marked."""
-    lines = [
-        "| workload | backend | train samples | settings | run | steady epoch s (median) | first epoch s | epochs |",
-        "|---|---|---:|---|---|---:|---:|---:|",
-    ]
-    for (workload, backend, samples), group in _comparable(measurements(logs)).items():
-        fastest = group[0].settings if len({m.settings for m in group}) > 1 else None
-        for m in group:
-            marks = [mark for mark, on in (("default", m.is_default), ("fastest", m.settings == fastest)) if on]
-            label = f"{m.settings}{''.join(f' **{mark}**' for mark in marks)}"
-            run = m.run_id.removeprefix("gpu-")
-            lines.append(
-                f"| {workload} | {backend} | {samples:,} | {label} | {run} | {m.steady_median:.2f} | "
-                f"{m.first_epoch:.2f} | {m.epochs} |"
-            )
-    return "\n".join(lines) + "\n"
+def _free_repeat(target: Path, metadata: dict) -> tuple[Path, dict]:
+    if not target.exists():
+        return target, metadata
+    taken = [int(p.stem.rpartition(".r")[2]) for p in target.parent.glob(f"{_repeat_base(target)}.r*.csv")]
+    index = max(taken) + 1
+    renumbered = {**metadata, "repeat": {**metadata["repeat"], "index": index}}
+    return target.with_name(f"{_repeat_base(target)}.r{index:02d}.csv"), renumbered
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_session", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m orchestrate.gpu_session", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pack", help="collect wheels and datasets for the GPU machine")
     p.add_argument("dest", type=Path)
@@ -482,11 +408,6 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("collect", help="unpack result tarballs into the log tree")
     p.add_argument("tarballs", type=Path, nargs="+")
     p.add_argument("--logs", type=Path, default=Path("logs"))
-    p = sub.add_parser("configurations", help="markdown table of the configurations measured under a log folder")
-    p.add_argument("logs", type=Path)
-    p = sub.add_parser("check-defaults", help="fail if a measured configuration beats a default run")
-    p.add_argument("logs", type=Path)
-    p.add_argument("--tolerance", type=float, default=RUN_TO_RUN_SPREAD, help="relative margin taken as noise")
     return parser
 
 
@@ -506,13 +427,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "collect":
         collect(args.tarballs, args.logs)
         return 0
-    if args.command == "configurations":
-        print(configuration_table(args.logs), end="")
-        return 0
-    if args.command == "check-defaults":
-        problems = slower_defaults(args.logs, args.tolerance)
-        print("\n".join(problems) if problems else f"every default under {args.logs} is its fastest configuration")
-        return 1 if problems else 0
     args.backends = _names(args.backends, list(CONFIGURATIONS), "backend")
     if args.command == "plan":
         for item in plan(args.phase, args.backends):

@@ -1,0 +1,207 @@
+"""The run-metadata schema: one typed record per run, written by the runner beside its CSV and read back by the
+summary, the report and the GPU tools, instead of string keys spread over several modules.
+
+Open-ended descriptions (the machine, the software, the data files, the telemetry samples, the distribution plan)
+stay mappings; everything a number is judged by (status, timing, settings, repeat, stability, energy, fingerprint)
+is typed. Reading is tolerant: keys a newer writer added are kept in `extra`, and keys an older log lacks read as
+None, so logs of every schema version load. docs/architecture.md's key list is checked against `key_list()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+SCHEMA_VERSION = 2
+
+
+class Status(enum.StrEnum):
+    COMPLETE = "complete"  # a result
+    PARTIAL = "partial"  # stopped early (error, interrupt, preemption); finished epochs are kept
+    RUNNING = "running"  # written before training; a run that died without a word stays so
+
+
+class StabilityLabel(enum.StrEnum):
+    STABLE = "stable"
+    UNSTABLE = "unstable"
+    TOO_FEW_EPOCHS = "too few epochs"
+
+
+@dataclass(frozen=True)
+class Timing:
+    first_epoch_s: float | None = None
+    steady_median_s: float | None = None
+    steady_epochs: int = 0
+    total_s: float = 0.0
+    harness_hook_s: float | None = None  # the timing callback's own work, CSV rows included
+
+
+@dataclass(frozen=True)
+class Final:
+    loss: float | None = None
+    acc: float | None = None
+    val_loss: float | None = None
+    val_acc: float | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What changes a time, as the run used it."""
+
+    jit_compile: bool | str | None = None
+    jit_compile_requested: bool | str | None = None
+    steps_per_execution: int | None = None
+    dtype_policy: str | None = None
+    float32_matmul: str | None = None
+    lstm_kernel: str | None = None
+    use_cudnn: bool | str | None = None
+    host_gc: str | None = None
+
+
+@dataclass(frozen=True)
+class Repeat:
+    group: str
+    index: int
+    planned: int | None = None
+    target_ci_pct: float | None = None
+
+
+@dataclass(frozen=True)
+class Stability:
+    steady_cv: float | None = None
+    steady_epochs: int = 0
+    outlier_epochs: list[int] = field(default_factory=list)
+    label: StabilityLabel = StabilityLabel.TOO_FEW_EPOCHS
+    host_share: float | None = None
+    host_bound: bool | None = None
+
+
+@dataclass(frozen=True)
+class Energy:
+    gpu_joules: float | None = None
+    gpu_wh: float | None = None
+    gpu_joules_per_epoch: list[float] = field(default_factory=list)
+    gpu_method: str | None = None
+    host_joules: float | None = None
+    host_wh: float | None = None
+    host_method: str | None = None
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    device: str
+    backend: str
+    host_single_thread_score: float
+    host_single_thread_unit: str
+    seconds: float
+    gemm_tflops: float | None = None
+    device_memory_gbps: float | None = None
+    host_to_device_gbps: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RunMetadata:
+    run_id: str
+    workload: str
+    backend: str
+    platform: str
+    status: Status
+    schema_version: int = SCHEMA_VERSION
+    suite: str | None = None
+    epochs_planned: int | None = None
+    epochs_completed: int | None = None
+    seed: int | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    git_commit: str | None = None
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    cut: str | None = None
+    cut_down: bool | None = None
+    reference: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    settings: Settings = field(default_factory=Settings)
+    software: dict[str, Any] = field(default_factory=dict)
+    hardware: dict[str, Any] = field(default_factory=dict)
+    container: dict[str, Any] | None = None
+    fingerprint: Fingerprint | None = None
+    repeat: Repeat | None = None
+    distribution: dict[str, Any] | None = None
+    parameters: int | None = None
+    timing: Timing | None = None
+    final: Final | None = None
+    stability: Stability | None = None
+    telemetry: dict[str, Any] | None = None
+    energy: Energy | None = None
+    gpu_utilization: dict[str, Any] | None = None
+    after_training: dict[str, Any] | None = None
+    error: str | None = None
+    relabelled_from: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # keys this schema does not know (a newer writer's)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object written beside the CSV (enums as their words, `extra` merged back in)."""
+        out = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "extra"}
+        return {**self.extra, **out}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> RunMetadata:
+        """Read any schema version: missing keys are None (or empty), unknown keys go to `extra`."""
+        known = {f.name for f in fields(cls)}
+        values = {name: _typed(cls, name, raw[name]) for name in known if name in raw and name != "extra"}
+        values.setdefault("status", Status.PARTIAL)  # a log that never said is not a result
+        for name in ("run_id", "workload", "backend", "platform"):
+            values.setdefault(name, "")
+        values.setdefault("schema_version", 1)
+        return cls(**values, extra={k: v for k, v in raw.items() if k not in known})
+
+    def finished(self, **changes: Any) -> RunMetadata:
+        return dataclasses.replace(self, **changes)
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _dataclass_in(annotation: Any) -> type | None:
+    """The dataclass in `X | None` or `X`, if any."""
+    candidates = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    return next((c for c in candidates if dataclasses.is_dataclass(c)), None)
+
+
+def _enum_in(annotation: Any) -> type[enum.Enum] | None:
+    candidates = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    return next((c for c in candidates if isinstance(c, type) and issubclass(c, enum.Enum)), None)
+
+
+def _typed(owner: type, name: str, value: Any) -> Any:
+    annotation = typing.get_type_hints(owner)[name]
+    if value is None:
+        return None
+    if (kind := _enum_in(annotation)) is not None:
+        return kind(value)
+    if (nested := _dataclass_in(annotation)) is not None and isinstance(value, dict):
+        known = {f.name for f in fields(nested)}
+        return nested(**{k: _typed(nested, k, v) for k, v in value.items() if k in known})
+    return value
+
+
+def key_list() -> dict[str, list[str]]:
+    """Every top-level key, and the keys of each typed block: what docs/architecture.md must list."""
+    blocks = {}
+    hints = typing.get_type_hints(RunMetadata)
+    for f in fields(RunMetadata):
+        nested = _dataclass_in(hints[f.name])
+        if nested is not None:
+            blocks[f.name] = [g.name for g in fields(nested)]
+    return {"": [f.name for f in fields(RunMetadata) if f.name != "extra"], **blocks}

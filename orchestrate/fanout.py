@@ -1,0 +1,341 @@
+"""`orchestrate run --profiles a,b,c`: one suite on several machine profiles at once, as SkyPilot's
+`sky bench launch --gpus V100,T4` does: one combined estimate first, every candidate launched concurrently, then
+duration, dollars spent, seconds and dollars per epoch, and the whole suite's time and cost extrapolated for each.
+
+Each profile's run is an ordinary `python -m orchestrate run --profile P` child process with its own run id
+(`<base>-<profile>`), ledger entries and teardown. Child processes, not threads, because a run turns SIGINT and
+SIGTERM into its own teardown, and Python delivers signals to the main thread only: here the parent forwards
+SIGTERM to every child and waits for each teardown. One child failing (no capacity, a quota, an unreachable host)
+does not stop the others.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from benchmarks.suites import get_suite
+from benchmarks.workloads import spec
+from orchestrate.catalog import CatalogError, Profile, get_profile
+from orchestrate.ledger import RunRecord
+from orchestrate.plan import RunPlan
+
+if TYPE_CHECKING:
+    from report.loading import Run
+
+REPO = Path(__file__).resolve().parents[1]
+SUMMARY = "fanout.md"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One profile of a fan-out: the name asked for, and the profile that runs (its replacement if retired)."""
+
+    requested: str
+    profile: Profile
+    retired_on: str | None = None  # of the requested profile, when it was replaced
+
+    @property
+    def mapping(self) -> str | None:
+        if self.requested == self.profile.name:
+            return None
+        return f"{self.requested} (retired {self.retired_on}) -> {self.profile.name}"
+
+
+def resolve_candidates(catalog: Mapping[str, Profile], text: str, allow_retired: bool) -> list[Candidate]:
+    """The profiles named in `--profiles`; a retired one maps to its catalog `replacement` (today's nearest
+    machine) unless `--allow-retired`. A profile named twice, directly or through a replacement, runs once."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise CatalogError(f"--profiles {text!r}: expected comma-separated profile names")
+    candidates: list[Candidate] = []
+    for name in names:
+        profile = get_profile(catalog, name, allow_retired=True)
+        if profile.retired and not allow_retired:
+            candidate = Candidate(name, get_profile(catalog, profile.replacement or ""), profile.retired_on)
+        else:
+            candidate = Candidate(name, profile)
+        if all(c.profile.name != candidate.profile.name for c in candidates):
+            candidates.append(candidate)
+    return candidates
+
+
+def fanout_run_id(base: str, profile: str) -> str:
+    return f"{base}-{profile}"
+
+
+# ---- the combined estimate -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CandidateEstimate:
+    candidate: Candidate
+    seconds: float  # estimated training time, 0 when nothing could be estimated
+    low: float
+    high: float
+    cost: float | None  # None: no price (a host of one's own costs nothing here; a profile without a price)
+    cost_low: float | None
+    cost_high: float | None
+    cap: float | None  # the most the run can cost: its max lifetime at the price
+    outlives_machine: bool  # the high end is beyond --max-lifetime: the machine would end itself mid-suite
+    unestimated: int  # planned runs with no measured or published run to estimate from
+
+
+def estimate_candidate(candidate: Candidate, plan: RunPlan, billable: bool) -> CandidateEstimate:
+    from report.estimate import estimate_suite  # lazily: the report package reads logs, the orchestrator writes
+
+    profile = plan.profile
+    estimate = estimate_suite(profile, plan.suite, [(i.workload, i.backend) for i in plan.items], plan.logs_dir)
+    priced = billable and profile.hourly_price(plan.spot) is not None
+
+    def cost(seconds: float) -> float | None:
+        return profile.cost_usd(seconds, spot=plan.spot) if priced else None
+
+    unestimated = sum(i.count for i in estimate.items) - sum(i.count for i in estimate.estimated)
+    return CandidateEstimate(
+        candidate=candidate,
+        seconds=estimate.seconds,
+        low=estimate.low,
+        high=estimate.high,
+        cost=cost(estimate.seconds),
+        cost_low=cost(estimate.low),
+        cost_high=cost(estimate.high),
+        cap=cost(plan.max_lifetime_s),
+        outlives_machine=billable and estimate.high > plan.max_lifetime_s,
+        unestimated=unestimated,
+    )
+
+
+def worst_case_usd(estimate: CandidateEstimate) -> float:
+    """What `--max-cost` is checked against: the high end of the estimate, or the max-lifetime cap when part
+    of the suite could not be estimated (then the estimate is only a lower bound). Never above the cap: the
+    machine ends itself at its max lifetime."""
+    cap = estimate.cap or 0.0
+    return cap if estimate.unestimated else min(estimate.cost_high or 0.0, cap)
+
+
+def estimate_table(estimates: Sequence[CandidateEstimate]) -> list[str]:
+    header = f"  {'profile':<24} {'training (range)':<28} {'cost (range)':<24} {'at most':>9}"
+    lines = [header]
+    for e in estimates:
+        time = f"{e.seconds / 60:.1f} min ({e.low / 60:.1f}-{e.high / 60:.1f})"
+        cost = "-" if e.cost is None else f"${e.cost:.2f} (${e.cost_low or 0.0:.2f}-${e.cost_high or 0.0:.2f})"
+        cap = "-" if e.cap is None else f"${e.cap:.2f}"
+        note = f"  {e.unestimated} run(s) not estimated" if e.unestimated else ""
+        note += "  may end itself mid-suite (raise --max-lifetime)" if e.outlives_machine else ""
+        lines.append(f"  {e.candidate.profile.name:<24} {time:<28} {cost:<24} {cap:>9}{note}")
+    total = sum(worst_case_usd(e) for e in estimates)
+    lines.append(f"  {'total':<24} {'':<28} {'':<24} {'':>9}  worst case ${total:.2f} (checked against --max-cost)")
+    return lines
+
+
+# ---- launching the candidates ------------------------------------------------------------------------------
+
+
+@dataclass
+class Child:
+    candidate: Candidate
+    run_id: str
+    process: subprocess.Popen[bytes]
+    reader: threading.Thread
+
+
+def run_all(
+    candidates: Sequence[Candidate], argv_of: Callable[[Candidate], list[str]], base: str
+) -> tuple[list[Child], bool]:
+    """Start every candidate's run at once and wait for each; each child's output is shown line by line,
+    prefixed by its profile. SIGINT or SIGTERM here, from the first launch on, is passed on as SIGTERM to every
+    child started, whose run then tears itself down. Returns the children and whether a signal arrived."""
+    children: list[Child] = []
+    interrupted = threading.Event()
+
+    def forward(signum: int, frame: object) -> None:
+        interrupted.set()
+        for child in children:
+            if child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        width = max(len(c.profile.name) for c in candidates)
+        for candidate in candidates:
+            if interrupted.is_set():
+                break
+            children.append(_start(candidate, argv_of(candidate), f"[{candidate.profile.name:<{width}}] ", base))
+        if interrupted.is_set():  # a signal during a start: make sure the child just started hears it too
+            forward(signal.SIGTERM, None)
+        for child in children:
+            child.process.wait()
+            child.reader.join()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return children, interrupted.is_set()
+
+
+def _start(candidate: Candidate, argv: list[str], prefix: str, base: str) -> Child:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrate", "run", *argv],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,  # signals reach a child only through the parent, once
+    )
+    reader = threading.Thread(target=_echo, args=(process.stdout, prefix), daemon=True)
+    reader.start()
+    return Child(candidate, fanout_run_id(base, candidate.profile.name), process, reader)
+
+
+def _echo(stream: IO[bytes] | None, prefix: str) -> None:
+    for raw in stream or ():
+        sys.stdout.write(prefix + raw.decode(errors="replace"))
+        sys.stdout.flush()
+
+
+# ---- the results, SkyPilot-bench style ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CandidateResult:
+    candidate: Candidate
+    run_id: str
+    spot: bool
+    exit_code: int
+    record: RunRecord | None
+    epochs: int
+    training_s: float
+    extrapolated_s: float | None  # the whole suite, every workload at the suite's epochs
+    unextrapolated: int  # planned runs that produced no epoch to extrapolate from
+
+    @property
+    def status(self) -> str:
+        return self.record.status if self.record else "not started"
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.record is None or self.record.ended_at is None:
+            return None
+        return self.record.ended_at - self.record.started_at
+
+    @property
+    def spent_usd(self) -> float | None:
+        return None if self.record is None else self.record.estimated_cost_usd
+
+    @property
+    def seconds_per_epoch(self) -> float | None:
+        return self.training_s / self.epochs if self.epochs else None
+
+    @property
+    def usd_per_hour(self) -> float | None:
+        if self.spent_usd is None:  # not billed: a host of one's own
+            return None
+        price = self.candidate.profile.hourly_price(self.spot)
+        return None if price is None else price.usd_per_hour
+
+    def extrapolated_total(self) -> float | None:
+        """The suite's whole run: this run's own overhead (boot, image, data loading) plus its training time
+        extrapolated to every workload's suite epochs."""
+        if self.extrapolated_s is None or self.duration_s is None:
+            return None
+        return max(self.duration_s - self.training_s, 0.0) + self.extrapolated_s
+
+
+def collect_result(child: Child, records: Mapping[str, RunRecord], plan: RunPlan) -> CandidateResult:
+    from report.loading import load_runs  # lazily, as above
+
+    runs = load_runs(plan.run_logs).runs if plan.run_logs.is_dir() else []
+    epochs = sum(run.epochs_completed for run in runs)
+    extrapolated = [_extrapolate(run, plan.suite) for run in runs]
+    known = [s for s in extrapolated if s is not None]
+    return CandidateResult(
+        candidate=child.candidate,
+        run_id=child.run_id,
+        spot=plan.spot,
+        exit_code=child.process.returncode,
+        record=records.get(child.run_id),
+        epochs=epochs,
+        training_s=sum(run.total_s for run in runs),
+        extrapolated_s=sum(known) if known else None,
+        unextrapolated=len(plan.items) - len(known),
+    )
+
+
+def _extrapolate(run: Run, suite: str) -> float | None:
+    """First epoch plus the suite's remaining epochs at the steady (else the first) epoch's pace."""
+    first = run.first_epoch_s
+    if first is None:
+        return None
+    steady = run.steady_median_s or first
+    return first + (suite_epochs(suite, run.workload) - 1) * steady
+
+
+def suite_epochs(suite: str, workload: str) -> int:
+    cut_name = get_suite(suite).cut
+    cut = getattr(spec(workload), cut_name) if cut_name else None
+    return spec(workload).epochs if cut is None else cut.epochs
+
+
+def results_table(results: Iterable[CandidateResult]) -> list[str]:
+    head = (
+        f"  {'profile':<24} {'status':<12} {'duration':>9} {'spent $':>8} {'epochs':>6} {'s/epoch':>8} "
+        f"{'$/epoch':>9} {'est. total':>11} {'est. $':>8}"
+    )
+    lines = [head]
+    for r in results:
+        price = r.usd_per_hour
+        per_epoch = r.seconds_per_epoch
+        total = r.extrapolated_total()
+        est_usd = r.candidate.profile.cost_usd(total, spot=r.spot) if total is not None and price is not None else None
+        lines.append(
+            f"  {r.candidate.profile.name:<24} {r.status:<12} {_seconds(r.duration_s):>9} {_money(r.spent_usd, 4):>8} "
+            f"{r.epochs:>6} {_seconds(per_epoch):>8} "
+            f"{_money(price * per_epoch / 3600 if price is not None and per_epoch else None, 5):>9} "
+            f"{_minutes(total):>11} {_money(est_usd, 2):>8}"
+            + (f"  ({r.unextrapolated} run(s) without an epoch: not extrapolated)" if r.unextrapolated else "")
+        )
+    return lines
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}s"
+
+
+def _minutes(value: float | None) -> str:
+    return "-" if value is None else f"{value / 60:.1f}min"
+
+
+def _money(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+# ---- one report across the candidates ------------------------------------------------------------------------
+
+
+def write_summary(path: Path, lines: Sequence[str], candidates: Sequence[Candidate]) -> None:
+    """The table and the retired-to-current mapping beside the report, so the report's reader sees which
+    machine stood in for which published configuration."""
+    mappings = [c.mapping for c in candidates if c.mapping]
+    text = ["# Fan-out", "", "```", *lines, "```", ""]
+    if mappings:
+        text += ["Retired profiles were replaced by the catalog's `replacement`:", ""]
+        text += [f"- {m}" for m in mappings] + [""]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(text))
+
+
+def report_commands(logs: Path, base: str, out: Path, study: str | None, ledger: Path | None) -> list[list[str]]:
+    """`python -m report` over the fan-out's runs only (their ids share the base): the HTML report, and the same
+    as markdown after the fan-out summary, so that document names which profile stood in for which."""
+    common = [sys.executable, "-m", "report", str(logs), "--runs", f"{base}-*"]
+    common += ["--study", study] if study else []
+    common += ["--ledger", str(ledger)] if ledger is not None else []
+    markdown = ["--markdown", str(out / "report.md"), "--preamble", str(out / SUMMARY)]
+    return [[*common, "--out", str(out)], [*common, *markdown]]

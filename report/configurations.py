@@ -1,0 +1,172 @@
+"""The GPU configuration table, and the check that each backend's default is its fastest configuration.
+
+Every complete run under a log folder is one repeat of a configuration: workload, backend, training samples and the
+settings that change a time (jit, steps per execution, LSTM kernel, float32 matmul, garbage collector). A default
+loses only when another configuration is faster beyond noise by `benchmarks.stats.compare` (rank-sum test and
+bootstrap interval of the ratio of medians, outside the noise threshold); with too few repeats to tell, the check
+says so instead of ranking.
+
+    python -m report.configurations table logs/reference/NVIDIA-H200
+    python -m report.configurations check-defaults logs/reference/NVIDIA-H200
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.logs import find_logs, read_epoch_log
+from benchmarks.metadata import RunMetadata, Settings, Status
+from benchmarks.stats import FASTER, TOO_FEW, Estimate, compare, median_estimate
+
+# Runs of the defaults: the GPU session's suite and repeats phases. Its variance phase studies the spread of one
+# workload under host settings and is not a configuration of its own.
+DEFAULT_RUN_PREFIXES = ("gpu-suite-", "gpu-repeats-")
+EXPERIMENT_RUN_PREFIXES = ("gpu-variance-",)
+
+
+def describe_settings(settings: Settings) -> str:
+    """The settings a run's time depends on, in words; runs from before a field was recorded say "framework
+    default" for it (float32 matmul: TF32 on JAX, float32 matmuls with TF32 cuDNN kernels on PyTorch)."""
+    parts = [f"jit {'on' if settings.jit_compile else 'off'}", f"{settings.steps_per_execution or 1} step/exec"]
+    if settings.lstm_kernel:
+        parts.append(f"{settings.lstm_kernel} LSTM")
+    parts.append(f"{settings.float32_matmul or 'framework-default'} matmul")
+    if settings.host_gc not in (None, "on"):
+        parts.append(f"gc {settings.host_gc}")
+    return ", ".join(parts)
+
+
+def _is_default_run(run_id: str) -> bool:
+    return run_id.startswith(DEFAULT_RUN_PREFIXES) and (
+        run_id.startswith("gpu-repeats-") or run_id.endswith("-default")
+    )
+
+
+@dataclass
+class Configuration:
+    workload: str
+    backend: str
+    train_samples: int
+    settings: str
+    steady_medians: list[float] = field(default_factory=list)
+    first_epochs: list[float] = field(default_factory=list)
+    run_ids: set[str] = field(default_factory=set)
+    epochs: set[int] = field(default_factory=set)
+
+    @property
+    def is_default(self) -> bool:
+        return any(_is_default_run(r) for r in self.run_ids)
+
+    @property
+    def steady(self) -> Estimate:
+        return median_estimate(self.steady_medians)
+
+
+def configurations(logs: Path) -> list[Configuration]:
+    """Every configuration with complete runs that have steady epochs; defaults apart from alternatives that
+    share their settings (a sweep's "default" row is the same configuration as the suite's)."""
+    found: dict[tuple[str, str, int, str, bool], Configuration] = {}
+    for path in find_logs(logs):
+        log = read_epoch_log(path)
+        meta = RunMetadata.from_dict(log.metadata or {})
+        steady = [e.elapsed for e in log.steady_epochs]
+        run_id = meta.run_id or path.parent.name
+        if meta.status != Status.COMPLETE or not steady or log.first_epoch is None:
+            continue
+        if run_id.startswith(EXPERIMENT_RUN_PREFIXES):
+            continue
+        samples = int(meta.data.get("train_samples") or 0)
+        settings = describe_settings(meta.settings)
+        key = (meta.workload, meta.backend, samples, settings, _is_default_run(run_id))
+        config = found.setdefault(key, Configuration(*key[:4]))
+        config.steady_medians.append(statistics.median(steady))
+        config.first_epochs.append(log.first_epoch.elapsed)
+        config.run_ids.add(run_id)
+        config.epochs.add(len(log.epochs))
+    return list(found.values())
+
+
+def comparable_groups(found: Sequence[Configuration]) -> dict[tuple[str, str, int], list[Configuration]]:
+    """Configurations that compare: one workload, one backend, the same training samples."""
+    groups: dict[tuple[str, str, int], list[Configuration]] = {}
+    for config in found:
+        groups.setdefault((config.workload, config.backend, config.train_samples), []).append(config)
+    return {key: sorted(group, key=lambda c: c.steady.value) for key, group in sorted(groups.items())}
+
+
+@dataclass(frozen=True)
+class Check:
+    problems: list[str]  # a default that another configuration beats beyond noise
+    undecided: list[str]  # comparisons with too few repeats to tell
+
+
+def check_defaults(logs: Path) -> Check:
+    problems, undecided = [], []
+    for (workload, backend, samples), group in comparable_groups(configurations(logs)).items():
+        for default in (c for c in group if c.is_default):
+            for other in (c for c in group if c.settings != default.settings):
+                result = compare(other.steady_medians, default.steady_medians)
+                where = f"{workload} on {backend} ({samples:,} samples)"
+                if result.verdict == FASTER:
+                    problems.append(f"{where}: {result.text(other.settings, f'the default ({default.settings})')}")
+                elif result.verdict == TOO_FEW:
+                    undecided.append(f"{where}: {other.settings} vs the default: {result.text()}")
+    return Check(problems, undecided)
+
+
+def configuration_table(logs: Path) -> str:
+    """Markdown: every configuration measured with its repeats and interval, fastest first within each group of
+    comparable runs; the defaults and the fastest settings are marked."""
+    lines = [
+        "| workload | backend | train samples | settings | runs | repeats | steady epoch s (median, interval) "
+        "| first epoch s | epochs |",
+        "|---|---|---:|---|---|---:|---|---:|---|",
+    ]
+    for (workload, backend, samples), group in comparable_groups(configurations(logs)).items():
+        fastest = group[0].settings if len({c.settings for c in group}) > 1 else None
+        for c in group:
+            marks = [mark for mark, on in (("default", c.is_default), ("fastest", c.settings == fastest)) if on]
+            label = f"{c.settings}{''.join(f' **{mark}**' for mark in marks)}"
+            runs = ", ".join(sorted(r.removeprefix("gpu-") for r in c.run_ids))
+            steady = c.steady
+            interval = "" if steady.n == 1 else f" [{steady.interval_text('{:.2f}')}]"
+            lines.append(
+                f"| {workload} | {backend} | {samples:,} | {label} | {runs} | {steady.n} "
+                f"| {steady.value:.2f}{interval} "
+                f"| {statistics.median(c.first_epochs):.2f} | {', '.join(map(str, sorted(c.epochs)))} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m report.configurations", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("table", help="markdown table of the configurations measured under a log folder").add_argument(
+        "logs", type=Path
+    )
+    sub.add_parser("check-defaults", help="fail if a configuration beats a default beyond noise").add_argument(
+        "logs", type=Path
+    )
+    args = parser.parse_args(argv)
+    if not args.logs.is_dir():
+        print(f"error: {args.logs} is not a folder", file=sys.stderr)
+        return 2
+    if args.command == "table":
+        print(configuration_table(args.logs), end="")
+        return 0
+    check = check_defaults(args.logs)
+    for line in check.problems:
+        print(line)
+    print(f"{len(check.undecided)} comparison(s) with too few repeats to tell (run more repeats to decide them)")
+    if not check.problems:
+        print(f"no configuration under {args.logs} beats its default beyond noise")
+    return 1 if check.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""`orchestrate run --profiles`: what is checked and printed before anything launches, and how each profile's
+run is handed its own options. The fan-out's real runs are in tests/clouds/test_cloud_fanout.py."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrate.catalog import CatalogError, load_catalogs
+from orchestrate.cli import _profile_args, _run_argv, build_parser, main
+from orchestrate.fanout import Candidate, CandidateResult, resolve_candidates, results_table
+from orchestrate.ledger import RunRecord
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_retired_profiles_map_to_their_replacement_and_name_it() -> None:
+    catalog = load_catalogs([])
+    candidates = resolve_candidates(catalog, "gce-k80, gce-t4,aws-p2.xlarge", allow_retired=False)
+    assert [c.profile.name for c in candidates] == ["gce-t4", "aws-g4dn.xlarge"]  # gce-t4 runs once
+    assert candidates[0].mapping == "gce-k80 (retired 2024-05-01) -> gce-t4"
+    kept = resolve_candidates(catalog, "gce-k80", allow_retired=True)
+    assert [(c.profile.name, c.mapping) for c in kept] == [("gce-k80", None)]
+    with pytest.raises(CatalogError, match="--profiles ' , '"):
+        resolve_candidates(catalog, " , ", allow_retired=False)
+
+
+def test_each_profile_gets_every_option_and_only_its_providers_settings(tmp_path: Path) -> None:
+    argv = [
+        "run", "--profiles", "ssh,aws-g4dn.xlarge", "--host", "me@box", "--port", "2222",
+        "--provider-setting", "ssh_address=127.0.0.1:22", "--suite", "quick", "--backends", "jax",
+        "--epochs", "1", "--on-demand", "--strict-data", "--logs", str(tmp_path), "--run-id", "fan0",
+        "--catalog", str(tmp_path / "a.toml"), "--max-cost", "2",
+    ]  # fmt: skip
+    args = build_parser().parse_args(argv)
+    candidates = resolve_candidates(load_catalogs([]), args.profiles, allow_retired=False)
+    ssh, aws = (build_parser().parse_args(["run", *_run_argv(_profile_args(args, c, "fan0"))]) for c in candidates)
+    assert (ssh.profile, ssh.run_id, ssh.host, ssh.port, ssh.provider_setting) == (
+        "ssh", "fan0-ssh", "me@box", "2222", [],
+    )  # fmt: skip
+    assert (aws.profile, aws.run_id, aws.host, aws.provider_setting) == (
+        "aws-g4dn.xlarge", "fan0-aws-g4dn.xlarge", None, ["ssh_address=127.0.0.1:22"],
+    )  # fmt: skip
+    for child in (ssh, aws):
+        assert (child.backends, child.epochs, child.spot, child.strict_data, child.logs) == (
+            "jax",
+            1,
+            False,
+            True,
+            tmp_path,
+        )
+        assert child.catalog == [tmp_path / "a.toml"] and child.profiles is None and child.max_cost is None
+        assert child.plain and not child.dry_run
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--max-cost", "0.01"], "error: --max-cost 0.01: the fan-out may cost up to $"),
+        (["--provider-setting", "zone=x"], "error: setting 'zone' applies to none of the profiles local, gce-t4"),
+        (["--platform", "box"], "error: --platform names one machine"),
+        (["--run-id", "../x"], "error: --run-id '../x'"),
+    ],
+)
+def test_bad_fanout_inputs_are_one_line_and_launch_nothing(
+    extra: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["run", "--profiles", "local,gce-t4", "--dry-run", "--logs", str(tmp_path / "logs"), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(message) and err.count("\n") == 1, err
+    assert not (tmp_path / "logs").exists()
+
+
+def test_dry_run_prints_one_combined_estimate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--profiles", "local,gce-k80", "--dry-run", "--suite", "quick", "--workloads", "mnist_mlp"]
+    code = main([*argv, "--backends", "jax", "--run-id", "fan1", "--logs", str(tmp_path), "--max-cost", "50"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith("Fan-out (dry run: nothing is launched) of suite quick on 2 profiles, run ids fan1-<profile>")
+    assert "gce-t4  1 runs, image keras-cloud-bench:gpu; stands in for gce-k80 (retired 2024-05-01) -> gce-t4" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert "$2.16" in rows["gce-t4"]  # 240 min at $0.54/h: the cap of a profile that was estimated
+    assert rows["local"].split()[-1] == "-"  # a host of one's own costs nothing here
+    assert "worst case $0.0" in rows["total"]
+
+
+def test_unknown_option_is_refused_with_a_single_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--profile", "local", "--report-out", "x", "--dry-run"]) == 2
+    assert capsys.readouterr().err == "error: --report-out applies to a fan-out (--profiles a,b,...)\n"
+
+
+def test_make_reproduce_with_profiles_runs_one_fanout() -> None:
+    if shutil.which("make") is None:
+        pytest.fail("GNU make is missing (apt-get install -y make)")
+    done = subprocess.run(
+        ["make", "-s", "-n", "-f", "mk/orchestrate.mk", "-f", "mk/report.mk", "reproduce",
+         "STUDY=benchmark-gpus-2017-11", "PROFILES=gce-k80,x;touch y", "MAX_COST=3"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    command = " ".join(done.stdout.replace("\\\n", " ").split())
+    assert "-m orchestrate run --profiles 'gce-k80,x;touch y' --suite 'benchmark-gpus-2017-11'" in command
+    assert "--report-out 'report-out/benchmark-gpus-2017-11' --max-cost '3'" in command
+    assert "-m report" not in command  # the fan-out writes its one report itself
+
+
+def test_profiles_study_runs_one_profile_per_published_configuration(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", "--profiles", "study,local", "--suite", "benchmark-gpus-2017-11", "--dry-run"])
+    out = capsys.readouterr().out
+    assert code == 0
+    listed = [line.split()[0] for line in out.splitlines() if " runs, image " in line]
+    assert listed == ["gce-t4", "gce-p100", "gce-n1-highcpu-32", "gce-n1-highcpu-16", "local"]
+    assert "stands in for gce-k80 (retired 2024-05-01) -> gce-t4" in out
+    assert main(["run", "--profiles", "study", "--suite", "quick", "--dry-run"]) == 2
+    assert capsys.readouterr().err.startswith("error: --profiles study: --suite quick is not a published study")
+
+
+def test_results_table_prices_an_epoch_and_extrapolates_the_suite() -> None:
+    profile = load_catalogs([])["gce-t4"]  # $0.54/h on demand, billed per second
+    record = RunRecord("fan-gce-t4", "gce-t4", "gce", "gce-t4", "quick", "me@box", 1, 1000.0, status="complete")
+    record.ended_at, record.estimated_cost_usd = 1600.0, 0.09
+    result = CandidateResult(
+        Candidate("gce-k80", profile, "2024-05-01"), "fan-gce-t4", False, 0, record, 10, 300.0, 1500.0, 0
+    )
+    row = results_table([result])[1].split()
+    assert row[:6] == ["gce-t4", "complete", "600.0s", "0.0900", "10", "30.0s"]
+    assert row[6] == f"{0.54 * 30 / 3600:.5f}"  # the price of one epoch at the measured pace
+    # extrapolated: the run's 300 s of overhead (600 s wall - 300 s training) + 1500 s of the suite's epochs
+    assert row[7:] == ["30.0min", "0.27"]
+
+
+# A non-default value for every `run` option: a new option must be added here, and so is checked to reach each
+# profile's run (or be listed as the fan-out's own).
+EVERY_OPTION = {
+    "--catalog": "extra.toml", "--suite": "full", "--backends": "jax", "--workloads": "mnist_mlp",
+    "--host": "me@box", "--port": "2222", "--identity": "key", "--ssh-config": "cfg",
+    "--provider-setting": "identity_file=k2", "--spot": None, "--image": "img:1", "--image-source": "pull",
+    "--epochs": "2", "--train-limit": "9", "--val-limit": "8", "--strict-data": None, "--repeats": "3",
+    "--gpus": "2", "--batch-policy": "per-device", "--logs": "L", "--ledger": "led.jsonl",
+    "--remote-dir": "/w", "--ssh-timeout": "5.0", "--boot-timeout": "6.0", "--max-lifetime": "7",
+    "--max-preemptions": "1", "--install-host-software": None, "--plain": None,
+}  # fmt: skip
+FANOUT_OWN = {"--profile", "--profiles", "--max-cost", "--report-out", "--dry-run", "--platform", "--run-id"}
+FANOUT_OWN |= {"--on-demand", "--allow-retired", "-h"}  # --spot's other half; set per profile; help
+
+
+def test_every_run_option_reaches_each_profiles_run() -> None:
+    parser = build_parser()
+    run_parser = parser._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    options = {option for action in run_parser._actions for option in action.option_strings[:1]}
+    assert options - FANOUT_OWN == set(EVERY_OPTION)
+    argv = ["run", "--profiles", "ssh-gpu", "--run-id", "b"]
+    argv += [part for flag, value in EVERY_OPTION.items() for part in ([flag] if value is None else [flag, value])]
+    args = parser.parse_args(argv)
+    (candidate,) = resolve_candidates(load_catalogs([]), "ssh-gpu", allow_retired=False)
+    child = parser.parse_args(["run", *_run_argv(_profile_args(args, candidate, "b"))])
+    changed = {"profile": "ssh-gpu", "profiles": None, "run_id": "b-ssh-gpu", "allow_retired": False}
+    assert vars(child) == vars(args) | changed
+
+
+def test_max_cost_is_held_against_the_cap_when_the_estimate_outlives_the_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "--profiles", "gce-t4", "--suite", "full", "--max-lifetime", "30", "--dry-run"]
+    argv += ["--logs", str(tmp_path)]  # estimated from the published runs alone
+    assert main([*argv, "--max-cost", "0.28"]) == 0  # the high end is dollars more, but the machine ends at $0.27
+    out = capsys.readouterr().out
+    assert "may end itself mid-suite (raise --max-lifetime)" in out and "worst case $0.27" in out
+    assert main([*argv, "--max-cost", "0.26"]) == 2
