@@ -30,7 +30,6 @@ from orchestrate.plan import RunPlan
 if TYPE_CHECKING:
     from report.loading import Run
 
-REPO = Path(__file__).resolve().parents[1]
 SUMMARY = "fanout.md"
 
 
@@ -181,9 +180,9 @@ def run_all(
 
 
 def _start(candidate: Candidate, argv: list[str], prefix: str, base: str) -> Child:
+    # in this process's working folder, so that relative --logs, --ledger and --catalog name the same files
     process = subprocess.Popen(
         [sys.executable, "-m", "orchestrate", "run", *argv],
-        cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},

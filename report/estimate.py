@@ -15,6 +15,7 @@ Machine boot, image pulls and data loading are not in the runs' epoch times and 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -32,15 +33,33 @@ if TYPE_CHECKING:
 
 SAME_ACCELERATOR_FACTOR = 1.5
 OTHER_ACCELERATOR_FACTOR = 3.0
-MODEL = re.compile(r"^[a-z]{1,2}\d{1,4}[a-z]?$")  # h200, k80, a10g, l4, t4: not "80gb"
+# h200, k80, p100, a10g, l4, l40s, t4, b200, m60; not "80gb", and not the machine families n1, e2 or c2 that a CPU
+# machine's description names.
+MODEL = re.compile(r"^[abhklmptv]\d{1,4}[a-z]{0,2}$")
+GPU_WORDS = ("nvidia", "tesla", "geforce", "gtx", "rtx", "radeon", "gpu")
 
 
 def accelerator_model(text: str | None) -> str:
     """ "nvidia-h100-80gb", "NVIDIA H200", "Tesla K80" -> "h100", "h200", "k80"; no GPU -> "cpu"."""
-    for token in re.split(r"[^a-z0-9]+", (text or "").lower()):
-        if MODEL.match(token):
-            return token
-    return "cpu" if not text else (text or "").lower()
+    lowered = (text or "").lower()
+    tokens = re.split(r"[^a-z0-9]+", lowered)
+    models = [t for t in tokens if MODEL.match(t)]
+    # "AWS p2.xlarge: half a Tesla K80": the model named after a GPU word wins over an instance family.
+    named = [t for before, t in itertools.pairwise(tokens) if before in GPU_WORDS and MODEL.match(t)]
+    if named or models:
+        return (named or models)[0]
+    # A GPU of no known model is named as written; anything else (no text, a CPU machine) is a CPU.
+    return lowered if any(word in lowered for word in GPU_WORDS) else "cpu"
+
+
+MACHINE_TYPE = re.compile(r"\b([a-z]\d[a-z]?-[a-z]+-\d+|[a-z]\d[a-z]*\.\d*x?large)\b")  # n1-highcpu-16, c5.4xlarge
+
+
+def cpu_machine(text: str | None) -> str:
+    """A CPU machine's key: "cpu:n1-highcpu-16" where a machine type is named (an 8-core and a 64-core machine of
+    one family differ severalfold, so they are not the same "accelerator"), else "cpu"."""
+    found = MACHINE_TYPE.search((text or "").lower())
+    return f"cpu:{found.group(1)}" if found else "cpu"
 
 
 @dataclass(frozen=True)
@@ -104,7 +123,7 @@ def _samples_from_runs(runs: Iterable[Run], origin: str) -> list[Sample]:
             Sample(
                 workload=run.workload,
                 backend=run.config.backend,
-                accelerator=accelerator_model(name),
+                accelerator=accelerator_model(name) if name else cpu_machine(run.config.platform),
                 first_s=run.first_epoch_s,
                 steady_s=run.steady_median_s,
                 train_samples=data.get("train_samples") if isinstance(data.get("train_samples"), int) else None,
@@ -113,6 +132,12 @@ def _samples_from_runs(runs: Iterable[Run], origin: str) -> list[Sample]:
             )
         )
     return samples
+
+
+def _published_accelerator(hardware: str) -> str:
+    """ "1x Tesla K80 + GCE n1-standard-1" -> "k80"; "GCE preemptible n1-highcpu-16" -> "cpu:n1-highcpu-16"."""
+    model = accelerator_model(hardware.split(" + ")[0].split("x ")[-1])
+    return cpu_machine(hardware) if model == "cpu" else model
 
 
 def _published_samples() -> list[Sample]:
@@ -129,7 +154,7 @@ def _published_samples() -> list[Sample]:
                 Sample(
                     workload=str(row["workload"]),
                     backend=str(row["backend"]),
-                    accelerator=accelerator_model(hardware[row["platform"]].split(" + ")[0].split("x ")[-1]),
+                    accelerator=_published_accelerator(hardware[row["platform"]]),
                     first_s=float(row["first_epoch_s"]),
                     steady_s=float(row["steady_epoch_s"]),
                     train_samples=None,
@@ -164,7 +189,13 @@ def estimate_item(
     candidates = [s for s in samples if s.workload == workload]
     if not candidates:
         return ItemEstimate(workload, backend, None, 1.0, "no measured or published run of this workload")
-    best = min(candidates, key=lambda s: (s.accelerator != accelerator, s.backend != backend, s.cut_or_superseded))
+    on_cpu = accelerator.startswith("cpu")
+
+    def distance(s: Sample) -> tuple[bool, bool, bool, bool]:  # the same machine, then the same kind (CPU or GPU)
+        return (s.accelerator != accelerator, s.accelerator.startswith("cpu") != on_cpu, s.backend != backend,
+                s.cut_or_superseded)  # fmt: skip
+
+    best = min(candidates, key=distance)
     scale = limit / best.train_samples if limit and best.train_samples else 1.0
     seconds = best.first_s + (epochs - 1) * best.steady_s * scale
     same = best.accelerator == accelerator
@@ -175,7 +206,7 @@ def estimate_item(
 
 def estimate_suite(profile: Profile, suite: str, items: Sequence[tuple[str, str]], logs: Path) -> SuiteEstimate:
     samples = known_samples(logs)
-    accelerator = accelerator_model(profile.accelerator) if profile.has_gpu else "cpu"
+    accelerator = accelerator_model(profile.accelerator) if profile.has_gpu else cpu_machine(profile.machine_type)
     counts = Counter(items)  # in plan order; a workload repeated N times is estimated once, counted N times
     return SuiteEstimate(
         tuple(

@@ -9,6 +9,7 @@ missing (no driver, a container without /sys/class/powercap) those parts are nul
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import resource
@@ -182,11 +183,13 @@ class Telemetry:
         self._load1_before = os.getloadavg()[0]
         self._cpu_before: Any = None
         self._cpu_after: Any = None
+        self._gpus_before: list[GPUSample] = []
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def __enter__(self) -> Telemetry:
         try:
             self._nvml = _NVML()
+            self._gpus_before = self._nvml.sample()  # the idle state the run starts from (clocks ramp under load)
         except Exception:  # no driver, no GPU, or no NVML library: host telemetry only
             self._nvml = None
         gc.callbacks.append(self._on_gc)
@@ -322,6 +325,7 @@ class Telemetry:
             "power_w": _spread(power),
             "utilization_pct": {"mean": statistics.fmean(util), "max": max(util)} if util else None,
             "throttle_reasons": reasons,
+            "before": dataclasses.asdict(self._gpus_before[index]) if self._gpus_before else None,
         }
 
     def _host_summary(self) -> dict[str, Any]:

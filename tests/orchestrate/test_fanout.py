@@ -3,8 +3,10 @@ run is handed its own options. The fan-out's real runs are in tests/clouds/test_
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -170,3 +172,19 @@ def test_max_cost_is_held_against_the_cap_when_the_estimate_outlives_the_machine
     out = capsys.readouterr().out
     assert "may end itself mid-suite (raise --max-lifetime)" in out and "worst case $0.27" in out
     assert main([*argv, "--max-cost", "0.26"]) == 2
+
+
+@pytest.mark.docker
+def test_relative_paths_mean_the_same_files_to_each_profiles_run(tmp_path: Path) -> None:
+    """The children run in the fan-out's working folder: their ledger is the one the table is read from."""
+    argv = ["run", "--profiles", "local", "--image", "kcb-test/absent:none", "--image-source", "present"]
+    argv += ["--ledger", "ledger.jsonl", "--logs", "logs", "--remote-dir", str(tmp_path / "host"), "--run-id", "rel"]
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrate", *argv],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    table = done.stdout[done.stdout.index("Fan-out rel: 1 profiles") :]
+    row = next(line.split() for line in table.splitlines() if line.startswith("  local "))
+    assert row[1] == "failed"  # read from the child's ledger entry, not "not started"
+    assert "rel-local" in (tmp_path / "ledger.jsonl").read_text() and not (ROOT / "ledger.jsonl").exists()

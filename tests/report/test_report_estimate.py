@@ -11,7 +11,13 @@ import pytest
 from report_helpers import REPO, write_run
 
 from orchestrate.catalog import load_catalog
-from report.estimate import OTHER_ACCELERATOR_FACTOR, SAME_ACCELERATOR_FACTOR, accelerator_model, estimate_lines
+from report.estimate import (
+    OTHER_ACCELERATOR_FACTOR,
+    SAME_ACCELERATOR_FACTOR,
+    accelerator_model,
+    cpu_machine,
+    estimate_lines,
+)
 
 H200 = {"hardware": {"cpu_model": "Xeon", "accelerator": "gpu", "gpus": [{"name": "NVIDIA H200"}]}}
 
@@ -32,6 +38,14 @@ def test_accelerator_names() -> None:
         "a10g",
         "cpu",
     ]
+    # A CPU machine's description names machine families (n1, e2), not accelerators; an instance family (p2)
+    # does not hide the GPU named after it; a GPU of no known model is named as written.
+    assert accelerator_model("GCE preemptible n1-highcpu-32 (Skylake)") == "cpu"
+    assert accelerator_model("AWS p2.xlarge: half a Tesla K80") == "k80"
+    assert accelerator_model("GeForce GTX 1070 Ti 8 GB") == "geforce gtx 1070 ti 8 gb"
+    # CPU machines of one family but another size are not "the same accelerator".
+    assert cpu_machine("GCE preemptible n1-highcpu-16 (Skylake)") == "cpu:n1-highcpu-16"
+    assert cpu_machine("aws-c5.4xlarge") == "cpu:c5.4xlarge" and cpu_machine("local") == "cpu"
 
 
 def test_estimate_from_the_closest_run(h200_logs: Path) -> None:
