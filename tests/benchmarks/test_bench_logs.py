@@ -38,7 +38,7 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
     assert log.columns[: len(PUBLISHED_COLUMNS)] == PUBLISHED_COLUMNS
     assert log.epochs == records
     assert log.metadata is not None and log.metadata["workload"] == "mnist_mlp"
-    assert log.metadata["schema_version"] == 1
+    assert log.metadata["schema_version"] == 2  # benchmarks.metadata.SCHEMA_VERSION
     assert log.steady_epochs == records[1:]
     assert log.total_elapsed == pytest.approx(4.93)
 
