@@ -184,6 +184,7 @@ class Telemetry:
         self._cpu_before: Any = None
         self._cpu_after: Any = None
         self._gpus_before: list[GPUSample] = []
+        self._details: list[dict[str, Any]] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def __enter__(self) -> Telemetry:
@@ -280,6 +281,13 @@ class Telemetry:
         return sum(counter_delta(b, a, w) for b, a, w in zip(before, after, wraps, strict=True)) / 1e6
 
     def epoch_details(self) -> list[dict[str, Any]]:
+        """Per epoch: time, CPU, GC, switches, energy, and on GPUs utilisation and SM clock. Computed once after
+        sampling stopped (the summary, the energy block and the stability judgement all read it)."""
+        if self._details is None or self._thread is None or self._thread.is_alive():
+            self._details = self._epoch_details()
+        return self._details
+
+    def _epoch_details(self) -> list[dict[str, Any]]:
         details = []
         for window in self.epochs:
             if window.end is None:
