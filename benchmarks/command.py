@@ -84,11 +84,6 @@ class RunnerCommand:
             ("--repeat-planned", self.repeat_planned),
             ("--target-ci", self.target_ci),
             ("--host-gc", self.host_gc),
-            ("--repeat-planned", self.repeat_planned),
-            ("--target-ci", self.target_ci),
-            ("--host-gc", self.host_gc),
-            ("--target-ci", self.target_ci),
-            ("--host-gc", self.host_gc),
             ("--gpus", self.gpus),
             ("--batch-policy", self.batch_policy),
         )

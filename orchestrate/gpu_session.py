@@ -8,12 +8,16 @@ PyTorch and CUDA but not Keras, and sometimes no route to PyPI or the dataset ho
     # there, one call per phase, each ending within its time budget and leaving a tarball of logs
     python3 -m orchestrate.gpu_session run --carry .carry --phase sweep --backends jax,torch --out OUT --budget-s 540
     python3 -m orchestrate.gpu_session run --carry .carry --phase suite --backends jax --out OUT --budget-s 540
+    python3 -m orchestrate.gpu_session run --carry .carry --phase scaling --backends jax --device-counts 2 \
+        --platform NVIDIA-H200-x2 --existing logs/reference/NVIDIA-H200-x2 --out OUT --budget-s 560
     # here: unpack into logs/, check every log, and write the configuration table
     python -m orchestrate.gpu_session collect OUT/logs-sweep.tar.gz OUT/logs-suite-jax.tar.gz --logs logs/reference
     # the configuration table and the check that every default is the fastest (report/configurations.py)
     python -m report.configurations table logs/reference/NVIDIA-H200
 
-Phases: `repeats` runs the short suite (5 epochs on slices sized for 1-3 s epochs) with each backend's defaults,
+Phases: `scaling` runs the short suite data parallel (`--gpus`) at each device count of `--device-counts` under
+both batch policies, next to one device, in fresh processes interleaved round robin (docs/distribution.md);
+`repeats` runs the short suite (5 epochs on slices sized for 1-3 s epochs) with each backend's defaults,
 N fresh-process repeats of every workload interleaved round robin (`--repeats`, `--tag` names the machine);
 `sweep` times each backend's configurations a careful user would try (jit on/off, torch.compile,
 steps_per_execution, cuDNN or generic LSTM) for 3 epochs on the bounded suite's data; `suite` runs the bounded
@@ -35,6 +39,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TextIO
 
 from benchmarks.command import RunnerCommand
 from benchmarks.suites import get_suite
@@ -198,6 +203,8 @@ def run(args: argparse.Namespace) -> int:
             manifest = _overhead(args, env, console, deadline)
         elif args.phase == "repeats":
             manifest = [_repeats(args, env, logs, console, deadline)]
+        elif args.phase == "scaling":
+            manifest = _scaling(args, env, logs, console, deadline)
         elif args.phase == "variance":
             manifest = _variance(args, env, logs, console, deadline)
         else:
@@ -314,6 +321,101 @@ def _variance(args: argparse.Namespace, env: dict[str, str], logs: Path, console
     return entries
 
 
+@dataclass(frozen=True)
+class ScalingConfig:
+    devices: int
+    batch_policy: str
+
+    @property
+    def name(self) -> str:
+        return "1gpu" if self.devices == 1 else f"{self.devices}gpu-{self.batch_policy}"
+
+
+def scaling_configs(device_counts: Sequence[int]) -> list[ScalingConfig]:
+    """One device (where the batch policies coincide), then every larger count under both policies."""
+    from benchmarks.harness.distribution import BATCH_POLICIES, SAME_GLOBAL
+
+    configs = [ScalingConfig(1, SAME_GLOBAL)]
+    configs += [ScalingConfig(n, policy) for n in sorted(set(device_counts)) if n > 1 for policy in BATCH_POLICIES]
+    return configs
+
+
+def scaling_order(workloads: Sequence[str], configs: Sequence[ScalingConfig], round_index: int) -> list[tuple]:
+    """A round: every workload (the start rotating each round), each under every configuration back to back, so
+    drift on the machine falls alike on the configurations that the scaling table compares."""
+    shift_w, shift_c = round_index % len(workloads), round_index % len(configs)
+    rotated_configs = [*configs[shift_c:], *configs[:shift_c]]
+    return [(w, c) for w in [*workloads[shift_w:], *workloads[:shift_w]] for c in rotated_configs]
+
+
+# A short-suite process on an H200 takes 12-30 s; none is started with less than this left.
+SCALING_MIN_START_S = 40
+
+
+def _scaling(args: argparse.Namespace, env: dict[str, str], logs: Path, console, deadline: float) -> list[dict]:
+    configs = scaling_configs(args.device_counts)
+    entries = []
+    counts = existing_scaling_repeats(args.existing, args.tag, args.backends[0], args.workloads, configs)
+    # A later call continues the rotation and the repeat numbering where the earlier one stopped.
+    for round_index in range(args.round_offset, args.round_offset + args.repeats):
+        for workload, config in fewest_first(scaling_order(args.workloads, configs, round_index), counts):
+            if deadline - time.monotonic() < SCALING_MIN_START_S:
+                return entries
+            entries.append(_scaling_process(args, env, logs, console, deadline, workload, config, round_index + 1))
+            counts[workload] += 1
+    return entries
+
+
+def existing_scaling_repeats(
+    logs: Path | None, tag: str, backend: str, workloads: Sequence[str], configs: Sequence[ScalingConfig]
+) -> dict[str, int]:
+    """Repeats already collected per workload (all its configurations together), from an earlier session's logs."""
+    counts = dict.fromkeys(workloads, 0)
+    for config in configs if logs else ():
+        for workload in workloads:
+            counts[workload] += len(
+                list((logs / f"gpu-scaling-{tag}-{config.name}").glob(f"{workload}_{backend}*.r*.csv"))
+            )
+    return counts
+
+
+def fewest_first(order: Sequence[tuple[str, ScalingConfig]], counts: dict[str, int]) -> list[tuple[str, ScalingConfig]]:
+    """The round's workloads, the least measured first (a budget cut then falls on the best measured), each
+    workload's configurations still back to back and in the round's order."""
+    return sorted(order, key=lambda pair: counts[pair[0]])
+
+
+def _scaling_process(
+    args: argparse.Namespace,
+    env: dict[str, str],
+    logs: Path,
+    console: TextIO,
+    deadline: float,
+    workload: str,
+    config: ScalingConfig,
+    index: int,
+) -> dict:
+    run_id = f"gpu-scaling-{args.tag}-{config.name}"
+    command = [sys.executable, "-m", "benchmarks", "run", "--workload", workload, "--suite", "short"]
+    command += ["--backend", args.backends[0], "--platform", args.platform, "--out", str(logs), "--run-id", run_id]
+    command += ["--gpus", str(config.devices), "--batch-policy", config.batch_policy, "--offline", "--allow-synthetic"]
+    command += ["--repeat-index", str(index), "--repeat-group", run_id]
+    if dataset := _preferred_dataset(args.carry):
+        command += ["--prefer-dataset", dataset]
+    started = time.monotonic()
+    console.write(f"\n### {run_id} {workload} repeat {index}\n")
+    console.flush()
+    entry = {"phase": "scaling", "run_id": run_id, "workload": workload, "repeat": index, "returncode": None}
+    try:
+        timeout = deadline - time.monotonic() - 10
+        result = subprocess.run(command, env=env, cwd=REPO, stdout=console, stderr=subprocess.STDOUT, timeout=timeout)
+        entry["returncode"] = result.returncode
+    except subprocess.TimeoutExpired:
+        entry["returncode"], entry["skipped"] = -1, "stopped at the time budget"
+    entry["wall_s"] = time.monotonic() - started
+    return entry
+
+
 def _overhead(args: argparse.Namespace, env: dict[str, str], console, deadline: float) -> list[dict]:
     entries = []
     for backend in args.backends:
@@ -396,9 +498,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--backends", default="jax,torch")
     p = sub.add_parser("run", help="run a phase on the GPU machine")
     p.add_argument("--carry", type=Path, required=True)
-    p.add_argument("--phase", choices=("sweep", "suite", "overhead", "repeats", "variance"), required=True)
-    p.add_argument("--repeats", type=int, default=3, help="repeats phase: repeats per workload and backend")
-    p.add_argument("--tag", default="a", help="repeats phase: names this machine's run (gpu-repeats-TAG)")
+    phases = ("sweep", "suite", "overhead", "repeats", "variance", "scaling")
+    p.add_argument("--phase", choices=phases, required=True)
+    p.add_argument("--repeats", type=int, default=3, help="repeats, scaling: repeats per workload and configuration")
+    p.add_argument("--tag", default="a", help="repeats, scaling: names this machine's run (gpu-repeats-TAG)")
+    p.add_argument("--device-counts", default="2", help="scaling: device counts beside one, e.g. 2,4")
+    p.add_argument("--round-offset", type=int, default=0, help="scaling: rounds an earlier call already ran")
+    p.add_argument("--existing", type=Path, help="scaling: collected logs of earlier calls; least measured first")
     p.add_argument("--backends", default="jax,torch")
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--configs", help="sweep only these configurations (default: all of each backend's)")
@@ -435,8 +541,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.workloads = _names(args.workloads, get_suite("bounded").workloads, "workload")
     known = sorted({name for backend in args.backends for name in CONFIGURATIONS[backend]})
     args.configs = _names(args.configs, known, "configuration") if args.configs else None
+    args.device_counts = _device_counts(args.device_counts)
+    if args.phase == "scaling" and len(args.backends) != 1:
+        raise SystemExit("error: --backends: the scaling phase takes one backend (torch has no data-parallel fit)")
     args.out.mkdir(parents=True, exist_ok=True)
     return run(args)
+
+
+def _device_counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(n) for n in text.split(",") if n)
+    except ValueError:
+        raise SystemExit(f"error: --device-counts: expected comma-separated integers, got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise SystemExit(f"error: --device-counts: expected positive integers, got {text!r}")
+    return counts
 
 
 if __name__ == "__main__":

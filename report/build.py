@@ -33,6 +33,9 @@ from report.tables import (
     runs_table,
     summarize,
 )
+from report.trends import TrendSection
+from report.trends import draw as draw_trends
+from report.trends import section as trend_section
 
 CHARTS_DIR = "charts"
 
@@ -49,6 +52,7 @@ class Request:
     reference: str | None = None  # logs/reference/NAME shown beside the user's runs
     owned: Mapping[str, Owned] = field(default_factory=dict)  # owned machines weighed against renting
     usd_per_kwh: float | None = None  # electricity price for the energy figures
+    replacements: tuple[str, ...] = ()  # "gce-t4 ran in place of gce-k80 (retired ...)": a fan-out's mapping
 
 
 @dataclass
@@ -98,6 +102,7 @@ class Report:
     fingerprints: pd.DataFrame = field(default_factory=pd.DataFrame)
     reproducibility: pd.DataFrame = field(default_factory=pd.DataFrame)
     owned: Mapping[str, Owned] = field(default_factory=dict)  # with rivals measured beside them, if any
+    trends: TrendSection | None = None  # one profile's runs on several dates (a schedule's): price-performance
 
     @property
     def unpriced_reasons(self) -> list[str]:
@@ -176,7 +181,8 @@ def build(request: Request) -> Report:
         owned=with_measured_rivals(
             request.owned, results, {p: request.prices.market_prices(p) for p in set(results["platform"])}
         ),
-        scaling=scaling_section(loaded.complete_runs, get_study(PUBLISHED_STUDY)),
+        scaling=scaling_section(loaded.complete_runs, get_study(PUBLISHED_STUDY), request.prices.profiles),
+        trends=trend_section(loaded.complete_runs, request.prices.pricing),
     )
 
 
@@ -280,6 +286,8 @@ def draw_charts(report: Report, out: Path, charts_dir: str = CHARTS_DIR) -> None
         report.study.figures = [_multi_gpu_figure(report.study, out, charts_dir)]
     if report.scaling is not None:
         draw_scaling_chart(report.scaling, out, charts_dir)
+    if report.trends is not None:
+        draw_trends(report.trends, out, charts_dir)
     if report.study is not None and not report.study.comparison.empty:
         for workload, rows in report.study.comparison.groupby("workload", sort=True):
             report.study.charts[str(workload)] = _study_charts(report.study, str(workload), rows, out, charts_dir)

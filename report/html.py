@@ -41,6 +41,12 @@ def write_tables(report: Report, out: Path) -> list[str]:
         tables["machines.csv"] = report.machines
         tables["fingerprints.csv"] = report.fingerprints
         tables["reproducibility.csv"] = report.reproducibility
+    if report.trends is not None:
+        tables["trends.csv"] = report.trends.table
+    if report.scaling is not None:
+        tables["scaling.csv"] = report.scaling.measured
+        tables["scaling_published.csv"] = report.scaling.published
+        tables["scaling_prices.csv"] = report.scaling.prices
     if not report.partial.empty:
         tables["partial_runs.csv"] = report.partial
     if report.skipped:
@@ -101,6 +107,8 @@ def render_page(report: Report, files: list[str]) -> str:
         "energy_note": fmt.energy_note(report),
         "fingerprint_table": report.fingerprints,
         "reproducibility_table": _or_none(report.reproducibility),
+        "trends": report.trends,
+        "scaling": report.scaling,
     }
     return env.get_template("report.html.j2").render(**context)
 

@@ -42,6 +42,13 @@ def render_markdown(report: Report) -> str:
             f"{report.counts['skipped']} unreadable file(s). "
             f"Base (1.0x): **{report.base_label}**."
         )
+    if report.request.replacements:
+        parts += [
+            "",
+            "Replacements (the catalog's `replacement` for a retired profile): "
+            + "; ".join(report.request.replacements)
+            + ".",
+        ]
     parts += ["", "Cost rule: " + ("; ".join(report.cost_rules) or "no prices"), ""]
     parts += [f"- {reason}" for reason in report.unpriced_reasons]
     parts += [f"- skipped: {s.reason}" for s in report.skipped]
@@ -59,6 +66,8 @@ def render_markdown(report: Report) -> str:
         parts += [_image(section.time_chart), _image(section.cost_chart), ""]
     if report.scaling is not None:
         parts += _scaling_markdown(report)
+    if report.trends is not None:
+        parts += _trends_markdown(report)
     if report.study is not None:
         parts += _study_markdown(report)
     parts += _owned_markdown(report) + _machines_markdown(report)
@@ -108,9 +117,41 @@ def _scaling_markdown(report: Report) -> list[str]:
         "",
         markdown_table(report.scaling.published),
         "",
+        *_scaling_prices_markdown(report.scaling.prices),
         f"![{report.scaling.chart[0]}]({report.scaling.chart[1]})" if report.scaling.chart else "",
         "",
     ]
+
+
+def _scaling_prices_markdown(prices: pd.DataFrame) -> list[str]:
+    if prices.empty:
+        return []
+    return [
+        "Is the extra GPU worth its price? The catalog's multi-GPU shapes against one GPU of the same kind: a machine "
+        "with N GPUs costs less per training sample only where it trains faster than its price ratio (the "
+        "break-even speed-up). The measured speed-ups come from the machines above, not from these shapes.",
+        "",
+        markdown_table(prices),
+        "",
+    ]
+
+
+def _trends_markdown(report: Report) -> list[str]:
+    assert report.trends is not None
+    parts = [
+        "## Over time: one profile's runs on several dates",
+        "",
+        "Steady-epoch time and its cost per 1000 training samples at each date (a schedule's runs), with the "
+        "order-statistic interval over the date's repeats, else over the run's steady epochs. One price for every "
+        "date: the catalog's (or `--price`).",
+        "",
+        markdown_table(report.trends.table),
+        "",
+    ]
+    for trend in report.trends.trends:
+        if trend.chart is not None:
+            parts += [f"![{trend.chart[0]}]({trend.chart[1]})", ""]
+    return parts
 
 
 def _study_markdown(report: Report) -> list[str]:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -24,6 +24,9 @@ from report import format as fmt
 from report.charts import Bar, relative_chart
 from report.loading import Run
 from report.studies import PUBLISHED_DIR, Study
+
+if TYPE_CHECKING:  # the catalog is imported lazily elsewhere: the report works without the orchestration extras
+    from orchestrate.catalog import Profile
 
 PUBLISHED_STUDY = "gpu-providers-2018"
 ONE_DEVICE = "one device"  # the base's batch policy: with one device the policies coincide
@@ -193,16 +196,90 @@ class ScalingSection:
     published: pd.DataFrame
     study: Study
     bars: list[Bar]  # measured, then published: time relative to one device
+    prices: pd.DataFrame  # the catalog's multi-GPU shapes against one GPU of the same kind: is the extra GPU worth it
     chart: tuple[str, str] | None = None  # (title, PNG path relative to the report folder), once drawn
 
 
-def section(runs: Sequence[Run], study: Study) -> ScalingSection | None:
+def section(runs: Sequence[Run], study: Study, profiles: Mapping[str, Profile] | None = None) -> ScalingSection | None:
     """The scaling tables, where at least one run trained on several devices."""
     if not is_multi_device(runs):
         return None
     pairs = published_pairs(study)
     bars = measured_bars(runs) + [pair.bar() for pair in pairs]
-    return ScalingSection(scaling_table(runs), published_scaling(pairs, study), study, bars)
+    prices = price_table(profiles or {}, best_speedups(runs))
+    return ScalingSection(scaling_table(runs), published_scaling(pairs, study), study, bars, prices)
+
+
+@dataclass(frozen=True)
+class Speedup:
+    value: float
+    where: str  # workload, backend, policy and platform it was measured on
+
+
+def best_speedups(runs: Sequence[Run]) -> dict[int, Speedup]:
+    """The largest median speed-up measured at each device count, over every workload, backend and policy."""
+    groups = _groups(runs)
+    best: dict[int, Speedup] = {}
+    for g in groups:
+        if g.devices == 1 or g.base not in groups:
+            continue
+        value = 1 / _compare(groups[g], groups[g.base]).ratio.value
+        if g.devices not in best or value > best[g.devices].value:
+            where = f"{g.workload} [{g.backend}], {g.batch_policy}, {g.platform}, n={len(groups[g])}"
+            best[g.devices] = Speedup(value, where)
+    return best
+
+
+def price_pairs(profiles: Mapping[str, Profile]) -> list[tuple[Profile, Profile]]:
+    """Each multi-GPU profile with the cheapest one-GPU profile of the same provider and accelerator."""
+    pairs = []
+    for multi in sorted(profiles.values(), key=lambda p: p.name):
+        if multi.accelerator_count < 2 or multi.on_demand is None or multi.retired:
+            continue
+        singles = [
+            p
+            for p in profiles.values()
+            if p.provider == multi.provider
+            and p.accelerator == multi.accelerator
+            and p.accelerator_count == 1
+            and p.on_demand is not None
+            and not p.retired
+        ]
+        if singles:
+            pairs.append((multi, min(singles, key=lambda p: p.on_demand.usd_per_hour)))  # type: ignore[union-attr]
+    return pairs
+
+
+def price_table(profiles: Mapping[str, Profile], measured: Mapping[int, Speedup]) -> pd.DataFrame:
+    """A machine with N GPUs pays for itself per sample only if it trains more than (its price / one GPU's) times
+    faster; the best speed-up measured at N devices says whether any workload got there."""
+    rows = []
+    for multi, single in price_pairs(profiles):
+        assert multi.on_demand is not None and single.on_demand is not None
+        ratio = multi.on_demand.usd_per_hour / single.on_demand.usd_per_hour
+        best = measured.get(multi.accelerator_count)
+        rows.append(
+            {
+                "profile": multi.name,
+                "GPUs": multi.accelerator_count,
+                "price": f"${multi.on_demand.usd_per_hour:.2f}/h ({multi.on_demand.date})",
+                "one GPU": single.name,
+                "its price": f"${single.on_demand.usd_per_hour:.2f}/h ({single.on_demand.date})",
+                "break-even speed-up": fmt.ratio(ratio),
+                "best measured speed-up": f"{fmt.ratio(best.value)} ({best.where})" if best else "not measured",
+                "worth it": _worth(ratio, best),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _worth(price_ratio: float, best: Speedup | None) -> str:
+    if best is None:
+        return "unknown: no run on this many devices"
+    cost = price_ratio / best.value
+    if cost < 1:
+        return f"yes for the best workload: {1 - cost:.0%} less per sample"
+    return f"no: even the best workload costs {cost - 1:.0%} more per sample (it buys time, not money)"
 
 
 def draw_chart(scaling: ScalingSection, out: Path, charts_dir: str) -> None:

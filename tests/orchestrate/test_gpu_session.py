@@ -131,3 +131,50 @@ def test_repeats_of_several_calls_are_renumbered_not_replaced(tmp_path: Path) ->
     assert sorted(p.name for p in folder.glob("*.csv")) == [f"mnist_mlp_jax.r0{i}.csv" for i in (1, 2, 3, 4)]
     assert json.loads((folder / "mnist_mlp_jax.r04.json").read_text())["repeat"]["index"] == 4
     assert "0.41" in (folder / "mnist_mlp_jax.r04.csv").read_text()
+
+
+def test_scaling_compares_one_device_with_each_count_under_both_policies() -> None:
+    configs = gpu_session.scaling_configs([4, 2, 2])
+    assert [c.name for c in configs] == [
+        "1gpu",
+        "2gpu-same-global",
+        "2gpu-per-device",
+        "4gpu-same-global",
+        "4gpu-per-device",
+    ]
+
+
+def test_a_scaling_round_runs_a_workloads_configurations_back_to_back_and_rotates() -> None:
+    configs = gpu_session.scaling_configs([2])
+    first = gpu_session.scaling_order(["a", "b"], configs, 0)
+    second = gpu_session.scaling_order(["a", "b"], configs, 1)
+    assert [w for w, _ in first] == ["a", "a", "a", "b", "b", "b"]
+    assert [w for w, _ in second] == ["b", "b", "b", "a", "a", "a"]
+    assert [c.name for _, c in first[:3]] == ["1gpu", "2gpu-same-global", "2gpu-per-device"]
+    assert [c.name for _, c in second[:3]] == ["2gpu-same-global", "2gpu-per-device", "1gpu"]
+    assert sorted((w, c.name) for w, c in first) == sorted((w, c.name) for w, c in second)
+
+
+def test_the_scaling_phase_refuses_several_backends_and_bad_counts(tmp_path: Path) -> None:
+    base = ["run", "--carry", str(tmp_path), "--phase", "scaling", "--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit, match="one backend"):
+        gpu_session.main([*base, "--backends", "jax,torch"])
+    with pytest.raises(SystemExit, match="--device-counts"):
+        gpu_session.main([*base, "--backends", "jax", "--device-counts", "two"])
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_later_scaling_call_measures_the_thinnest_workloads_first(tmp_path: Path) -> None:
+    configs = gpu_session.scaling_configs([2])
+    folder = tmp_path / "gpu-scaling-a-1gpu"
+    folder.mkdir()
+    for index in (1, 2):
+        (folder / f"mnist_mlp_jax.r{index:02d}.csv").write_text("")
+    (folder / "mnist_cnn_jax.r01.csv").write_text("")
+    counts = gpu_session.existing_scaling_repeats(
+        tmp_path, "a", "jax", ["mnist_mlp", "mnist_cnn", "siamese_lstm"], configs
+    )
+    assert counts == {"mnist_mlp": 2, "mnist_cnn": 1, "siamese_lstm": 0}
+    order = gpu_session.fewest_first(gpu_session.scaling_order(list(counts), configs, 0), counts)
+    assert [w for w, _ in order] == ["siamese_lstm"] * 3 + ["mnist_cnn"] * 3 + ["mnist_mlp"] * 3
+    assert [c.name for _, c in order[:3]] == ["1gpu", "2gpu-same-global", "2gpu-per-device"]

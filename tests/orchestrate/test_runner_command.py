@@ -22,8 +22,10 @@ def test_every_field_becomes_a_flag_the_runner_parses() -> None:
         epochs=2, train_limit=512, val_limit=128, prefer_dataset="fashion_mnist", data_dir="/data",
         offline=True, allow_synthetic=True, seed=7, jit_compile="off", steps_per_execution=4, lstm_kernel="generic",
         float32_matmul="float32", repeat_index=2, repeat_group="r1", repeat_planned=3, gpus="all",
-        batch_policy="per-device",
+        batch_policy="per-device", target_ci=2.0, host_gc="frozen",
     )  # fmt: skip
+    flags = [word for word in command.argv() if word.startswith("--")]
+    assert len(flags) == len(set(flags)), f"a flag passed twice: {flags}"
     args = build_parser().parse_args(command.argv())
     assert (args.command, args.workload, args.backend, args.platform, args.run_id) == (
         "run", "mnist_mlp,imdb_fasttext", "jax", "gce-t4", "r1",
@@ -31,6 +33,7 @@ def test_every_field_becomes_a_flag_the_runner_parses() -> None:
     assert (args.epochs, args.train_limit, args.val_limit, args.seed, args.steps_per_execution) == (2, 512, 128, 7, 4)
     assert (args.repeat_index, args.repeat_group, args.repeat_planned, args.batch_policy) == (2, "r1", 3, "per-device")
     assert args.offline and args.allow_synthetic and args.prefer_dataset == "fashion_mnist"
+    assert (args.target_ci, args.host_gc) == (2.0, "frozen")
 
 
 def test_the_entrypoint_form_and_the_defaults() -> None:

@@ -10,9 +10,17 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from orchestrate.catalog import Price, Profile
 from report import cli
 from report.loading import load_runs
-from report.scaling import measured_bars, published_pairs, published_scaling, scaling_table
+from report.scaling import (
+    best_speedups,
+    measured_bars,
+    price_table,
+    published_pairs,
+    published_scaling,
+    scaling_table,
+)
 from report.studies import get_study
 from tests.report.report_helpers import write_run
 
@@ -103,3 +111,33 @@ def test_the_markdown_report_has_the_section_only_with_several_devices(tmp_path:
     assert ("LeaderGPU 2x Tesla P100" in text) == multi
     chart = "results_charts/scaling_devices.png"
     assert (f"]({chart})" in text) == multi and (tmp_path / chart).is_file() == multi
+
+
+def _profile(name: str, gpus: int, usd: float, provider: str = "gce", accelerator: str = "a100") -> Profile:
+    price = Price(usd, "2026-01-01", "test")
+    return Profile(name, provider, name, accelerator=accelerator, accelerator_count=gpus, on_demand=price)
+
+
+def test_the_extra_gpu_is_worth_its_price_only_beyond_the_price_ratio(tmp_path: Path) -> None:
+    _write(tmp_path, REPEATS, 2.0)
+    _write(tmp_path, REPEATS, 1.25, devices=2, policy="per-device")  # 1.60x
+    _write(tmp_path, REPEATS, 2.5, devices=2, policy="same-global")
+    profiles = {
+        p.name: p
+        for p in (
+            _profile("one", 1, 3.0),
+            _profile("one-dearer", 1, 4.0),
+            _profile("two", 2, 4.5),  # 1.5x the cheapest single: 1.60x pays for it
+            _profile("two-dear", 2, 6.0),  # 2.0x: it does not
+            _profile("four", 4, 12.0),
+            _profile("other-kind", 2, 1.0, accelerator="t4"),  # no single T4 profile: no pair
+        )
+    }
+    best = best_speedups(load_runs(tmp_path).runs)
+    assert set(best) == {2} and best[2].value == pytest.approx(1.6) and "per-device" in best[2].where
+    table = price_table(profiles, best).set_index("profile")
+    assert list(table.index) == ["four", "two", "two-dear"]
+    assert table.loc["two", "one GPU"] == "one" and table.loc["two", "break-even speed-up"] == "1.50x"
+    assert table.loc["two", "worth it"].startswith("yes for the best workload: 6% less per sample")
+    assert table.loc["two-dear", "worth it"].startswith("no: even the best workload costs 25% more per sample")
+    assert table.loc["four", "worth it"] == "unknown: no run on this many devices"
