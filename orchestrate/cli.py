@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import getpass
+import shlex
 import signal
 import socket
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -26,11 +27,23 @@ from benchmarks.command import BATCH_POLICIES
 from benchmarks.harness.backends import BACKENDS
 from benchmarks.suites import SUITES, UnknownSuite, get_suite
 from orchestrate.catalog import CatalogError, Profile, get_profile, load_catalogs
+from orchestrate.detached import DETACHED_IMAGE_SOURCES, DetachedError, DetachedSpec, boot_script
+from orchestrate.detached_runs import (
+    Launched,
+    check_bucket,
+    collect,
+    item_counts,
+    launch,
+    machine_state,
+    read_progress,
+    resolve_bucket,
+)
 from orchestrate.fanout import (
     SUMMARY,
     Candidate,
     CandidateEstimate,
     CandidateResult,
+    Child,
     collect_result,
     estimate_candidate,
     estimate_table,
@@ -42,14 +55,18 @@ from orchestrate.fanout import (
     worst_case_usd,
     write_summary,
 )
-from orchestrate.images import IMAGE_SOURCES, default_build_spec, default_image_ref
-from orchestrate.ledger import STATUS_COMPLETE, Ledger, RunRecord, default_ledger_path
+from orchestrate.images import IMAGE_SOURCES, default_build_spec, default_image_ref, is_registry_ref
+from orchestrate.ledger import STATUS_COMPLETE, Ledger, RunRecord, StageRecord, default_ledger_path
 from orchestrate.lifecycle import Interrupted, Lifecycle, Outcome, raise_interrupted
 from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.progress import make_reporter
-from orchestrate.provider import Capability, Provider, ProviderError
+from orchestrate.provider import Capability, InstanceState, Provider, ProviderError
 from orchestrate.recover import recover_dead_runs, recover_run
 from orchestrate.registry import load_provider_class, provider_names, provider_source
+from orchestrate.schedule import ScheduleError, ScheduleFailure
+from orchestrate.schedule import add_commands as add_schedule_commands
+from orchestrate.schedule import run_command as run_schedule_command
+from orchestrate.storage import StorageError, StorageURL
 from orchestrate.sweep import SweepContext, SweepReport, run_sweep
 
 EXIT_USAGE = 2
@@ -98,6 +115,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     cost = sub.add_parser("cost", help="estimated cost per run and per profile, from the ledger")
     cost.add_argument("--ledger", type=Path, help=f"ledger file (default: {default_ledger_path()})")
+
+    schedule = sub.add_parser("schedule", help="scheduled runs: the cloud's own scheduler starts a detached run")
+    add_schedule_commands(schedule, _Parser)
+
+    status = sub.add_parser("status", help="a detached run's progress, read from its bucket (changes nothing)")
+    status.add_argument("run_id", metavar="RUN_ID")
+    status.add_argument("--ledger", type=Path, help=f"ledger file (default: {default_ledger_path()})")
+    status.add_argument("--provider-setting", action="append", default=[], metavar="KEY=VALUE")
+    _catalog_option(status)
+
+    collect = sub.add_parser(
+        "collect", help="fetch a detached run's logs from its bucket into logs/, finalise it, resume it if preempted"
+    )
+    collect.add_argument("run_id", metavar="RUN_ID")
+    collect.add_argument("--ledger", type=Path, help=f"ledger file (default: {default_ledger_path()})")
+    collect.add_argument("--provider-setting", action="append", default=[], metavar="KEY=VALUE")
+    collect.add_argument("--max-preemptions", type=_non_negative_int, default=3, help="relaunches after preemption")
+    collect.add_argument("--no-relaunch", action="store_true", help="do not relaunch a preempted run's machine")
+    _catalog_option(collect)
     return parser
 
 
@@ -161,6 +197,22 @@ def _run_options(run: argparse.ArgumentParser) -> None:
         help="ssh/local hosts: install Docker / the NVIDIA toolkit when missing (rented machines always may)",
     )
     run.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
+    run.add_argument(
+        "--detach",
+        action="store_true",
+        help="aws/gce: the machine runs the suite alone, uploads its logs to a bucket and deletes itself; "
+        "this command returns after the launch (then: status RUN_ID, collect RUN_ID)",
+    )
+    run.add_argument(
+        "--upload-interval",
+        type=_positive_float,
+        default=60.0,
+        help="--detach: seconds between uploads of a running item's files (default: 60)",
+    )
+    run.add_argument(
+        "--bucket",
+        help="--detach: s3://BUCKET[/PREFIX] or gs://BUCKET[/PREFIX] (default: the project's own, created and tagged)",
+    )
 
 
 def _catalog_option(parser: argparse.ArgumentParser) -> None:
@@ -193,18 +245,31 @@ def _dispatch(argv: Sequence[str] | None) -> int:
             return cmd_providers(args)
         if args.command == "sweep":
             return cmd_sweep(args)
+        if args.command == "status":
+            return cmd_status(args)
+        if args.command == "collect":
+            return cmd_collect(args)
+        if args.command == "schedule":
+            return run_schedule_command(args, owner_id())
         return cmd_cost(args)
-    except (UsageError, CatalogError, ProviderError, UnknownSuite) as exc:
+    except (UsageError, CatalogError, ProviderError, UnknownSuite, StorageError, DetachedError, ScheduleError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except ScheduleFailure as exc:  # the cloud refused part of a create or delete; what was undone is said
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 # ---- run ---------------------------------------------------------------------------------------------------
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.bucket is not None and not args.detach:
+        raise UsageError("--bucket applies to detached runs (--detach)")
     if args.profiles is not None:
         return cmd_fanout(args)
+    if args.detach:
+        return cmd_run_detached(args)
     for flag, value in (("--max-cost", args.max_cost), ("--report-out", args.report_out)):
         if value is not None:
             raise UsageError(f"{flag} applies to a fan-out (--profiles a,b,...)")
@@ -239,6 +304,142 @@ def cmd_run(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
+# ---- run --detach, status, collect ------------------------------------------------------------------------
+
+
+def cmd_run_detached(args: argparse.Namespace) -> int:
+    """Every check of an attached run, then the bucket's, before the launch; then launch and return."""
+    started = time.time()
+    profile = get_profile(load_catalogs(args.catalog), args.profile, allow_retired=args.allow_retired)
+    provider = _make_provider(profile, args)
+    if not provider.has(Capability.BOOT_SCRIPT):
+        raise UsageError(
+            f"--detach needs a provider that runs boot scripts (aws, gce); {profile.name} is {profile.provider}"
+        )
+    plan = _make_plan(args, profile, provider)
+    _refuse_existing_run(plan, Ledger(args.ledger))
+    image_source = _detached_image_source(args.image_source, plan.image_ref)
+    bucket, create = resolve_bucket(args.bucket, profile) if not args.dry_run else _dry_bucket(args.bucket, profile)
+    spec = DetachedSpec.from_plan(plan, str(bucket), image_source, upload_interval_s=args.upload_interval)
+    boot_script(spec)  # its own checks (and EC2's 16 KB user-data limit) before anything is created
+    credentials = _credentials(provider)
+    plan = _with_validation_time(plan, started)
+    _print_plan(plan, provider, credentials, Ledger(args.ledger), dry_run=args.dry_run)
+    _row("detached", f"logs to {bucket}runs/{plan.run_id}/ ({'created if missing' if create else 'yours'}); "
+         f"image: {image_source}")  # fmt: skip
+    if args.dry_run:
+        return 0
+    if credentials != "ok":
+        raise UsageError(credentials)
+    region = check_bucket(bucket, create, profile, plan.run_id)
+    spec = replace(spec, storage_region=region)
+    stages = [StageRecord("validate", started, time.time())]
+    reporter = make_reporter(force_plain=True)
+    try:
+        launched = launch(plan, provider, Ledger(args.ledger), spec, reporter.note, stages)
+    except KeyboardInterrupt:  # a machine may exist already, and would run the suite: say where to look
+        where = f"`python -m orchestrate status {plan.run_id}`"
+        print(f"\ninterrupted launching run {plan.run_id}: a machine may run it; see {where}", file=sys.stderr)
+        return 130
+    finally:
+        reporter.close()
+    return _print_launched(launched)
+
+
+def _detached_image_source(source: str, ref: str) -> str:
+    """`auto` is `pull` for a registry reference, else `load` (this machine's image, through the bucket)."""
+    if source == "auto":
+        return "pull" if is_registry_ref(ref) else "load"
+    if source not in DETACHED_IMAGE_SOURCES:
+        raise UsageError(
+            f"--image-source {source}: a detached machine gets its image by {', '.join(DETACHED_IMAGE_SOURCES)} "
+            "(nothing streams or builds it from here)"
+        )
+    return source
+
+
+def _dry_bucket(bucket: str | None, profile: Profile) -> tuple[StorageURL, bool]:
+    """A dry run names the bucket without asking the cloud for the account that names the project's own."""
+    if bucket is not None:
+        return resolve_bucket(bucket, profile)
+    scheme = "s3" if profile.provider == "aws" else "gs"
+    return StorageURL(scheme, "keras-cloud-bench-ACCOUNT"), True
+
+
+def _print_launched(launched: Launched) -> int:
+    record = launched.record
+    if launched.instance is None:
+        print(f"\nRun {record.run_id}: {record.status}: {record.message}")
+        return 1
+    instance = launched.instance
+    print(f"\nRun {record.run_id}: detached on {instance.instance_id} in {instance.zone}")
+    print(f"  logs        {record.storage}runs/{record.run_id}/ (then {record.logs_dir})")
+    print(f"  follow      python -m orchestrate status {record.run_id}")
+    print(f"  fetch       python -m orchestrate collect {record.run_id}   (idempotent; resumes a preempted run)")
+    return 0
+
+
+def _detached_record(args: argparse.Namespace) -> tuple[RunRecord, Profile, Provider]:
+    record = Ledger(args.ledger).runs().get(args.run_id)
+    if record is None:
+        raise UsageError(f"run {args.run_id} is not in the ledger {args.ledger or default_ledger_path()}")
+    if not record.storage:
+        raise UsageError(f"run {args.run_id} is not a detached run: its logs are in {record.logs_dir}")
+    profile = get_profile(load_catalogs(args.catalog), record.profile, allow_retired=True)
+    settings = dict(_key_value(text) for text in args.provider_setting)
+    return record, profile, load_provider_class(profile.provider).from_settings(settings)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    record, _, provider = _detached_record(args)
+    _, progress = read_progress(record)
+    latest = progress.latest or {}
+    planned = len(latest.get("planned", [])) or len(record.items) or 0
+    state = latest.get("state", "not reported yet") if record.status == "detached" else record.status
+    print(f"Run {record.run_id} ({record.profile}, detached): {state}")
+    print(f"  items       {item_counts(progress, planned)}")
+    for attempt in latest.get("attempts", []):
+        where = f"{attempt['machine']} in {attempt['zone']}"
+        print(f"  machine     {where}: attempt {attempt['attempt']}, {attempt['outcome']}")
+    if progress.summary is None and not record.final:
+        try:
+            machine = machine_state(provider, record)
+        except ProviderError as exc:
+            machine = None
+            print(f"  machine     state unknown: {exc}")
+        if machine in (InstanceState.PREEMPTED, InstanceState.TERMINATED):
+            print(f"  machine     {machine} before the run ended: `python -m orchestrate collect {record.run_id}` "
+                  "fetches its logs and relaunches a preempted run")  # fmt: skip
+    if latest.get("message"):
+        print(f"  message     {latest['message']}")
+    print(f"  bucket      {record.storage}runs/{record.run_id}/ ({len(progress.objects)} objects)")
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    record, profile, provider = _detached_record(args)
+    reporter = make_reporter(force_plain=True)
+    try:
+        done = collect(
+            record, provider, profile, Ledger(args.ledger), args.max_preemptions, reporter.note, not args.no_relaunch
+        )
+    finally:
+        reporter.close()
+    record = done.record
+    items = record.latest_items()
+    finished = [i for i in items if i.status == STATUS_COMPLETE]
+    print(f"Run {record.run_id}: {done.action}")
+    print(f"  logs        {record.logs_dir} ({len(done.downloaded)} file(s) fetched; {len(finished)} of "
+          f"{len(items)} runs complete)")  # fmt: skip
+    if record.message:
+        print(f"  message     {record.message}")
+    if record.estimated_cost_usd is not None:
+        print(f"  cost        ${record.estimated_cost_usd:.4f} estimated ({record.billed_seconds} s billed)")
+    for failure in record.teardown_failures:
+        print(f"  TEARDOWN PROBLEM: {failure}  -> run `python -m orchestrate sweep`")
+    return 1 if record.final and (record.status != STATUS_COMPLETE or record.teardown_failures) else 0
+
+
 # ---- run --profiles: a fan-out ------------------------------------------------------------------------------
 
 FANOUT_ONLY = frozenset({"profiles", "max_cost", "report_out", "dry_run", "help"})
@@ -262,6 +463,8 @@ def cmd_fanout(args: argparse.Namespace) -> int:
         provider = _make_provider(candidate.profile, profile_args)
         plan = _make_plan(profile_args, candidate.profile, provider)
         _refuse_existing_run(plan, ledger)
+        if args.detach:
+            _check_detachable(candidate.profile, provider, args.bucket)
         plans[candidate.profile.name] = (plan, provider.has(Capability.BILLABLE), _credentials(provider))
     estimates = [estimate_candidate(c, *plans[c.profile.name][:2]) for c in candidates]
     _print_fanout_plan(base, candidates, plans, estimates, args.dry_run)
@@ -275,6 +478,8 @@ def cmd_fanout(args: argparse.Namespace) -> int:
             raise UsageError(f"{name}: {credentials}; nothing launched")
     children, interrupted = run_all(candidates, lambda c: _run_argv(_profile_args(args, c, base)), base)
     records = Ledger(args.ledger).runs()
+    if args.detach:
+        return _print_detached_fanout(args, base, candidates, children, records, interrupted)
     results = [collect_result(child, records, plans[child.candidate.profile.name][0]) for child in children]
     lines = results_table(results)
     print(f"\nFan-out {base}: {len(results)} profiles\n" + "\n".join(lines))
@@ -282,6 +487,57 @@ def cmd_fanout(args: argparse.Namespace) -> int:
     if interrupted:
         return 130
     return 0 if all(r.exit_code == 0 for r in results) and report_status == 0 else 1
+
+
+def _check_detachable(profile: Profile, provider: Provider, bucket: str | None) -> None:
+    """A detached fan-out launches nothing unless every profile can run detached into the bucket given."""
+    if not provider.has(Capability.BOOT_SCRIPT):
+        raise UsageError(
+            f"--detach needs a provider that runs boot scripts (aws, gce); {profile.name} is {profile.provider}"
+        )
+    if bucket is not None:
+        try:
+            resolve_bucket(bucket, profile)
+        except StorageError as exc:
+            raise UsageError(
+                f"{profile.name}: {exc}; leave --bucket out to give each cloud the project's own"
+            ) from None
+
+
+def _print_detached_fanout(
+    args: argparse.Namespace,
+    base: str,
+    candidates: Sequence[Candidate],
+    children: Sequence[Child],
+    records: Mapping[str, RunRecord],
+    interrupted: bool,
+) -> int:
+    """Each profile's run works on alone: where it is, and the commands that follow it and make the report."""
+    print(f"\nFan-out {base}: {len(children)} profiles, detached")
+    launched = []
+    for child in children:
+        record = records.get(child.run_id)
+        status = record.status if record is not None else "not started"
+        note = (
+            f"{record.storage}runs/{child.run_id}/"
+            if status == "detached" and record
+            else (record.message if record else "")
+        )
+        print(f"  {child.candidate.profile.name:<24} {child.run_id:<40} {status:<10} {note}")
+        if status == "detached":
+            launched.append(child.run_id)
+    if launched:
+        out = args.report_out or Path("report-out") / base
+        study = args.suite if args.suite in _study_names() else None
+        print("\nFollow and collect each (collect again until it says complete), then the report across them:")
+        ledger = ["--ledger", str(args.ledger)] if args.ledger is not None else []
+        for run_id in launched:
+            print("  " + shlex.join([sys.executable, "-m", "orchestrate", "collect", run_id, *ledger]))
+        report = report_commands(args.logs, base, out, study, args.ledger, candidates)[0]
+        print("  " + shlex.join(report))
+    if interrupted:
+        return 130
+    return 0 if len(launched) == len(children) else 1
 
 
 def _check_settings_apply(args: argparse.Namespace, candidates: Sequence[Candidate]) -> None:
@@ -370,7 +626,7 @@ def _fanout_report(
     study = args.suite if args.suite in _study_names() else None
     statuses = [
         subprocess.run(command, check=False).returncode
-        for command in report_commands(args.logs, base, out, study, args.ledger)
+        for command in report_commands(args.logs, base, out, study, args.ledger, candidates)
     ]
     return max(statuses)
 

@@ -330,10 +330,18 @@ def write_summary(path: Path, lines: Sequence[str], candidates: Sequence[Candida
     path.write_text("\n".join(text))
 
 
-def report_commands(logs: Path, base: str, out: Path, study: str | None, ledger: Path | None) -> list[list[str]]:
+def report_commands(
+    logs: Path,
+    base: str,
+    out: Path,
+    study: str | None,
+    ledger: Path | None,
+    candidates: Sequence[Candidate] = (),
+) -> list[list[str]]:
     """`python -m report` over the fan-out's runs only (their ids share the base): the HTML report, and the same
-    as markdown after the fan-out summary, so that document names which profile stood in for which."""
+    as markdown after the fan-out summary; both name which profile stood in for which (`--replacement`)."""
     common = [sys.executable, "-m", "report", str(logs), "--runs", f"{base}-*"]
+    common += [f"--replacement={c.requested}={c.profile.name}" for c in candidates if c.mapping]
     common += ["--study", study] if study else []
     common += ["--ledger", str(ledger)] if ledger is not None else []
     markdown = ["--markdown", str(out / "report.md"), "--preamble", str(out / SUMMARY)]

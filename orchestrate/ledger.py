@@ -22,9 +22,12 @@ from typing import Any
 LEDGER_ENV = "KCB_LEDGER"
 SCHEMA_VERSION = 1
 
-# Run status. "starting" and "running" are live; the others are final.
+# Run status. "starting", "running" and "detached" are live; the others are final.
 STATUS_STARTING = "starting"
 STATUS_RUNNING = "running"
+# A detached run (orchestrate.detached): its machine works alone and reports to a bucket; no orchestrator process
+# watches it, so the sweep keeps its machine until its expiry. `orchestrate collect` finalises it.
+STATUS_DETACHED = "detached"
 STATUS_COMPLETE = "complete"  # every workload finished
 STATUS_FAILED = "failed"  # a workload or a stage failed; finished workloads' logs are kept
 STATUS_INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM; torn down
@@ -106,6 +109,8 @@ class RunRecord:
     # Where the run's containers and files are on a persistent host (ssh, local), for the sweep to recover a dead
     # run: host, user, port, key (a path), ssh_config (a path), root (the remote dir), docker (its command).
     host: dict[str, str] = field(default_factory=dict)
+    # A detached run's bucket URL (s3://b/prefix/ or gs://b/prefix/): its files are under <prefix>runs/<run_id>/.
+    storage: str | None = None
 
     @property
     def final(self) -> bool:

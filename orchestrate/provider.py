@@ -45,6 +45,8 @@ class Capability(enum.StrEnum):
     LEFTOVERS = "leftovers"  # a crash can leave machines or per-run resources behind: the sweep asks this provider
     PERSISTENT_HOST = "persistent-host"  # the host outlives the run: the sweep recovers a dead run's containers
     RUNS_LOCALLY = "runs-locally"  # the machine is this one: commands run here instead of over SSH
+    BOOT_SCRIPT = "boot-script"  # launch runs LaunchRequest.boot_script at first boot, with an identity that can
+    # write LaunchRequest.storage_prefix and delete its own machine: detached runs (orchestrate.detached)
 
 
 class InstanceState(enum.StrEnum):
@@ -76,6 +78,10 @@ class LaunchRequest:
     spot: bool
     max_lifetime_s: int  # the instance must end itself after this, even if the orchestrator is gone
     tags: dict[str, str] = field(default_factory=dict)  # project, run-id, owner, expiry (epoch seconds)
+    # Detached runs (Capability.BOOT_SCRIPT): the script the machine runs at first boot instead of being reached
+    # over SSH (no SSH key or ingress is set up), and the only storage it may write: `s3://b/<prefix>runs/<id>/`.
+    boot_script: str | None = None
+    storage_prefix: str | None = None
 
 
 @dataclass

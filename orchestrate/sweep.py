@@ -10,10 +10,13 @@ Dead runs on persistent hosts (ssh, local) are recovered by `orchestrate.recover
 Rules, in order, for each instance carrying the project tag:
 1. past its `expiry` tag: delete (it should have ended itself; whoever launched it).
 2. launched by another owner (`owner` tag): keep; their sweep decides.
-3. its run id is not in the ledger: delete (every run is in the ledger before it launches anything).
-4. the ledger says the run finished: delete (teardown failed or was cut short).
-5. the run's orchestrator process, on this host, is gone: delete.
-6. otherwise: keep (a run in progress).
+3. a detached run's machine (tag `mode=detached`, or the ledger says `detached`) whose run the ledger does not
+   say finished: keep; it works with no orchestrator (and may have been launched by none: a scheduled run) and
+   deletes itself, and rule 1 ends it if it does not.
+4. its run id is not in the ledger: delete (every attached run is in the ledger before it launches anything).
+5. the ledger says the run finished: delete (teardown failed or was cut short).
+6. the run's orchestrator process, on this host, is gone: delete.
+7. otherwise: keep (a run in progress).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 
 from orchestrate.accounting import close_accounts
 from orchestrate.catalog import Profile
-from orchestrate.ledger import STATUS_FAILED, InstanceRecord, Ledger, RunRecord
+from orchestrate.ledger import STATUS_DETACHED, STATUS_FAILED, InstanceRecord, Ledger, RunRecord
 from orchestrate.provider import Capability, CredentialsError, Instance, Provider, ProviderError
 
 
@@ -60,6 +63,10 @@ def _decide(
         return SweepDecision(instance, False, f"launched by {tags.get('owner') or 'an unknown owner'}")
     run_id = tags.get("run-id")
     run = runs.get(run_id or "")
+    detached = tags.get("mode") == "detached" or (run is not None and run.status == STATUS_DETACHED)
+    if detached and (run is None or not run.final):
+        until = f"until its expiry in {int(expiry - now)} s" if expiry is not None else "(no expiry tag)"
+        return SweepDecision(instance, False, f"detached run {run_id} works on its own {until}")
     if run is None:
         return SweepDecision(instance, True, f"run {run_id or '(untagged)'} is not in the ledger")
     if run.final:

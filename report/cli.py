@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from orchestrate.catalog import Profile
 from report.build import Report, Request, build
 from report.costs import (
     BILLING_RULES,
@@ -113,6 +114,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="USD_PER_KWH",
         help="price of a kWh, for the cost of each run's measured energy",
     )
+    p.add_argument(
+        "--replacement",
+        action="append",
+        default=[],
+        metavar="REQUESTED=PROFILE",
+        help="PROFILE ran in place of REQUESTED (a retired profile's catalog replacement in a fan-out); "
+        "named on the page; repeatable",
+    )
     p.add_argument("--list-studies", action="store_true", help="list the published studies and exit")
     return p
 
@@ -169,7 +178,22 @@ def _request(args: argparse.Namespace) -> Request:
         reference=args.reference,
         owned=owned,
         usd_per_kwh=args.electricity_price,
+        replacements=_replacements(args.replacement, profiles),
     )
+
+
+def _replacements(values: list[str], profiles: dict[str, Profile]) -> tuple[str, ...]:
+    """ "gce-k80=gce-t4" -> "gce-t4 ran in place of gce-k80 (retired 2024-05-01)", in the order given."""
+    lines = []
+    for value in values:
+        requested, sep, used = value.partition("=")
+        if not sep or not requested.strip() or not used.strip():
+            raise BadArgumentError(f"--replacement {value!r}: expected REQUESTED=PROFILE, e.g. gce-k80=gce-t4")
+        requested, used = requested.strip(), used.strip()
+        known = profiles.get(requested)
+        retired = f" (retired {known.retired_on})" if known is not None and known.retired_on else ""
+        lines.append(f"{used} ran in place of {requested}{retired}")
+    return tuple(lines)
 
 
 def _warn_unused_prices(prices: PriceBook, platforms: set[str]) -> None:

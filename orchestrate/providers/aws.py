@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import math
 import os
 import threading
@@ -35,6 +36,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from orchestrate.provider import (
     PROJECT_TAG,
+    Capability,
     CapacityError,
     CredentialsError,
     Instance,
@@ -90,6 +92,11 @@ PREEMPTION_REASONS = frozenset({"Server.SpotInstanceTermination", "Server.SpotIn
 LIVE_STATES = ("pending", "running", "shutting-down", "stopping", "stopped")
 # botocore retries throttling (RequestLimitExceeded) and 5xx answers with exponential backoff and jitter.
 RETRY_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4})
+# Detached runs: each run's machine gets its own role (and instance profile) under this IAM path, allowed to write
+# its run's objects and to terminate instances tagged with its run id, nothing else (docs/clouds.md).
+ROLE_PATH = "/keras-cloud-bench/"
+ROLE_POLICY_NAME = "detached-run"
+PROFILE_PROPAGATION_S = 90.0  # a new instance profile takes a few seconds before RunInstances accepts it
 
 
 def region_of(zone: str) -> str:
@@ -129,8 +136,44 @@ def _tag_dict(tags: list[dict[str, str]] | None) -> dict[str, str]:
     return {tag["Key"]: tag["Value"] for tag in tags or []}
 
 
+def run_role_name(run_id: str) -> str:
+    """`kcb-<run id>`, within IAM's 64 characters."""
+    return f"kcb-{run_id}"[:64]
+
+
+def run_role_policy(storage_prefix: str, run_id: str) -> dict[str, Any]:
+    """The detached machine's permissions: its run's objects (read for a relaunch's resume, write for its logs)
+    and terminating itself (instances tagged with its run id). It never lists the bucket."""
+    bucket, _, prefix = storage_prefix.removeprefix("s3://").partition("/")
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "RunObjects",
+                "Effect": "Allow",
+                "Action": ["s3:PutObject", "s3:GetObject"],
+                "Resource": f"arn:aws:s3:::{bucket}/{prefix}*",
+            },
+            {
+                "Sid": "TerminateItself",
+                "Effect": "Allow",
+                "Action": "ec2:TerminateInstances",
+                "Resource": "arn:aws:ec2:*:*:instance/*",
+                "Condition": {"StringEquals": {"aws:ResourceTag/run-id": run_id}},
+            },
+        ],
+    }
+
+
+EC2_TRUST = {
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+}
+
+
 class AWSProvider(Provider):
     name: ClassVar[str] = "aws"
+    capabilities: ClassVar[frozenset[Capability]] = Provider.capabilities | {Capability.BOOT_SCRIPT}
     settings: ClassVar[tuple[str, ...]] = ("ssh_address",)
 
     def __init__(self, session: boto3.Session | None = None, ssh_address: SSHAddress | None = None) -> None:
@@ -204,15 +247,15 @@ class AWSProvider(Provider):
         ec2 = self._client("ec2", region)
         image_id, root_device = self._resolve_image(region, profile)
         tags = self._tags(request)
-        key_name = self._ensure_key_pair(ec2, request.run_id, tags)
-        group_id = self._ensure_security_group(ec2, request.run_id, tags)
-        parameters = self._run_parameters(request, image_id, root_device, key_name, group_id, tags)
-        try:
-            reservation = ec2.run_instances(**parameters)
-        except ClientError as error:
-            raise self._launch_error(request, error) from None
-        except BotoCoreError as error:
-            raise ProviderError(f"aws: RunInstances in {request.zone} failed: {error}") from None
+        if request.boot_script is None:
+            access = {
+                "KeyName": self._ensure_key_pair(ec2, request.run_id, tags),
+                "SecurityGroupIds": [self._ensure_security_group(ec2, request.run_id, tags)],
+            }
+        else:  # a detached machine is never reached over SSH: no key, no ingress; it gets its run's role instead
+            access = {"IamInstanceProfile": {"Name": self._ensure_run_role(request, tags)}}
+        parameters = self._run_parameters(request, image_id, root_device, access, tags)
+        reservation = self._run_instances(ec2, request, parameters)
         described = reservation["Instances"][0]
         return Instance(
             provider=self.name,
@@ -225,13 +268,28 @@ class AWSProvider(Provider):
             private={"ssh_user": profile.ssh_user or DEFAULT_SSH_USER},
         )
 
+    def _run_instances(self, ec2: Any, request: LaunchRequest, parameters: dict[str, Any]) -> dict[str, Any]:
+        """RunInstances; a run role made moments ago is retried until EC2 sees its instance profile (IAM is
+        eventually consistent)."""
+        deadline = time.monotonic() + PROFILE_PROPAGATION_S
+        for interval in poll_intervals(first_s=2.0):
+            try:
+                return ec2.run_instances(**parameters)
+            except ClientError as error:
+                propagating = "IamInstanceProfile" in parameters and "iamInstanceProfile" in _error_message(error)
+                if not propagating or time.monotonic() > deadline:
+                    raise self._launch_error(request, error) from None
+            except BotoCoreError as error:
+                raise ProviderError(f"aws: RunInstances in {request.zone} failed: {error}") from None
+            time.sleep(interval)
+        raise AssertionError("poll_intervals never ends")
+
     def _run_parameters(
         self,
         request: LaunchRequest,
         image_id: str,
         root_device: str | None,
-        key_name: str,
-        group_id: str,
+        access: dict[str, Any],
         tags: dict[str, str],
     ) -> dict[str, Any]:
         profile = request.profile
@@ -241,11 +299,12 @@ class AWSProvider(Provider):
             "InstanceType": profile.machine_type,
             "MinCount": 1,
             "MaxCount": 1,
-            "KeyName": key_name,
-            "SecurityGroupIds": [group_id],
+            **access,
             "Placement": {"AvailabilityZone": request.zone},
             "InstanceInitiatedShutdownBehavior": "terminate",
-            "UserData": (
+            # the detached run's boot script powers off at the max lifetime itself (orchestrate.detached)
+            "UserData": request.boot_script
+            or (
                 "#!/bin/sh\n# keras-cloud-bench self-destruct: powering off terminates this instance\n"
                 f"shutdown -h +{self_destruct_minutes(request.max_lifetime_s)}\n"
             ),
@@ -340,6 +399,64 @@ class AWSProvider(Provider):
                 ],
             )
         return group_id
+
+    def _ensure_run_role(self, request: LaunchRequest, tags: dict[str, str]) -> str:
+        """The run's role and instance profile (same name), created once per run; a relaunch reuses them."""
+        if not request.storage_prefix or not request.storage_prefix.startswith("s3://"):
+            raise ProviderError(f"aws: a boot script needs an s3:// storage prefix, not {request.storage_prefix}")
+        iam = self._client("iam", "us-east-1")  # IAM is global
+        name = run_role_name(request.run_id)
+        policy = json.dumps(run_role_policy(request.storage_prefix, request.run_id))
+        with _calling(f"creating role {name}"):
+            try:
+                iam.create_role(
+                    RoleName=name,
+                    Path=ROLE_PATH,
+                    AssumeRolePolicyDocument=json.dumps(EC2_TRUST),
+                    Description=f"keras-cloud-bench detached run {request.run_id}",
+                    Tags=_tag_list(tags),
+                )
+            except ClientError as error:
+                if _error_code(error) != "EntityAlreadyExists":
+                    raise
+            iam.put_role_policy(RoleName=name, PolicyName=ROLE_POLICY_NAME, PolicyDocument=policy)
+            try:
+                iam.create_instance_profile(InstanceProfileName=name, Path=ROLE_PATH, Tags=_tag_list(tags))
+            except ClientError as error:
+                if _error_code(error) != "EntityAlreadyExists":
+                    raise
+            roles = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]["Roles"]
+            if not any(role["RoleName"] == name for role in roles):
+                iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
+        return name
+
+    def _delete_run_role(self, run_id: str) -> None:
+        iam = self._client("iam", "us-east-1")
+        name = run_role_name(run_id)
+        with _calling(f"deleting role {name}"):
+            for step in (
+                lambda: iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=name),
+                lambda: iam.delete_instance_profile(InstanceProfileName=name),
+                lambda: iam.delete_role_policy(RoleName=name, PolicyName=ROLE_POLICY_NAME),
+                lambda: iam.delete_role(RoleName=name),
+            ):
+                try:
+                    step()
+                except ClientError as error:
+                    if _error_code(error) != "NoSuchEntity":  # already gone: release is idempotent
+                        raise
+
+    def _run_roles(self) -> dict[str, dict[str, str]]:
+        """Detached runs whose role is still there, with the role's tags."""
+        iam = self._client("iam", "us-east-1")
+        found: dict[str, dict[str, str]] = {}
+        with _calling("listing the detached runs' roles"):
+            for page in iam.get_paginator("list_roles").paginate(PathPrefix=ROLE_PATH):
+                for role in page["Roles"]:
+                    tags = _tag_dict(iam.list_role_tags(RoleName=role["RoleName"])["Tags"])
+                    if tags.get("project") == PROJECT_TAG and tags.get("run-id"):
+                        found[tags["run-id"]] = tags
+        return found
 
     def _caller_cidr(self) -> str:
         if self._ingress_cidr is None:
@@ -464,6 +581,7 @@ class AWSProvider(Provider):
                     self._delete_security_group(ec2, group["GroupId"])
                 for key in ec2.describe_key_pairs(Filters=run_filter)["KeyPairs"]:
                     ec2.delete_key_pair(KeyName=key["KeyName"])
+        self._delete_run_role(run_id)
         forget_run_key(run_id)
 
     def leftover_runs(self) -> dict[str, dict[str, str]]:
@@ -471,6 +589,7 @@ class AWSProvider(Provider):
         with ThreadPoolExecutor(max_workers=8) as pool:
             per_region = list(pool.map(self._leftovers_in, self._all_regions()))
         found: dict[str, dict[str, str]] = {run_id: {} for run_id in local_key_runs()}
+        found.update(self._run_roles())
         for resources in per_region:
             for tags in resources:
                 found[tags["run-id"]] = tags

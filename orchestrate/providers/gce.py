@@ -43,6 +43,7 @@ from google.cloud import compute_v1
 
 from orchestrate.provider import (
     PROJECT_TAG,
+    Capability,
     CapacityError,
     CredentialsError,
     Instance,
@@ -97,6 +98,12 @@ RETRY = Retry(
     timeout=300.0,
 )
 OPERATION_TIMEOUT_S = 600.0
+# Detached runs: the VM runs as this service account (setting `service_account`, default kcb-runner@<project>),
+# which may delete only its own VM: the orchestrator grants it this custom role on that one instance
+# (instances.setIamPolicy). Its storage grant is the bucket's (docs/clouds.md).
+DEFAULT_SERVICE_ACCOUNT = "kcb-runner@{project}.iam.gserviceaccount.com"
+DEFAULT_SELF_DELETE_ROLE = "projects/{project}/roles/kcbSelfDelete"
+VM_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]  # IAM, not scopes, limits what the VM can do
 
 
 def label_value(value: str) -> str:
@@ -136,17 +143,36 @@ def _error_codes(error: api_exceptions.GoogleAPICallError) -> set[str]:
 
 class GCEProvider(Provider):
     name: ClassVar[str] = "gce"
-    settings: ClassVar[tuple[str, ...]] = ("ssh_address",)
+    capabilities: ClassVar[frozenset[Capability]] = Provider.capabilities | {Capability.BOOT_SCRIPT}
+    settings: ClassVar[tuple[str, ...]] = ("ssh_address", "service_account", "self_delete_role")
 
-    def __init__(self, ssh_address: SSHAddress | None = None) -> None:
+    def __init__(
+        self,
+        ssh_address: SSHAddress | None = None,
+        service_account: str | None = None,
+        self_delete_role: str | None = None,
+    ) -> None:
         self._ssh_address = ssh_address or SSHAddress()
+        self._service_account = service_account
+        self._self_delete_role = self_delete_role
         self._credentials: Any = None
         self._project: str | None = None
         self._clients: dict[str, Any] = {}
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> Self:
-        return cls(ssh_address=SSHAddress.from_settings(cls.name, settings))
+        identity = {key: settings[key] for key in ("service_account", "self_delete_role") if key in settings}
+        if identity.get("service_account", "x@y.iam.gserviceaccount.com").count("@") != 1:
+            account = identity["service_account"]
+            raise ProviderError(f"provider 'gce': setting service_account={account!r} is not an email")
+        ssh = {key: value for key, value in settings.items() if key not in identity}
+        return cls(ssh_address=SSHAddress.from_settings(cls.name, ssh), **identity)
+
+    def machine_identity(self) -> tuple[str, str]:
+        """(service account, self-delete role) a detached run's VM gets."""
+        project = self.project_id()
+        account = self._service_account or DEFAULT_SERVICE_ACCOUNT.format(project=project)
+        return account, self._self_delete_role or DEFAULT_SELF_DELETE_ROLE.format(project=project)
 
     def describe(self) -> str:
         return f"gce Compute Engine, SSH to {self._ssh_address.template}"
@@ -183,7 +209,7 @@ class GCEProvider(Provider):
         validate_disk_gb(profile)
 
     def check_credentials(self) -> None:
-        credentials, project = self._adc()
+        credentials, project = self.application_default_credentials()
         if not project:
             raise CredentialsError(
                 "no Google Cloud project: set GOOGLE_CLOUD_PROJECT or run `gcloud config set project P`"
@@ -195,7 +221,7 @@ class GCEProvider(Provider):
         except GoogleAuthError as error:
             raise CredentialsError(f"Google credentials unusable: {error}") from None
 
-    def _adc(self) -> tuple[Any, str | None]:
+    def application_default_credentials(self) -> tuple[Any, str | None]:
         if self._credentials is None:
             try:
                 self._credentials, self._project = google.auth.default(scopes=[COMPUTE_SCOPE])
@@ -206,8 +232,8 @@ class GCEProvider(Provider):
                 ) from None
         return self._credentials, self._project
 
-    def _project_id(self) -> str:
-        _, project = self._adc()
+    def project_id(self) -> str:
+        _, project = self.application_default_credentials()
         if not project:
             raise CredentialsError("no Google Cloud project: set GOOGLE_CLOUD_PROJECT")
         return project
@@ -215,7 +241,7 @@ class GCEProvider(Provider):
     def _client(self, kind: type) -> Any:
         key = kind.__name__
         if key not in self._clients:
-            credentials, _ = self._adc()
+            credentials, _ = self.application_default_credentials()
             endpoint = os.environ.get(API_ENDPOINT_ENV)
             options = ClientOptions(api_endpoint=endpoint) if endpoint else None
             self._clients[key] = kind(transport="rest", credentials=credentials, client_options=options)
@@ -228,9 +254,9 @@ class GCEProvider(Provider):
         self.validate_profile(profile)
         if request.zone not in profile.zones:
             raise ProviderError(f"profile {profile.name}: zone {request.zone!r} is not one of {profile.zones}")
-        project = self._project_id()
+        project = self.project_id()
         tags = {**request.tags, "project": PROJECT_TAG, "run-id": request.run_id}
-        resource = self._instance_resource(request, self._resolve_image(profile), tags)
+        resource = self._instance_resource(request, self.resolve_image(profile), tags)
         insert = compute_v1.InsertInstanceRequest(
             project=project, zone=request.zone, instance_resource=resource, request_id=str(uuid.uuid4())
         )
@@ -247,6 +273,8 @@ class GCEProvider(Provider):
             codes = {item.code for item in finished.error.errors}
             message = "; ".join(item.message for item in finished.error.errors)
             raise self._launch_error(where, codes, message)
+        if request.boot_script is not None:
+            self._grant_self_delete(request.zone, resource.name)
         return Instance(
             provider=self.name,
             instance_id=resource.name,
@@ -258,14 +286,34 @@ class GCEProvider(Provider):
             private={"ssh_user": profile.ssh_user or DEFAULT_SSH_USER},
         )
 
+    def _grant_self_delete(self, zone: str, name: str) -> None:
+        """Let the VM's service account delete this VM, and only it: a binding on the instance's own policy."""
+        account, role = self.machine_identity()
+        policy = compute_v1.Policy(bindings=[compute_v1.Binding(role=role, members=[f"serviceAccount:{account}"])])
+        try:
+            with _calling(f"granting {account} {role} on {name}"):
+                self._client(compute_v1.InstancesClient).set_iam_policy(
+                    project=self.project_id(),
+                    zone=zone,
+                    resource=name,
+                    zone_set_policy_request_resource=compute_v1.ZoneSetPolicyRequest(policy=policy),
+                    retry=RETRY,
+                )
+        except ProviderError:
+            self._delete_quietly(zone, name)  # a VM that cannot delete itself would wait for its max lifetime
+            raise
+
     def _instance_resource(self, request: LaunchRequest, image: str, tags: dict[str, str]) -> compute_v1.Instance:
         profile, zone = request.profile, request.zone
-        _, public_key = ensure_run_key(request.run_id)
-        user = profile.ssh_user or DEFAULT_SSH_USER
-        metadata = [
-            compute_v1.Items(key="ssh-keys", value=f"{user}:{public_key} kcb-{request.run_id}"),
-            compute_v1.Items(key=TAGS_METADATA_KEY, value=json.dumps(tags, sort_keys=True)),
-        ]
+        metadata = [compute_v1.Items(key=TAGS_METADATA_KEY, value=json.dumps(tags, sort_keys=True))]
+        accounts = []
+        if request.boot_script is None:
+            _, public_key = ensure_run_key(request.run_id)
+            user = profile.ssh_user or DEFAULT_SSH_USER
+            metadata.append(compute_v1.Items(key="ssh-keys", value=f"{user}:{public_key} kcb-{request.run_id}"))
+        else:  # a detached VM is never reached over SSH; it runs the script as its service account
+            metadata.append(compute_v1.Items(key="startup-script", value=request.boot_script))
+            accounts.append(compute_v1.ServiceAccount(email=self.machine_identity()[0], scopes=VM_SCOPES))
         accelerators = []
         if profile.has_gpu:  # Deep Learning VM images install the driver at first boot when asked
             metadata.append(compute_v1.Items(key="install-nvidia-driver", value="True"))
@@ -300,9 +348,10 @@ class GCEProvider(Provider):
             ),
             labels={key: label_value(value) for key, value in tags.items()},
             metadata=compute_v1.Metadata(items=metadata),
+            service_accounts=accounts,
         )
 
-    def _resolve_image(self, profile: Profile) -> str:
+    def resolve_image(self, profile: Profile) -> str:
         """The image's self link; a family is resolved here so a bad name fails before anything starts."""
         image = profile.image or CPU_IMAGE
         match = IMAGE_RE.fullmatch(image)
@@ -331,7 +380,7 @@ class GCEProvider(Provider):
         operations = self._client(compute_v1.ZoneOperationsClient)
         while True:
             with _calling(f"waiting for operation {name}"):
-                operation = operations.wait(project=self._project_id(), zone=zone, operation=name, retry=RETRY)
+                operation = operations.wait(project=self.project_id(), zone=zone, operation=name, retry=RETRY)
             if operation.status == compute_v1.Operation.Status.DONE:
                 return operation
             if time.monotonic() > deadline:
@@ -384,7 +433,7 @@ class GCEProvider(Provider):
         That operation is the documented way to tell a preemption from a stop or a deletion.
         """
         request = compute_v1.ListZoneOperationsRequest(
-            project=self._project_id(),
+            project=self.project_id(),
             zone=instance.zone,
             filter='operationType = "compute.instances.preempted"',
         )
@@ -398,7 +447,7 @@ class GCEProvider(Provider):
         with _calling(f"reading {instance.instance_id}"):
             try:
                 return self._client(compute_v1.InstancesClient).get(
-                    project=self._project_id(), zone=instance.zone, instance=instance.instance_id, retry=RETRY
+                    project=self.project_id(), zone=instance.zone, instance=instance.instance_id, retry=RETRY
                 )
             except api_exceptions.NotFound:
                 return None
@@ -409,7 +458,7 @@ class GCEProvider(Provider):
         with _calling(f"deleting {instance.instance_id}"):
             try:
                 operation = self._client(compute_v1.InstancesClient).delete_unary(
-                    project=self._project_id(), zone=instance.zone, instance=instance.instance_id, retry=RETRY
+                    project=self.project_id(), zone=instance.zone, instance=instance.instance_id, retry=RETRY
                 )
             except api_exceptions.NotFound:
                 return
@@ -426,7 +475,7 @@ class GCEProvider(Provider):
 
     def list_instances(self) -> list[Instance]:
         request = compute_v1.AggregatedListInstancesRequest(
-            project=self._project_id(), filter=f'labels.project = "{PROJECT_TAG}"'
+            project=self.project_id(), filter=f'labels.project = "{PROJECT_TAG}"'
         )
         found = []
         with _calling("listing instances"):

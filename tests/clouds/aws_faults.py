@@ -36,12 +36,13 @@ STATUS = {
     "VcpuLimitExceeded": 400,
     "MaxSpotInstanceCountExceeded": 400,
     "Unsupported": 400,
+    "AccessDenied": 403,
 }
 
 
 @dataclass
 class Fault:
-    action: str  # EC2 API action, e.g. RunInstances
+    action: str  # EC2 API action, e.g. RunInstances; for S3 (a REST API) `s3:<HTTP method>`, e.g. s3:PUT
     code: str
     message: str
     times: int | None  # None: until cleared
@@ -79,6 +80,8 @@ class FaultInjector:
         body = environ["wsgi.input"].read(length) if length else b""
         environ["wsgi.input"] = BytesIO(body)
         params = {key: values[-1] for key, values in parse_qs(body.decode(errors="replace")).items()}
+        if "Action" not in params and "Action=" not in environ.get("QUERY_STRING", ""):
+            params = {"Action": f"s3:{environ['REQUEST_METHOD']}", "Path": environ.get("PATH_INFO", "")}
         fault = self._match(params)
         if fault is None:
             response = list(self.app(environ, start_response))
@@ -87,10 +90,12 @@ class FaultInjector:
                 hook()
             return response
         status = STATUS.get(fault.code, 400)
+        error = f"<Code>{escape(fault.code)}</Code><Message>{escape(fault.message)}</Message>"
         xml = (
-            '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>'
-            f"<Code>{escape(fault.code)}</Code><Message>{escape(fault.message)}</Message>"
-            f"</Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>"
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<Error>{error}<RequestId>{uuid.uuid4()}</RequestId></Error>'
+            if fault.action.startswith("s3:")  # S3's REST error body
+            else '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>'
+            f"{error}</Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>"
         ).encode()
         start_response(f"{status} Error", [("Content-Type", "text/xml"), ("Content-Length", str(len(xml)))])
         return [xml]

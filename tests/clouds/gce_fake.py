@@ -19,6 +19,12 @@ The test plays Google's side through Python methods: `fail_inserts` (ZONE_RESOUR
 friends, quota and rate-limit errors), `preempt` (a Spot reclaim, recorded as a `compute.instances.preempted`
 operation), `after_insert` (a hook run when an insert has made its VM, before the reply), `live_instances`.
 A Spot or standard VM with `maxRunDuration` is deleted (or stopped) once it has run that long.
+
+VMs' own identity (detached runs): `vm_token(email)` is the access token the metadata server hands a VM running as
+that service account. Such a token may do one thing here: delete an instance whose IAM policy
+(instances.setIamPolicy) binds that account; anything else is 403, as least privilege would answer.
+`running_startup_scripts` lists what the guest agent of each RUNNING VM would run; `power_off` is the guest
+shutting itself down (status TERMINATED, as Compute Engine does); `deleted_by` says who deleted each instance.
 """
 
 from __future__ import annotations
@@ -103,6 +109,7 @@ class FakeInstance:
     stop_requested: float | None = None
     delete_after_stop: bool = True
     preempted: bool = False
+    iam_policy: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -143,6 +150,8 @@ class GCEFake:
         self._operations: dict[tuple[str, str, str], FakeOperation] = {}
         self._faults: list[InsertFault] = []
         self._tokens: set[str] = set()
+        self._vm_tokens: dict[str, str] = {}  # token -> the VM's service account
+        self.deleted_by: dict[str, str] = {}  # instance name -> "user", or "vm:<service account>"
         self._request_ids: dict[str, dict[str, Any]] = {}  # insert requestId -> its operation
         self._service_keys: dict[str, str] = {}  # client_email -> PEM public key
         self._ids = itertools.count(int(time.time()) * 1000)
@@ -220,6 +229,40 @@ class GCEFake:
             instance.preempted = True
             self._stop(instance, delete=instance.resource["scheduling"]["instanceTerminationAction"] == "DELETE")
             self._new_operation(instance, "compute.instances.preempted", delay=0.0)
+
+    def vm_token(self, service_account: str) -> str:
+        token = "ya29.vm-" + secrets.token_urlsafe(24)
+        with self._lock:
+            self._vm_tokens[token] = service_account
+        return token
+
+    def power_off(self, zone: str, name: str) -> None:
+        """The guest shut itself down: the VM stops (TERMINATED) and stays, as on Compute Engine."""
+        with self._lock:
+            instance = self._instances.get((self.project, zone, name))
+            if instance is not None:
+                self._stop(instance, delete=False)
+
+    def running_startup_scripts(self) -> list[dict[str, str]]:
+        """name, zone, startup-script and service account of every RUNNING VM that has a startup script."""
+        found = []
+        with self._lock:
+            self._advance()
+            for instance in self._instances.values():
+                if instance.resource["status"] != "RUNNING":
+                    continue
+                items = {i["key"]: i.get("value", "") for i in instance.resource.get("metadata", {}).get("items", [])}
+                accounts = instance.resource.get("serviceAccounts") or [{}]
+                if "startup-script" in items:
+                    found.append(
+                        {
+                            "name": instance.name,
+                            "zone": instance.zone,
+                            "script": items["startup-script"],
+                            "service_account": accounts[0].get("email", ""),
+                        }
+                    )
+        return found
 
     def live_instances(self) -> list[dict[str, Any]]:
         """Every instance not deleted and not TERMINATED, as the API would show it."""
@@ -412,13 +455,14 @@ class GCEFake:
                 raise not_found(f"projects/{project}/zones/{zone}/instances/{name}")
             return dict(instance.resource)
 
-    def delete_instance(self, project: str, zone: str, name: str) -> dict[str, Any]:
+    def delete_instance(self, project: str, zone: str, name: str, caller: str = "user") -> dict[str, Any]:
         self.check_zone(project, zone)
         with self._lock:
             self._advance()
             instance = self._instances.get((project, zone, name))
             if instance is None:
                 raise not_found(f"projects/{project}/zones/{zone}/instances/{name}")
+            self.deleted_by.setdefault(name, caller)
             key = (project, zone, name)
 
             def remove() -> None:
@@ -429,6 +473,27 @@ class GCEFake:
             else:
                 instance.delete_after_stop = True
             return self._new_operation(instance, "delete", delay=self.timings.stopping, finish=remove)
+
+    def set_instance_iam_policy(self, project: str, zone: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.check_zone(project, zone)
+        with self._lock:
+            instance = self._instances.get((project, zone, name))
+            if instance is None:
+                raise not_found(f"projects/{project}/zones/{zone}/instances/{name}")
+            policy = body.get("policy") or {}
+            instance.iam_policy = {"bindings": policy.get("bindings", []), "etag": secrets.token_urlsafe(8)}
+            return dict(instance.iam_policy)
+
+    def vm_may(self, token: str, method: str, path: str) -> bool:
+        """What a VM's own token may do: delete an instance whose policy names its service account."""
+        account = self._vm_tokens[token]
+        match = re.fullmatch(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/]+)", path)
+        if method != "DELETE" or match is None:
+            return False
+        with self._lock:
+            instance = self._instances.get(match.groups())
+            members = [m for b in (instance.iam_policy if instance else {}).get("bindings", []) for m in b["members"]]
+        return f"serviceAccount:{account}" in members
 
     def list_instances(self, project: str, zone: str, query: dict[str, str]) -> dict[str, Any]:
         self.check_zone(project, zone)
@@ -829,6 +894,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     ("GET", re.compile(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/instances"), "list"),
     ("GET", re.compile(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/]+)"), "get"),
     ("DELETE", re.compile(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/]+)"), "delete"),
+    ("POST", re.compile(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/]+)/setIamPolicy"), "iam"),
     ("GET", re.compile(r"/compute/v1/projects/([^/]+)/aggregated/instances"), "aggregated"),
     ("GET", re.compile(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/operations/([^/]+)"), "operation"),
     ("POST", re.compile(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/operations/([^/]+)/wait"), "wait"),
@@ -862,7 +928,17 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.fake.requests.append((self.command, url.path))
         try:
-            if not self.fake.authorized(self.headers.get("Authorization")):
+            header = self.headers.get("Authorization") or ""
+            token = header.partition(" ")[2]
+            if token in self.fake._vm_tokens:
+                if not self.fake.vm_may(token, self.command, url.path):
+                    account = self.fake._vm_tokens[token]
+                    raise ApiError(403, f"Required permission denied for {account}", "forbidden")
+                project, zone, name = url.path.split("/")[4::2][:3]
+                account = self.fake._vm_tokens[token]
+                self._send(200, self.fake.delete_instance(project, zone, name, caller=f"vm:{account}"))
+                return
+            if not self.fake.authorized(header):
                 raise ApiError(
                     401,
                     "Request is missing required authentication credential. Expected OAuth 2 "
@@ -899,6 +975,8 @@ class _Handler(BaseHTTPRequestHandler):
             return fake.get_instance(*args)
         if action == "delete":
             return fake.delete_instance(*args)
+        if action == "iam":
+            return fake.set_instance_iam_policy(*args, json.loads(body or b"{}"))
         if action == "aggregated":
             return fake.aggregated_instances(args[0], query)
         if action == "operation":

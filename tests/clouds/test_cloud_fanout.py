@@ -87,6 +87,7 @@ def test_fanout_survives_a_profile_without_capacity_and_reports_across_the_other
     assert f"aws-e2e  1 runs, image {fan_bench.image}; stands in for {mapping}" in out
     html = (report / "index.html").read_text()
     assert f"{base}-local" in html and f"{base}-ssh" in html
+    assert "aws-e2e ran in place of aws-e2e-2017" in html  # the page names the mapping too
     markdown = (report / "report.md").read_text()  # the same report as a document, after the fan-out summary
     assert markdown.startswith("# Fan-out") and f"- {mapping}" in markdown, markdown
     assert "local-jax" in markdown and "ssh-jax" in markdown, markdown

@@ -147,6 +147,7 @@ EVERY_OPTION = {
 }  # fmt: skip
 FANOUT_OWN = {"--profile", "--profiles", "--max-cost", "--report-out", "--dry-run", "--platform", "--run-id"}
 FANOUT_OWN |= {"--on-demand", "--allow-retired", "-h"}  # --spot's other half; set per profile; help
+FANOUT_OWN |= {"--detach", "--bucket", "--upload-interval"}  # refused with --profiles: a detached run is one profile
 
 
 def test_every_run_option_reaches_each_profiles_run() -> None:

@@ -37,7 +37,18 @@ def test_any_profile_has_a_target_without_a_generated_file(tmp_path: Path) -> No
 
 @pytest.mark.parametrize(
     "variable",
-    ["HOST", "PORT", "IDENTITY", "BACKENDS", "WORKLOADS", "RUN_PLATFORM", "SUITE", "REPEATS", "PROVIDER_SETTINGS"],
+    [
+        "HOST",
+        "PORT",
+        "IDENTITY",
+        "BACKENDS",
+        "WORKLOADS",
+        "RUN_PLATFORM",
+        "SUITE",
+        "REPEATS",
+        "PROVIDER_SETTINGS",
+        "BUCKET",
+    ],
 )
 def test_make_variables_never_reach_the_shell_as_syntax(tmp_path: Path, variable: str) -> None:
     """`make bench-ssh 'HOST=x;touch /tmp/p;true' DRY_RUN=1` once ran `touch` here, then a real run, and exit 0."""

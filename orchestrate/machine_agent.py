@@ -1,0 +1,491 @@
+"""The agent of a detached run: it runs ON the rented machine, started by the boot script that
+`orchestrate.detached.boot_script` writes, with no orchestrator anywhere.
+
+    python3 agent.py spec.json        # what the boot script runs, as root, in the folder holding spec.json
+
+Standard library only, Python 3.8+: it runs on the machine image's own python3 (Ubuntu, Debian, the Deep Learning
+AMI / VM), not in the project's environment. What it does:
+
+1. asks the cloud's metadata server who it is (instance id, zone) and for the instance role's / service account's
+   short-lived credentials (never written anywhere, never printed);
+2. reads the run's `status.json` from the bucket: a relaunch after a preemption skips the items an earlier machine
+   finished, and marks the one it was running `preempted`;
+3. gets the image (`present`, `pull`, or `load`: `docker load` of the image tar the orchestrator put in the bucket);
+4. runs each pending item as one container, uploading the item's files to `partial/attempt-N/` while it runs
+   (every `upload_interval_s`), and its CSV, metadata JSON and console log to `files/` as soon as it ends, then
+   `status.json`;
+5. at the end, on every path (failure and SIGTERM included): uploads its own console and the image log, writes
+   `summary.json` when the run is over, and deletes its own instance through the cloud's API.
+
+Bucket layout under `<prefix>/runs/<run-id>/`: `spec.json`, `status.json`, `summary.json`, `files/<name>` (the
+layout of `logs/<platform>/<run-id>/`), `partial/attempt-N/<name>`, `image.tar` (image source `load` only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+RUN_ID_TOKEN = "{run_id}"  # in the items' runner arguments: replaced by the run id (derived here when unset)
+FINISHED = ("complete", "failed")  # an item in one of these states is never run again
+EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
+DOCKER_CANNOT_RUN = (125, 126, 127)
+DATASETS_LABEL = "io.keras-cloud-bench.datasets"
+RETRIES = 5
+
+
+class Stop(Exception):
+    """SIGTERM: the machine is shutting down (a preemption notice, or someone stopping it)."""
+
+
+class RunFailed(Exception):
+    """The run cannot go on (the image is missing, docker cannot start a container); the message says why."""
+
+
+def utc(offset_s: float = 0.0, form: str = "%Y-%m-%dT%H:%M:%SZ") -> str:
+    return time.strftime(form, time.gmtime(time.time() + offset_s))
+
+
+def log(message: str) -> None:
+    print(f"{utc()} {message}", flush=True)
+
+
+def request(method: str, url: str, headers: dict | None = None, data: bytes | None = None, timeout: float = 60):
+    """An HTTP response; transient failures (connection errors, 429, 5xx) are retried with backoff."""
+    for attempt in range(RETRIES):
+        try:
+            return urllib.request.urlopen(
+                urllib.request.Request(url, data=data, method=method, headers=headers or {}), timeout=timeout
+            )
+        except urllib.error.HTTPError as error:
+            if error.code not in (429, 500, 502, 503, 504) or attempt == RETRIES - 1:
+                raise
+        except (urllib.error.URLError, OSError):
+            if attempt == RETRIES - 1:
+                raise
+        time.sleep(min(30, 2**attempt))
+    raise AssertionError("unreachable")
+
+
+# ---- clouds: identity, storage, self-delete -------------------------------------------------------------------
+
+
+class AWS:
+    """EC2 instance metadata (IMDSv2), S3 and EC2 through SigV4-signed requests with the instance role."""
+
+    def __init__(self, spec: dict) -> None:
+        self.imds = os.environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://169.254.169.254").rstrip("/")
+        self.instance_id = self._meta("instance-id")
+        self.zone = self._meta("placement/availability-zone")
+        self.region = self._meta("placement/region")
+        storage = spec["storage"]
+        self.bucket, self.bucket_region = storage["bucket"], storage.get("region") or self.region
+        endpoints = spec.get("endpoints", {})
+        self.s3 = endpoints.get("s3")  # None: the bucket's virtual-hosted address
+        self.ec2 = endpoints.get("ec2") or f"https://ec2.{self.region}.amazonaws.com"
+        self._credentials: dict = {}
+
+    def _meta(self, path: str) -> str:
+        token = request(
+            "PUT", f"{self.imds}/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "21600"}
+        ).read()
+        answer = request("GET", f"{self.imds}/latest/meta-data/{path}", {"X-aws-ec2-metadata-token": token.decode()})
+        return answer.read().decode().strip()
+
+    def credentials(self) -> dict:
+        if not self._credentials or self._credentials.get("Expiration", "") < utc(300):  # ISO 8601 sorts as time
+            role = self._meta("iam/security-credentials/").splitlines()[0]
+            self._credentials = json.loads(self._meta(f"iam/security-credentials/{role}"))
+        return self._credentials
+
+    def _object_url(self, key: str) -> str:
+        quoted = urllib.parse.quote(key, safe="/-_.~")
+        if self.s3:
+            return f"{self.s3.rstrip('/')}/{self.bucket}/{quoted}"
+        return f"https://{self.bucket}.s3.{self.bucket_region}.amazonaws.com/{quoted}"
+
+    def _signed(self, method: str, url: str, service: str, region: str, headers: dict, body: bytes = b""):
+        """SigV4 (docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html); S3 bodies unsigned."""
+        credentials = self.credentials()
+        parts = urllib.parse.urlsplit(url)
+        stamp = utc(form="%Y%m%dT%H%M%SZ")
+        day = stamp[:8]
+        payload = "UNSIGNED-PAYLOAD" if service == "s3" else hashlib.sha256(body).hexdigest()
+        signed = {k.lower(): v for k, v in headers.items()}
+        signed.update({"host": parts.netloc, "x-amz-date": stamp, "x-amz-content-sha256": payload})
+        if credentials.get("Token"):
+            signed["x-amz-security-token"] = credentials["Token"]
+        names = ";".join(sorted(signed))
+        query = "&".join(sorted(parts.query.split("&"))) if parts.query else ""
+        header_lines = "".join(f"{k}:{signed[k].strip()}\n" for k in sorted(signed))
+        canonical = "\n".join([method, parts.path or "/", query, header_lines, names, payload])
+        scope = f"{day}/{region}/{service}/aws4_request"
+        to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+        key = ("AWS4" + credentials["SecretAccessKey"]).encode()
+        for part in (day, region, service, "aws4_request"):
+            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+        signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+        signed["authorization"] = (
+            f"AWS4-HMAC-SHA256 Credential={credentials['AccessKeyId']}/{scope}, "
+            f"SignedHeaders={names}, Signature={signature}"
+        )
+        del signed["host"]  # urllib sets it from the URL
+        return request(method, url, signed, body or None)
+
+    def put(self, key: str, data: bytes) -> None:
+        # an explicit type: urllib's default for a body (form-urlencoded) would invite parsing it as a form
+        headers = {"content-type": "application/octet-stream"}
+        self._signed("PUT", self._object_url(key), "s3", self.bucket_region, headers, data).read()
+
+    def open(self, key: str):
+        """The object's body as a stream; None when it does not exist (403 too: the machine may not list the
+        bucket, and S3 then answers a missing object with 403, not 404)."""
+        try:
+            return self._signed("GET", self._object_url(key), "s3", self.bucket_region, {})
+        except urllib.error.HTTPError as error:
+            if error.code in (403, 404):
+                return None
+            raise
+
+    def delete_self(self) -> None:
+        body = urllib.parse.urlencode(
+            {"Action": "TerminateInstances", "InstanceId.1": self.instance_id, "Version": "2016-11-15"}
+        ).encode()
+        headers = {"content-type": "application/x-www-form-urlencoded; charset=utf-8"}
+        self._signed("POST", f"{self.ec2.rstrip('/')}/", "ec2", self.region, headers, body).read()
+
+
+class GCE:
+    """The Compute Engine metadata server, Cloud Storage's JSON API and Compute's API with the VM's account."""
+
+    def __init__(self, spec: dict) -> None:
+        self.metadata = "http://" + os.environ.get("GCE_METADATA_HOST", "metadata.google.internal")
+        self.instance_id = self._meta("instance/name")
+        self.zone = self._meta("instance/zone").rsplit("/", 1)[-1]
+        self.project = self._meta("project/project-id")
+        self.bucket = spec["storage"]["bucket"]
+        endpoints = spec.get("endpoints", {})
+        self.gcs = (endpoints.get("gcs") or "https://storage.googleapis.com").rstrip("/")
+        self.compute = (endpoints.get("compute") or "https://compute.googleapis.com").rstrip("/")
+        self._token: tuple[str, float] = ("", 0.0)
+
+    def _meta(self, path: str) -> str:
+        answer = request("GET", f"{self.metadata}/computeMetadata/v1/{path}", {"Metadata-Flavor": "Google"})
+        return answer.read().decode().strip()
+
+    def _auth(self) -> dict:
+        if time.time() > self._token[1] - 300:
+            answer = json.loads(self._meta("instance/service-accounts/default/token"))
+            self._token = (answer["access_token"], time.time() + float(answer["expires_in"]))
+        return {"Authorization": f"Bearer {self._token[0]}"}
+
+    def put(self, key: str, data: bytes) -> None:
+        name = urllib.parse.quote(key, safe="")
+        url = f"{self.gcs}/upload/storage/v1/b/{self.bucket}/o?uploadType=media&name={name}"
+        request("POST", url, {**self._auth(), "Content-Type": "application/octet-stream"}, data).read()
+
+    def open(self, key: str):
+        url = f"{self.gcs}/storage/v1/b/{self.bucket}/o/{urllib.parse.quote(key, safe='')}?alt=media"
+        try:
+            return request("GET", url, self._auth())
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return None
+            raise
+
+    def delete_self(self) -> None:
+        url = f"{self.compute}/compute/v1/projects/{self.project}/zones/{self.zone}/instances/{self.instance_id}"
+        request("DELETE", url, self._auth()).read()
+
+
+# ---- the run -----------------------------------------------------------------------------------------------
+
+
+def derived_run_id(instance_id: str) -> str:
+    """A scheduled launch has no orchestrator to name it: UTC time + 4 hex of the instance id (the runner's format)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + hashlib.sha1(instance_id.encode()).hexdigest()[:4]
+
+
+class Run:
+    def __init__(self, spec: dict, cloud, work: str) -> None:
+        self.spec, self.cloud, self.work = spec, cloud, work
+        self.run_id = spec.get("run_id") or derived_run_id(cloud.instance_id)
+        base = spec["storage"].get("prefix", "")
+        self.prefix = f"{base}runs/{self.run_id}/"
+        self.run_dir = os.path.join(work, "logs", spec["platform"], self.run_id)
+        self.cache = os.path.join(work, "cache", "keras")
+        for folder in (os.path.join(self.run_dir, "orchestrate"), os.path.join(self.cache, "datasets")):
+            os.makedirs(folder, exist_ok=True)
+        self.status: dict = {}
+        self.attempt: dict = {}
+        self.abort: str | None = None
+
+    # -- status ----------------------------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        previous = self.cloud.open(self.prefix + "status.json")
+        self.status = json.loads(previous.read()) if previous is not None else self._new_status()
+        for item in self.status["items"]:
+            if item["status"] == "running":  # the machine before this one died under it
+                item["status"], item["ended_at"] = "preempted", self.status.get("updated_at")
+        for attempt in self.status["attempts"]:
+            if attempt["outcome"] == "running":
+                attempt["outcome"], attempt["ended_at"] = "preempted", self.status.get("updated_at")
+        number = len(self.status["attempts"]) + 1
+        self.attempt = {
+            "attempt": number,
+            "machine": self.cloud.instance_id,
+            "zone": self.cloud.zone,
+            "started_at": time.time(),
+            "ended_at": None,
+            "outcome": "running",
+        }
+        self.status["attempts"].append(self.attempt)
+        self.status["state"] = "running"
+        if number == 1:  # the spec with its run id, for a relaunch (`orchestrate collect`) to boot the same run
+            self.cloud.put(self.prefix + "spec.json", json.dumps({**self.spec, "run_id": self.run_id}).encode())
+        self.save()
+        log(f"run {self.run_id}, attempt {number} on {self.cloud.instance_id} in {self.cloud.zone}")
+
+    def _new_status(self) -> dict:
+        spec = self.spec
+        return {
+            "run_id": self.run_id,
+            "provider": spec["provider"],
+            "platform": spec["platform"],
+            "suite": spec["suite"],
+            "image": spec["image"]["ref"],
+            "image_digest": None,
+            "planned": [[i["workload"], i["backend"], i["repeat"]] for i in spec["items"]],
+            "state": "running",
+            "message": "",
+            "started_at": time.time(),
+            "ended_at": None,
+            "attempts": [],
+            "items": [],
+        }
+
+    def save(self) -> None:
+        self.status["updated_at"] = time.time()
+        self.cloud.put(self.prefix + "status.json", json.dumps(self.status, indent=1).encode())
+
+    def pending(self) -> list:
+        latest = {(i["workload"], i["backend"], i["repeat"]): i["status"] for i in self.status["items"]}
+        return [i for i in self.spec["items"] if latest.get((i["workload"], i["backend"], i["repeat"])) not in FINISHED]
+
+    # -- the machine and the image ---------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        if subprocess.call(["sh", "-c", "command -v docker"], stdout=subprocess.DEVNULL) != 0:
+            log("installing Docker")
+            self._shell(self.spec["install_docker"], "install Docker")
+        gpu = self.spec.get("install_nvidia_toolkit")
+        if gpu and subprocess.call(["sh", "-c", "command -v nvidia-ctk"], stdout=subprocess.DEVNULL) != 0:
+            log("installing the NVIDIA container toolkit")
+            self._shell(gpu, "install the NVIDIA container toolkit")
+
+    def _shell(self, script: str, what: str) -> None:
+        with open(os.path.join(self.run_dir, "orchestrate", "host.log"), "ab") as output:
+            if subprocess.call(["sh", "-c", script], stdout=output, stderr=subprocess.STDOUT) != 0:
+                raise RunFailed(f"could not {what} on {self.cloud.instance_id}: see orchestrate/host.log")
+
+    def image(self) -> dict:
+        ref, source = self.spec["image"]["ref"], self.spec["image"]["source"]
+        with open(os.path.join(self.run_dir, "orchestrate", "image.log"), "ab") as output:
+            if source == "pull":
+                for attempt in range(3):
+                    if subprocess.call(["docker", "pull", ref], stdout=output, stderr=subprocess.STDOUT) == 0:
+                        break
+                    time.sleep(10 * (attempt + 1))
+            elif source == "load":
+                body = self.cloud.open(self.prefix + "image.tar")
+                if body is None:
+                    raise RunFailed(f"image {ref}: {self.prefix}image.tar is not in the bucket")
+                loader = subprocess.Popen(["docker", "load"], stdin=subprocess.PIPE, stdout=output, stderr=output)
+                for chunk in iter(lambda: body.read(1 << 20), b""):
+                    loader.stdin.write(chunk)
+                loader.stdin.close()
+                loader.wait()
+        found = subprocess.run(["docker", "image", "inspect", ref], capture_output=True, text=True)
+        if found.returncode != 0:
+            raise RunFailed(f"image {ref} is not on {self.cloud.instance_id} after `{source}` (see image.log)")
+        inspect = json.loads(found.stdout)[0]
+        self.status["image_digest"] = (inspect.get("RepoDigests") or [inspect["Id"]])[0]
+        config = inspect.get("Config") or {}
+        env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+        baked = (config.get("Labels") or {}).get(DATASETS_LABEL) == "keras"
+        log(f"image {ref} ready ({source}): {self.status['image_digest']}")
+        return {"keras_home": env.get("KERAS_HOME") or "/data/keras", "baked": baked}
+
+    # -- the items -------------------------------------------------------------------------------------------
+
+    def run_items(self, image: dict) -> None:
+        for item in self.pending():
+            self.run_item(item, image)
+            if self.abort:
+                break
+
+    def run_item(self, item: dict, image: dict) -> None:
+        record = {
+            "workload": item["workload"],
+            "backend": item["backend"],
+            "repeat": item["repeat"],
+            "status": "running",
+            "exit_code": None,
+            "started_at": time.time(),
+            "ended_at": None,
+            "attempt": self.attempt["attempt"],
+        }
+        self.status["items"].append(record)
+        self.save()
+        log(f"item {item['stem']}: started")
+        console = os.path.join(self.run_dir, "orchestrate", f"{item['stem']}.console.log")
+        with open(console, "ab") as output:
+            process = subprocess.Popen(self._docker_run(item, image), stdout=output, stderr=subprocess.STDOUT)
+            while True:
+                try:
+                    code = process.wait(timeout=float(self.spec["upload_interval_s"]))
+                    break
+                except subprocess.TimeoutExpired:  # still running: keep its epochs safe, say we are alive
+                    self.upload(item, f"partial/attempt-{self.attempt['attempt']}/")
+                    self.put_console()
+                    self.save()
+        record["ended_at"], record["exit_code"] = time.time(), code
+        self.upload(item, "files/")
+        record["status"] = self._item_status(item, code, console)
+        self.save()
+        log(f"item {item['stem']}: {record['status']} (exit {code})")
+
+    def _docker_run(self, item: dict, image: dict) -> list:
+        argv = [part.replace(RUN_ID_TOKEN, self.run_id) for part in item["argv"]]
+        name = item["container"].replace(RUN_ID_TOKEN, self.run_id)
+        command = ["docker", "run", "--rm", "--name", name, "--user", "0:0"]
+        command += ["-e", "HOME=/tmp", "-e", f"KERAS_HOME={image['keras_home']}"]
+        command += ["-e", f"BENCH_IMAGE_DIGEST={self.status['image_digest']}"]
+        command += ["-v", f"{os.path.join(self.work, 'logs')}:/logs"]
+        if not image["baked"]:  # an image with the datasets inside would have them hidden by the mount
+            command += ["-v", f"{self.cache}:{image['keras_home']}"]
+        labels = {"project": "keras-cloud-bench", "run-id": self.run_id, "machine": self.cloud.instance_id}
+        for key, value in labels.items():
+            command += ["--label", f"{key}={value}"]
+        if self.spec.get("gpus"):
+            command += ["--gpus", "all"]
+        return [*command, self.spec["image"]["ref"], *argv]
+
+    def _item_status(self, item: dict, code: int, console: str) -> str:
+        if code == EXIT_OK:
+            return "complete"
+        if code == EXIT_INTERRUPTED:
+            return "interrupted"
+        if code == EXIT_USAGE or code in DOCKER_CANNOT_RUN:  # every later item would fail the same way
+            with open(console, "rb") as handle:
+                tail = " | ".join(handle.read()[-2000:].decode(errors="replace").strip().splitlines()[-3:])
+            self.abort = f"{item['stem']} could not run (exit {code}): {tail}"
+        return "failed"
+
+    def upload(self, item: dict, folder: str) -> None:
+        """The item's files: its CSV and metadata JSON (under any of the runner's names) and its console."""
+        for name in item["files"]:
+            self.put_file(os.path.join(self.run_dir, name), folder)
+        self.put_file(os.path.join(self.run_dir, "orchestrate", f"{item['stem']}.console.log"), folder)
+
+    def put_console(self) -> None:
+        """This machine's own log (the agent's output): up while it runs too, so a preempted machine leaves it."""
+        name = f"orchestrate/machine-attempt-{self.attempt.get('attempt', 0)}.log"
+        self.put_file(os.path.join(self.work, "console.log"), "files/", name)
+
+    def put_file(self, path: str, folder: str, name: str | None = None) -> None:
+        """One file of the run's folder, under its path there (or `name`)."""
+        # an empty file says nothing (and gcp-storage-emulator refuses empty media uploads)
+        if os.path.isfile(path) and os.path.getsize(path) > 0:
+            relative = name or os.path.relpath(path, self.run_dir)
+            with open(path, "rb") as handle:
+                self.cloud.put(self.prefix + folder + relative, handle.read())
+
+    # -- the end ---------------------------------------------------------------------------------------------
+
+    def finish(self, failure: str | None) -> None:
+        latest = {(i["workload"], i["backend"], i["repeat"]): i["status"] for i in self.status["items"]}
+        planned = len(self.spec["items"])
+        keys = [(i["workload"], i["backend"], i["repeat"]) for i in self.spec["items"]]
+        not_complete = [f"{k[0]} [{k[1]}] ({latest.get(k, 'not run')})" for k in keys if latest.get(k) != "complete"]
+        if failure or self.abort:
+            self.status["state"], self.status["message"] = "failed", failure or self.abort
+        elif not_complete:
+            self.status["state"] = "failed"
+            failed = ", ".join(not_complete)
+            self.status["message"] = f"{len(not_complete)} of {planned} container runs failed: {failed}"
+        else:
+            self.status["state"], self.status["message"] = "complete", f"all {planned} container runs complete"
+        for item in self.status.get("items", []):
+            if item["status"] == "running":
+                item["status"], item["ended_at"] = "interrupted", time.time()
+
+    def close(self, stopped: bool) -> None:
+        """Console and logs up, the summary (unless a SIGTERM cut the run short: a relaunch goes on), delete self."""
+        now = time.time()
+        if self.attempt:
+            self.attempt["ended_at"] = now
+            self.attempt["outcome"] = "stopped" if stopped else self.status.get("state", "failed")
+        if not stopped:
+            self.status["ended_at"] = now
+        for name in ("image.log", "host.log"):
+            self.put_file(os.path.join(self.run_dir, "orchestrate", name), "files/")
+        self.put_console()
+        if self.status.get("attempts") is not None:
+            self.save()
+            if not stopped:
+                self.cloud.put(self.prefix + "summary.json", json.dumps(self.status, indent=1).encode())
+
+
+def on_sigterm(signum, frame) -> None:
+    raise Stop("SIGTERM")
+
+
+def main(argv: list) -> int:
+    spec_path = argv[1]
+    with open(spec_path) as handle:
+        spec = json.load(handle)
+    signal.signal(signal.SIGTERM, on_sigterm)
+    cloud = AWS(spec) if spec["provider"] == "aws" else GCE(spec)
+    run = Run(spec, cloud, os.path.dirname(os.path.abspath(spec_path)))
+    stopped, failure = False, None
+    try:
+        run.begin()
+        run.prepare()
+        run.run_items(run.image())
+    except Stop:
+        stopped = True
+        log("SIGTERM: the machine is going away; uploading what there is")
+    except RunFailed as error:
+        failure = str(error)
+    except Exception as error:  # broad on purpose: whatever broke, the logs go up and the machine goes away
+        failure = f"agent error: {type(error).__name__}: {error}"
+    try:
+        if run.status:
+            if not stopped:
+                run.finish(failure)
+            log(f"run {run.run_id}: {run.status.get('state')}: {run.status.get('message') or failure or ''}")
+        elif failure:
+            log(f"run {run.run_id}: failed before it began: {failure}")
+        log(f"deleting {cloud.instance_id} once this log is uploaded")
+        try:
+            run.close(stopped)
+        except Exception as error:  # the bucket is unreachable: still delete the machine
+            log(f"could not upload the last logs: {type(error).__name__}: {error}")
+    finally:
+        cloud.delete_self()
+    return 0 if run.status.get("state") == "complete" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

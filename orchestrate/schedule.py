@@ -1,0 +1,671 @@
+"""Scheduled runs: `orchestrate schedule create|list|delete`. The cloud's own scheduler starts a machine on a cron
+schedule; the machine runs the suite detached (`orchestrate.detached`'s boot script: logs to the bucket, then it
+deletes itself). Nothing of this project runs in between: no orchestrator, no always-on machine, no functions.
+
+- AWS: an EventBridge Scheduler schedule whose universal target `arn:aws:scheduler:::aws-sdk:ec2:runInstances`
+  calls RunInstances with a launch template; the template carries the image, the machine type, the boot script
+  (user data), the machine's instance profile and the tags. The schedule assumes a role of its own that may only
+  run that template and pass that one machine role.
+- Google Cloud: a Cloud Scheduler job whose HTTP target POSTs the instance resource to Compute Engine's
+  `instances.insert`, with an OAuth token of a service account; the resource's `startup-script` metadata is the
+  boot script. The VM has a fixed name, so a firing while the previous machine still runs is refused by Compute
+  Engine instead of starting a second one.
+
+Both launch in the profile's first zone (there is no orchestrator to try the next one) with the image resolved
+when the schedule is created, so every run of a schedule runs on the same image and a trend over time measures
+the cloud, not image updates. Every input (profile, cron, time zone, suite, name, lifetime) is checked before
+anything is created, and a create that fails half-way deletes what it had created. `delete` is idempotent and
+also removes what a failed create may have left. The clouds' side is `orchestrate.schedulers`; the monthly cost's
+arithmetic is `orchestrate.schedule_cost`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from benchmarks.suites import UnknownSuite, get_suite
+from orchestrate.catalog import Profile
+from orchestrate.cron import Cron, CronError, check_time_zone, parse_cron
+from orchestrate.provider import PROJECT_TAG, ProviderError
+from orchestrate.storage import StorageURL
+
+NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,37}[a-z0-9]")  # "kcb-schedule-<name>-machine" fits IAM's 64 characters
+RESOURCE_PREFIX = "kcb-schedule-"
+SCHEDULE_GROUP = PROJECT_TAG  # one EventBridge Scheduler group holds every schedule of the project
+RUN_INSTANCES_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:runInstances"
+COMPUTE_API = "https://compute.googleapis.com/compute/v1"
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+DESCRIPTION_HEAD = "keras-cloud-bench schedule "  # then JSON: what `list` shows
+TAGGED_AT_LAUNCH = ("instance", "volume", "spot-instances-request")  # what the launch template tags
+SCHEDULER_ENDPOINT_ENV = "KCB_SCHEDULER_API_ENDPOINT"  # Cloud Scheduler's endpoint (the tests' fake)
+IAM_PROPAGATION_S = 60.0  # a new role can take seconds before another service may assume it
+STALE_PRICE_DAYS = 365  # as `run`'s plan flags a price
+SCHEDULER_PROVIDERS = ("aws", "gce")
+
+
+class ScheduleError(ValueError):
+    """A bad input: one line, nothing created."""
+
+
+class ScheduleFailure(RuntimeError):
+    """The cloud refused part of a create or delete; the message says what, and what was undone."""
+
+
+def resource_name(name: str) -> str:
+    return f"{RESOURCE_PREFIX}{name}"
+
+
+def default_name(profile: str, suite: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", f"{profile}-{suite}".lower()).strip("-")[:39].rstrip("-")
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """A schedule, checked: what to run, where, and when."""
+
+    name: str
+    profile: Profile
+    cron: Cron
+    time_zone: str
+    suite: str
+    backends: tuple[str, ...]
+    workloads: tuple[str, ...]
+    spot: bool
+    max_lifetime_s: int
+    owner: str  # who created it: user@host
+
+    @property
+    def provider(self) -> str:
+        return self.profile.provider
+
+    @property
+    def zone(self) -> str:
+        return self.profile.zones[0]
+
+    @property
+    def region(self) -> str:
+        """AWS: the zone less its letter (us-east-1a); GCE: the zone less its suffix (us-central1-a)."""
+        return self.zone[:-1] if self.provider == "aws" else self.zone.rsplit("-", 1)[0]
+
+    @property
+    def items(self) -> list[tuple[str, str]]:
+        return [(w, b) for b in self.backends for w in self.workloads]
+
+    def tags(self) -> dict[str, str]:
+        """On the scheduled machines and every resource of the schedule. `owner` names the schedule, not the
+        user: a run the scheduler started is in nobody's ledger, so the sweep must leave it to end itself."""
+        return {
+            "project": PROJECT_TAG,
+            "schedule": self.name,
+            "profile": self.profile.name,
+            "suite": self.suite,
+            "owner": f"schedule:{self.name}",
+            "created-by": self.owner,
+        }
+
+    def description(self) -> str:
+        facts = {"profile": self.profile.name, "suite": self.suite, "cron": self.cron.text, "owner": self.owner}
+        return DESCRIPTION_HEAD + json.dumps(facts, sort_keys=True)
+
+
+def check_spec(
+    name: str,
+    profile: Profile,
+    cron_text: str,
+    time_zone: str,
+    suite_name: str,
+    backends: str | None,
+    workloads: str | None,
+    spot: bool | None,
+    max_lifetime_min: int,
+    owner: str,
+) -> ScheduleSpec:
+    """Every input of `schedule create`, checked before anything is created; ScheduleError names the bad one."""
+    if not NAME_RE.fullmatch(name):
+        raise ScheduleError(
+            f"--name {name!r}: 2-39 lowercase letters, digits and '-', starting with a letter "
+            "(it names the cloud resources)"
+        )
+    if profile.provider not in SCHEDULER_PROVIDERS:
+        raise ScheduleError(
+            f"profile {profile.name} is a {profile.provider} host: scheduled runs need a cloud profile "
+            f"({' or '.join(SCHEDULER_PROVIDERS)}), whose scheduler starts the machine"
+        )
+    if not profile.zones or not profile.machine_type:
+        raise ScheduleError(f"profile {profile.name}: a scheduled run needs a machine_type and zones")
+    try:
+        cron = parse_cron(cron_text)
+        check_time_zone(time_zone)
+        suite = get_suite(suite_name)
+    except (CronError, UnknownSuite) as exc:
+        raise ScheduleError(str(exc)) from None
+    chosen_backends = _subset(backends, suite.backends, "backend", suite.name)
+    chosen_workloads = _subset(workloads, suite.workloads, "workload", suite.name)
+    use_spot = profile.use_spot if spot is None else spot
+    if profile.hourly_price(use_spot) is None:
+        market = "spot" if use_spot else "on-demand"
+        raise ScheduleError(f"profile {profile.name} has no {market} price: its monthly cost cannot be estimated")
+    if not 10 <= max_lifetime_min <= 7 * 24 * 60:
+        raise ScheduleError(f"--max-lifetime {max_lifetime_min}: 10 to {7 * 24 * 60} minutes")
+    gap = cron.shortest_gap_minutes()
+    if gap < max_lifetime_min:
+        raise ScheduleError(
+            f"cron {cron.text!r} fires {gap:g} min apart, within --max-lifetime {max_lifetime_min} min: "
+            "two machines of the schedule could run at once; space the runs or lower --max-lifetime"
+        )
+    return ScheduleSpec(
+        name=name,
+        profile=profile,
+        cron=cron,
+        time_zone=time_zone,
+        suite=suite.name,
+        backends=tuple(chosen_backends),
+        workloads=tuple(chosen_workloads),
+        spot=use_spot,
+        max_lifetime_s=max_lifetime_min * 60,
+        owner=owner,
+    )
+
+
+def _subset(text: str | None, allowed: Sequence[str], what: str, suite: str) -> list[str]:
+    if text is None:
+        return list(allowed)
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in allowed]
+    if unknown or not names:
+        raise ScheduleError(
+            f"unknown {what} {', '.join(unknown) or repr(text)} for suite {suite}; choose from {', '.join(allowed)}"
+        )
+    return names
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    """A schedule as the cloud holds it (what `list` prints)."""
+
+    name: str
+    provider: str
+    where: str  # region (AWS) or location (Cloud Scheduler)
+    cron: str  # the unix-cron form it was created with
+    expression: str  # what the cloud holds: cron(...) on AWS, the unix-cron on Cloud Scheduler
+    time_zone: str
+    state: str
+    profile: str
+    suite: str
+    last_attempt: str = ""  # Cloud Scheduler's last attempt and its status, where known
+
+
+def description_facts(description: str) -> dict[str, str]:
+    """The JSON `ScheduleSpec.description` wrote; {} for a schedule that is not this project's."""
+    if not description.startswith(DESCRIPTION_HEAD):
+        return {}
+    try:
+        facts = json.loads(description.removeprefix(DESCRIPTION_HEAD))
+    except json.JSONDecodeError:
+        return {}
+    return {str(k): str(v) for k, v in facts.items()} if isinstance(facts, dict) else {}
+
+
+class Scheduler(Protocol):
+    provider: ClassVar[str]
+
+    def check_credentials(self) -> None: ...
+    def exists(self, spec: ScheduleSpec) -> bool: ...
+    def create(self, spec: ScheduleSpec, boot_script: str, storage: StorageURL) -> list[str]: ...
+    def list(self) -> list[ScheduleInfo]: ...
+    def delete(self, name: str) -> list[str]: ...
+
+
+def make_scheduler(provider: str, scheduler_account: str | None, machine_settings: dict[str, str]) -> Scheduler:
+    """`scheduler_account` and `machine_settings` (service_account, self_delete_role) are Google Cloud's. Lazily
+    imported: the clouds' SDKs load only for a command that talks to a cloud."""
+    from orchestrate.schedulers import AWSScheduler, GCEScheduler
+
+    if provider == "aws":
+        return AWSScheduler()
+    return GCEScheduler(scheduler_account, machine_settings)
+
+
+# ---- the monthly cost ------------------------------------------------------------------------------------------
+
+# Not measured for scheduled runs here: a fresh machine's boot, Docker install, image pull and dataset download
+# before the first epoch and the uploads after the last. Stated with every estimate that uses it.
+BOOT_OVERHEAD_S = 300
+DEFAULT_DISK_GB = {"aws": 8.0, "gce": 10.0}  # the default Ubuntu images' root disk, where the profile sets none
+LOG_MB_PER_ITEM = 0.1  # a CSV, its metadata JSON and the console log of one workload x backend
+UPLOADS_PER_ITEM = 4  # those three files and the status after the item
+UPLOADS_PER_MINUTE = 3  # while an item runs: its partial files and the status heartbeat (upload_interval_s 60 s)
+UPLOADS_PER_RUN = 6  # spec, first status, the agent's console, the image log, the summary, the last status
+
+
+@dataclass(frozen=True)
+class MonthlyEstimate:
+    lines: list[Any]  # schedule_cost.CostLine
+    low: float  # the total with every run at the low end of the time estimate
+    high: float
+    cap: float  # the total with every run reaching the max lifetime
+    basis: str  # where the time per run came from
+    high_s: float  # one run's machine time at the high end
+
+
+def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> MonthlyEstimate:
+    """Today's monthly cost of `spec`: machine time per run from earlier complete runs of its suite on its profile
+    in the ledger, else from the closest measured or published runs (report.estimate) plus BOOT_OVERHEAD_S."""
+    from orchestrate.schedule_cost import UnitPrice, Usage, cloud_prices, monthly_cost, total
+
+    profile = spec.profile
+    price = profile.hourly_price(spec.spot)
+    assert price is not None, "check_spec refuses a profile without a price"
+    compute = UnitPrice(price.usd_per_hour, "hour", price.date, price.source)
+    prices = cloud_prices(spec.provider, compute)
+    earlier = sorted(
+        r.billed_seconds
+        for r in ledger_runs
+        if r.profile == profile.name and r.suite == spec.suite and r.status == "complete" and r.billed_seconds
+    )
+    if earlier:
+        seconds = low = high = float(earlier[len(earlier) // 2])
+        basis = f"median of {len(earlier)} earlier complete {spec.suite} run(s) of {profile.name} in the ledger"
+        training = seconds
+    else:
+        from report.estimate import estimate_suite  # lazily: the report package reads logs, the orchestrator writes
+
+        suite = estimate_suite(profile, spec.suite, spec.items, logs)
+        training = suite.seconds
+        seconds, low, high = (t + BOOT_OVERHEAD_S for t in (suite.seconds, suite.low, suite.high))
+        missing = len(suite.items) - len(suite.estimated)
+        basis = (
+            f"{suite.seconds / 60:.1f} min of training ({suite.low / 60:.1f}-{suite.high / 60:.1f}) from the closest "
+            f"runs + {BOOT_OVERHEAD_S // 60} min for boot, Docker, image and data (assumed, not measured)"
+            + (f"; {missing} item(s) not estimated: a lower bound" if missing else "")
+        )
+    items = len(spec.items)
+
+    def usage(run_seconds: float) -> Usage:
+        return Usage(
+            runs_per_month=spec.cron.runs_per_month(),
+            seconds_per_run=min(run_seconds, spec.max_lifetime_s),
+            disk_gb=float(profile.extra.get("disk_gb", DEFAULT_DISK_GB[spec.provider])),
+            scheduler_jobs=1,
+            log_mb_per_run=LOG_MB_PER_ITEM * items,
+            uploads_per_run=UPLOADS_PER_ITEM * items + UPLOADS_PER_RUN + round(UPLOADS_PER_MINUTE * training / 60),
+            billing_increment_s=profile.billing_increment_s,
+            billing_minimum_s=profile.billing_minimum_s,
+        )
+
+    return MonthlyEstimate(
+        lines=monthly_cost(usage(seconds), prices),
+        low=total(monthly_cost(usage(low), prices)),
+        high=total(monthly_cost(usage(high), prices)),
+        cap=total(monthly_cost(usage(spec.max_lifetime_s), prices)),
+        basis=basis,
+        high_s=high,
+    )
+
+
+def estimate_text(spec: ScheduleSpec, found: MonthlyEstimate) -> list[str]:
+    from orchestrate.schedule_cost import format_lines, price_sources
+
+    runs = spec.cron.runs_per_month()
+    market = "spot" if spec.spot else "on-demand"
+    warnings = []
+    compute = found.lines[0].price
+    if compute is not None and (dt.date.today() - dt.date.fromisoformat(compute.date)).days > STALE_PRICE_DAYS:
+        warnings.append(f"warning: the {market} price of {spec.profile.name} is from {compute.date}: check today's")
+    if found.high_s > spec.max_lifetime_s:
+        warnings.append(
+            f"warning: a run may take up to {found.high_s / 60:.0f} min, beyond --max-lifetime "
+            f"{spec.max_lifetime_s // 60} min: the machine would end itself mid-suite (raise --max-lifetime)"
+        )
+    return [
+        f"Monthly cost of schedule {spec.name}: {runs:.2f} runs a month of suite {spec.suite} on {spec.profile.name} "
+        f"({market})",
+        f"  per run: {found.basis}",
+        *format_lines(found.lines),
+        f"  range ${found.low:.2f}-${found.high:.2f} a month; at most ${found.cap:.2f} if every run reached "
+        f"--max-lifetime {spec.max_lifetime_s // 60} min",
+        "  prices:",
+        *price_sources(found.lines),
+        *warnings,
+    ]
+
+
+def published_text() -> list[str]:
+    """The 2018 study's scheduled run, recomputed from its inputs and 2018 prices, beside its published figures."""
+    from orchestrate.schedule_cost import format_lines, load_study, price_sources, study_cost
+
+    study = load_study()
+    lines = study_cost(study)
+    return [
+        f"{study.title}",
+        f"  source: {study.source}",
+        f"  inputs: {study.usage.runs_per_month:.2f} runs a month of {study.usage.seconds_per_run / 60:g} min, "
+        f"a {study.usage.disk_gb:g} GB disk kept all month, {study.usage.scheduler_jobs} scheduler jobs",
+        *format_lines(lines, study.published),
+        "  prices:",
+        *price_sources(lines),
+        f"  this project's scheduled runs have no functions line: {NO_FUNCTIONS_NOTE}",
+    ]
+
+
+NO_FUNCTIONS_NOTE = (
+    "the scheduler calls the compute API directly and the machine deletes itself, so nothing starts or stops it "
+    "and its disk lives only as long as the run"
+)
+
+
+# ---- `python -m orchestrate schedule ...` ------------------------------------------------------------------------
+
+
+def add_commands(parser: argparse.ArgumentParser, parser_class: type[argparse.ArgumentParser]) -> None:
+    sub = parser.add_subparsers(dest="schedule_command", required=True, parser_class=parser_class)
+    create = sub.add_parser("create", help="schedule a cloud profile's suite: the cloud's scheduler starts it")
+    create.add_argument("--profile", required=True, help="an aws or gce catalog profile")
+    create.add_argument("--cron", required=True, help='unix cron, minute hour day month weekday: "0 4 * * 1"')
+    create.add_argument("--time-zone", default="UTC", help="IANA time zone of the cron times (default: UTC)")
+    create.add_argument("--name", help="the schedule's name (default: <profile>-<suite>)")
+    create.add_argument("--suite", default="quick", help="the suite each run runs (default: quick)")
+    create.add_argument("--backends", help="comma-separated subset of the suite's backends")
+    create.add_argument("--workloads", help="comma-separated subset of the suite's workloads")
+    market = create.add_mutually_exclusive_group()
+    market.add_argument("--spot", dest="spot", action="store_true", default=None, help="spot/preemptible machines")
+    market.add_argument("--on-demand", dest="spot", action="store_false", help="on-demand machines")
+    create.add_argument("--image", required=True, help="the image every run pulls: REGISTRY/NAME:TAG")
+    create.add_argument(
+        "--image-source", choices=("pull", "present"), default="pull", help="pull it, or it is in the machine image"
+    )
+    create.add_argument("--bucket", help="s3://B[/P] or gs://B[/P] for the logs (default: the project's own)")
+    create.add_argument("--max-lifetime", type=int, default=240, help="minutes after which a machine ends itself")
+    create.add_argument("--service-account", help="gce: the account Cloud Scheduler calls instances.insert as")
+    create.add_argument(
+        "--provider-setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="gce: the VM's service_account and self_delete_role, as for detached runs",
+    )
+    create.add_argument("--dry-run", action="store_true", help="print the plan and the monthly cost; create nothing")
+    create.add_argument("--logs", type=Path, default=Path("logs"), help="logs to estimate the run time from")
+    create.add_argument("--ledger", type=Path, help="ledger with earlier runs to estimate from")
+    create.add_argument("--catalog", action="append", default=[], type=Path, metavar="FILE", help="an extra catalog")
+    collect = sub.add_parser("collect", help="fetch the logs of a schedule's runs from its bucket into logs/")
+    collect.add_argument("name", help="the schedule's name")
+    collect.add_argument("--profile", required=True, help="its profile: the runs' platform in logs/")
+    collect.add_argument("--bucket", help="the bucket it was created with (default: the project's own)")
+    collect.add_argument("--logs", type=Path, default=Path("logs"), help="log root (default: logs)")
+    collect.add_argument("--catalog", action="append", default=[], type=Path, metavar="FILE", help="an extra catalog")
+    for name, what in (("list", "list the project's schedules"), ("delete", "delete a schedule and its resources")):
+        command = sub.add_parser(name, help=what)
+        if name == "delete":
+            command.add_argument("name", help="the schedule's name (see schedule list)")
+        command.add_argument("--provider", choices=SCHEDULER_PROVIDERS, help="only this cloud (default: both)")
+    sub.add_parser("published", help="the 2018 study's scheduled run: its monthly cost recomputed from its inputs")
+
+
+def run_command(args: argparse.Namespace, owner: str) -> int:
+    if args.schedule_command == "create":
+        return _create(args, owner)
+    if args.schedule_command == "published":
+        print("\n".join(published_text()))
+        return 0
+    if args.schedule_command == "collect":
+        return _collect(args)
+    providers = [args.provider] if args.provider else list(SCHEDULER_PROVIDERS)
+    if args.schedule_command == "list":
+        return _list(providers)
+    return _delete(args.name, providers)
+
+
+def _create(args: argparse.Namespace, owner: str) -> int:
+    """Everything is checked (inputs, image, bucket URL, the boot script's size) before the first cloud call;
+    then the credentials, then that the name is free; only then is anything created."""
+    from orchestrate.catalog import get_profile, load_catalogs
+    from orchestrate.ledger import Ledger
+
+    profile = get_profile(load_catalogs(args.catalog), args.profile)
+    name = args.name or default_name(profile.name, args.suite)
+    spec = check_spec(
+        name, profile, args.cron, args.time_zone, args.suite, args.backends, args.workloads, args.spot,
+        args.max_lifetime, owner,
+    )  # fmt: skip
+    settings = dict(_key_value(text) for text in args.provider_setting)
+    if spec.provider == "aws" and (settings or args.service_account):
+        raise ScheduleError("--service-account and --provider-setting apply to gce profiles")
+    storage = _storage_url(args.bucket, spec.provider)
+    detached = _detached_spec(spec, args.image, args.image_source, storage or _placeholder_bucket(spec.provider))
+    _checked_boot_script(detached)  # its checks (image source, size limit) before anything else
+    found = estimate(spec, args.logs, list(Ledger(args.ledger).runs().values()))
+    _print_plan(spec, args, storage)
+    print("\n".join(estimate_text(spec, found)))
+    try:
+        scheduler = make_scheduler(spec.provider, args.service_account, settings)
+    except ProviderError as exc:
+        raise ScheduleError(str(exc)) from None
+    credentials = _credentials(scheduler)
+    print(f"  credentials: {credentials}")
+    if args.dry_run:
+        return 0
+    if credentials != "ok":
+        raise ScheduleError(f"{credentials}; nothing created")
+    if scheduler.exists(spec):
+        raise ScheduleError(f"schedule {spec.name} exists in {spec.region}: `schedule delete {spec.name}` first")
+    bucket, region = _ready_bucket(args.bucket, spec)
+    runs = schedule_storage(bucket, spec.name)
+    detached = replace(_detached_spec(spec, args.image, args.image_source, runs), storage_region=region)
+    script = _checked_boot_script(detached)
+    created = scheduler.create(spec, script, runs)
+    print(f"\nSchedule {spec.name} created: {spec.cron.text} ({spec.time_zone}); logs to {runs}runs/<run-id>/")
+    print("  created " + "\n          ".join(created))
+    print(f"  `python -m orchestrate schedule collect {spec.name} --profile {spec.profile.name} --bucket {bucket}`")
+    print(f"  `python -m orchestrate schedule delete {spec.name}` removes the schedule and its resources")
+    return 0
+
+
+def schedule_storage(bucket: StorageURL, name: str) -> StorageURL:
+    """Where a schedule's runs write: `<bucket prefix>schedules/<name>/runs/<run-id>/`, apart from other runs, so
+    that the machine's grant and `schedule collect` cover exactly the schedule's runs."""
+    return replace(bucket, prefix=f"{bucket.prefix}schedules/{name}/")
+
+
+def collect_runs(storage: StorageURL, platform: str, logs: Path) -> dict[str, list[str]]:
+    """Every run of a schedule into `logs/<platform>/<run-id>/` (the layout of attached runs), from the `files/` the
+    machines uploaded; what was new or changed, per run id. Idempotent: a file of the same size is not fetched."""
+    from orchestrate.storage import open_store
+
+    store = open_store(storage)
+    base = f"{storage.prefix}runs/"
+    fetched: dict[str, list[str]] = {}
+    for key, size in sorted(store.list(base).items()):
+        run_id, _, rest = key.removeprefix(base).partition("/")
+        relative = rest.removeprefix("files/")
+        if relative == rest or not _plain_path(run_id) or not all(_plain_path(p) for p in relative.split("/")):
+            continue
+        target = logs / platform / run_id / relative
+        fetched.setdefault(run_id, [])
+        if not target.is_file() or target.stat().st_size != size:
+            store.download(key, target)
+            fetched[run_id].append(str(target))
+    return fetched
+
+
+def _plain_path(part: str) -> bool:
+    return bool(part) and part not in (".", "..") and not part.startswith(".")
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from orchestrate.catalog import get_profile, load_catalogs
+    from orchestrate.detached_runs import resolve_bucket
+    from orchestrate.storage import StorageError
+
+    if not NAME_RE.fullmatch(args.name):
+        raise ScheduleError(f"schedule name {args.name!r}: 2-39 lowercase letters, digits and '-'")
+    profile = get_profile(load_catalogs(args.catalog), args.profile, allow_retired=True)
+    if profile.provider not in SCHEDULER_PROVIDERS:
+        raise ScheduleError(f"profile {profile.name} is a {profile.provider} host, not a cloud profile")
+    try:
+        bucket, _ = resolve_bucket(args.bucket, profile)
+        fetched = collect_runs(schedule_storage(bucket, args.name), profile.name, args.logs)
+    except StorageError as exc:
+        raise ScheduleFailure(str(exc)) from None
+    for run_id, files in sorted(fetched.items()):
+        print(f"run {run_id}: {len(files)} new file(s) in {args.logs / profile.name / run_id}")
+    if not fetched:
+        print(f"schedule {args.name}: no runs in {schedule_storage(bucket, args.name)}runs/ yet")
+    return 0
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ScheduleError(f"--provider-setting {text!r}: expected KEY=VALUE")
+    return key, value
+
+
+def _storage_url(bucket: str | None, provider: str) -> StorageURL | None:
+    from orchestrate.storage import StorageError
+
+    if bucket is None:
+        return None
+    try:
+        url = StorageURL.parse(bucket)
+    except StorageError as exc:
+        raise ScheduleError(str(exc)) from None
+    if url.provider != provider:
+        scheme = "s3" if provider == "aws" else "gs"
+        raise ScheduleError(f"--bucket {bucket}: {provider} machines write to {scheme}:// buckets")
+    return url
+
+
+def _placeholder_bucket(provider: str) -> StorageURL:
+    """For the checks before the account is known: the project's own bucket, of an account not yet named."""
+    from orchestrate.storage import default_bucket
+
+    return default_bucket(provider, "account")
+
+
+def _ready_bucket(bucket: str | None, spec: ScheduleSpec) -> tuple[StorageURL, str | None]:
+    """The bucket, as a detached run's (the user's, else the project's own, created in the schedule's region),
+    checked writable where the schedule's runs will write; and its region (S3)."""
+    from orchestrate.detached_runs import check_bucket, resolve_bucket
+    from orchestrate.storage import StorageError
+
+    try:
+        url, create = resolve_bucket(bucket, spec.profile)
+        region = check_bucket(schedule_storage(url, spec.name), create, spec.profile, "write-check")
+    except StorageError as exc:
+        raise ScheduleFailure(str(exc)) from None
+    return url, region
+
+
+def _detached_spec(spec: ScheduleSpec, image: str, source: str, storage: StorageURL) -> Any:
+    from orchestrate.detached import DetachedSpec
+    from orchestrate.images import is_registry_ref
+    from orchestrate.plan import WorkItem
+
+    if source == "pull" and not is_registry_ref(image):
+        raise ScheduleError(f"--image {image}: every run pulls it, so name a registry (REGISTRY/NAME:TAG)")
+    return DetachedSpec(
+        provider=spec.provider,
+        storage_url=str(storage),
+        platform=spec.profile.name,
+        suite=spec.suite,
+        items=tuple(WorkItem(workload, backend) for workload, backend in spec.items),
+        image_ref=image,
+        image_source=source,
+        run_id=None,  # named at boot by the machine: there is no orchestrator to name it
+        gpu_host=spec.profile.has_gpu,
+        max_lifetime_s=spec.max_lifetime_s,
+    )
+
+
+def _checked_boot_script(detached: Any) -> str:
+    from orchestrate.detached import DetachedError
+    from orchestrate.detached import boot_script as detached_boot_script
+
+    try:
+        return detached_boot_script(detached)
+    except DetachedError as exc:
+        raise ScheduleError(str(exc)) from None
+
+
+def _credentials(scheduler: Scheduler) -> str:
+    try:
+        scheduler.check_credentials()
+    except ProviderError as exc:
+        return str(exc)
+    return "ok"
+
+
+def _print_plan(spec: ScheduleSpec, args: argparse.Namespace, storage: StorageURL | None) -> None:
+    head = "Schedule (dry run: nothing is created)" if args.dry_run else "Schedule"
+    if spec.provider == "aws":
+        how = (
+            f"EventBridge Scheduler in {spec.region}, {spec.cron.eventbridge()} -> ec2:RunInstances "
+            f"(launch template {resource_name(spec.name)}) in {spec.zone}"
+        )
+    else:
+        how = f"Cloud Scheduler job in {spec.region} -> Compute Engine instances.insert in {spec.zone}"
+    print(f"{head} {spec.name}")
+    print(f"  when         {spec.cron.text} ({spec.time_zone}): {spec.cron.runs_per_month():.2f} runs a month")
+    print(f"  how          {how}")
+    print(f"  machine      {spec.profile.name}: {spec.profile.description or spec.profile.machine_type}")
+    print(f"  suite        {spec.suite}: {len(spec.workloads)} workloads x {len(spec.backends)} backends")
+    print(f"  image        {args.image} ({args.image_source} at every run)")
+    bucket = str(storage) if storage else "<the project's own bucket, created if missing>/"
+    print(f"  logs         {bucket}schedules/{spec.name}/runs/<run-id>/ (`schedule collect {spec.name}` fetches them)")
+    print(f"  max lifetime {spec.max_lifetime_s // 60} min, then the machine ends itself")
+
+
+def _list(providers: Sequence[str]) -> int:
+    rows, problems = [], []
+    for provider in providers:
+        scheduler = make_scheduler(provider, None, {})
+        credentials = _credentials(scheduler)
+        if credentials != "ok":
+            problems.append(f"{provider}: skipped: {credentials}")
+            continue
+        try:
+            rows += scheduler.list()
+        except ScheduleFailure as exc:
+            problems.append(str(exc))
+    if rows:
+        print(f"{'name':<24} {'cloud':<5} {'where':<14} {'cron':<16} {'time zone':<16} {'state':<8} profile / suite")
+        for row in sorted(rows, key=lambda r: (r.provider, r.name)):
+            print(
+                f"{row.name:<24} {row.provider:<5} {row.where:<14} {row.cron:<16} {row.time_zone:<16} "
+                f"{row.state:<8} {row.profile} / {row.suite}"
+                + (f"  last run: {row.last_attempt}" if row.last_attempt else "")
+            )
+    else:
+        print("no schedules of this project" + (" (some clouds were skipped)" if problems else ""))
+    for line in problems:
+        print(line, file=sys.stderr)
+    return 1 if problems and not rows else 0
+
+
+def _delete(name: str, providers: Sequence[str]) -> int:
+    if not NAME_RE.fullmatch(name):
+        raise ScheduleError(f"schedule name {name!r}: 2-39 lowercase letters, digits and '-'")
+    deleted = []
+    for provider in providers:
+        scheduler = make_scheduler(provider, None, {})
+        credentials = _credentials(scheduler)
+        if credentials != "ok":
+            if len(providers) == 1:
+                raise ScheduleError(f"{provider}: {credentials}; nothing deleted")
+            print(f"{provider}: skipped: {credentials}", file=sys.stderr)
+            continue
+        deleted += scheduler.delete(name)
+    if not deleted:
+        print(f"schedule {name}: nothing to delete (already gone)")
+    for what in deleted:
+        print(f"deleted {what}")
+    return 0
