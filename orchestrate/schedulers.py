@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from orchestrate.catalog import Profile
 from orchestrate.provider import PROJECT_TAG, ProviderError
 from orchestrate.schedule import (
     CLOUD_PLATFORM_SCOPE,
@@ -208,13 +207,13 @@ class AWSScheduler:
 
     def create(self, spec: ScheduleSpec, boot_script: str, storage: StorageURL) -> list[str]:
         """The machine's role and instance profile, the launch template, the schedule's role, the schedule."""
-        from orchestrate.providers.aws import EC2_TRUST, ROLE_PATH
+        from orchestrate.providers.aws import EC2_TRUST, ROLE_PATH, AWSProvider
 
         region, base = spec.region, resource_name(spec.name)
         iam, ec2 = self._client("iam"), self._client("ec2", region)
         with _aws("reading the account id"):
             account = self._client("sts").get_caller_identity()["Account"]
-        image_id, root = self._image(region, spec.profile)
+        image_id, root = AWSProvider(self._session).resolve_image(region, spec.profile)
         tags = _aws_tags(spec.tags())
         with undoing(Undo()) as undo:
             machine = f"{base}-machine"
@@ -258,23 +257,6 @@ class AWSScheduler:
             self._create_schedule(spec, template["LaunchTemplateId"], role["Arn"])
             undo.add(f"schedule {SCHEDULE_GROUP}/{base} ({region})", lambda: self._delete_schedule(region, base))
             return undo.created
-
-    def _image(self, region: str, profile: Profile) -> tuple[str, dict[str, Any] | None]:
-        """The AMI id, and its root device's mapping (None when the image names none)."""
-        from orchestrate.providers.aws import CPU_AMI_PARAMETER, GPU_AMI_PARAMETER, SSM_PREFIX
-
-        image = profile.image or SSM_PREFIX + (GPU_AMI_PARAMETER if profile.has_gpu else CPU_AMI_PARAMETER)
-        if image.startswith(SSM_PREFIX):
-            parameter = image.removeprefix(SSM_PREFIX)
-            with _aws(f"reading image parameter {parameter} in {region}"):
-                image = self._client("ssm", region).get_parameter(Name=parameter)["Parameter"]["Value"]
-        with _aws(f"looking up image {image} in {region}"):
-            images = self._client("ec2", region).describe_images(ImageIds=[image])["Images"]
-        if not images:
-            raise ScheduleFailure(f"aws: image {image} of profile {profile.name} not found in {region}")
-        root = images[0].get("RootDeviceName")
-        mappings = [m for m in images[0].get("BlockDeviceMappings", []) if m.get("DeviceName") == root]
-        return image, (mappings[0] if mappings and "Ebs" in mappings[0] else None)
 
     def _create_schedule(self, spec: ScheduleSpec, template_id: str, role_arn: str) -> None:
         from botocore.exceptions import ClientError
@@ -569,54 +551,17 @@ class GCEScheduler:
         return [f"Cloud Scheduler job {resource_name(spec.name)} ({spec.region})"]
 
     def instance_body(self, spec: ScheduleSpec, boot_script: str) -> str:
-        """The instances.insert body the job POSTs: JSON in the API's field names."""
+        """The instances.insert body the job POSTs: the provider's own launch resource, as JSON in the API's names."""
         from google.cloud import compute_v1
 
-        from orchestrate.providers.gce import TAGS_METADATA_KEY, VM_SCOPES, label_value
+        from orchestrate.provider import LaunchRequest
 
-        profile = spec.profile
-        image = self._gce.resolve_image(profile)
-        tags = spec.tags()
-        metadata = [
-            compute_v1.Items(key="startup-script", value=boot_script),
-            compute_v1.Items(key=TAGS_METADATA_KEY, value=json.dumps(tags, sort_keys=True)),
-        ]
-        accelerators = []
-        if profile.has_gpu:  # Deep Learning VM images install the driver at first boot when asked
-            metadata.append(compute_v1.Items(key="install-nvidia-driver", value="True"))
-        if profile.has_gpu and profile.extra.get("gpu_attached") != "true":
-            accelerators.append(
-                compute_v1.AcceleratorConfig(
-                    accelerator_type=f"zones/{spec.zone}/acceleratorTypes/{profile.accelerator}",
-                    accelerator_count=profile.accelerator_count,
-                )
-            )
-        disk = compute_v1.AttachedDiskInitializeParams(source_image=image)
-        if "disk_gb" in profile.extra:
-            disk.disk_size_gb = int(profile.extra["disk_gb"])
-        instance = compute_v1.Instance(
-            name=resource_name(spec.name),  # one name: a firing while the last machine runs is refused
-            min_cpu_platform=profile.extra.get("min_cpu_platform"),
-            machine_type=f"zones/{spec.zone}/machineTypes/{profile.machine_type}",
-            disks=[compute_v1.AttachedDisk(boot=True, auto_delete=True, initialize_params=disk)],
-            network_interfaces=[
-                compute_v1.NetworkInterface(
-                    network="global/networks/default",
-                    access_configs=[compute_v1.AccessConfig(name="External NAT", type_="ONE_TO_ONE_NAT")],
-                )
-            ],
-            guest_accelerators=accelerators,
-            service_accounts=[compute_v1.ServiceAccount(email=self._gce.machine_identity()[0], scopes=VM_SCOPES)],
-            scheduling=compute_v1.Scheduling(
-                provisioning_model="SPOT" if spec.spot else "STANDARD",
-                on_host_maintenance="TERMINATE",
-                automatic_restart=False,
-                instance_termination_action="DELETE",
-                max_run_duration=compute_v1.Duration(seconds=spec.max_lifetime_s),
-            ),
-            labels={key: label_value(value) for key, value in tags.items()},
-            metadata=compute_v1.Metadata(items=metadata),
+        request = LaunchRequest(
+            spec.name, spec.profile, spec.zone, spec.spot, spec.max_lifetime_s, boot_script=boot_script
         )
+        image = self._gce.resolve_image(spec.profile)
+        # one name: a firing while the last machine still runs is refused
+        instance = self._gce.instance_resource(request, image, spec.tags(), name=resource_name(spec.name))
         return compute_v1.Instance.to_json(instance, use_integers_for_enums=False, indent=None, sort_keys=True)
 
     def locations(self) -> list[str]:

@@ -245,7 +245,8 @@ class AWSProvider(Provider):
         region = region_of(request.zone)
         self._regions_used.add(region)
         ec2 = self._client("ec2", region)
-        image_id, root_device = self._resolve_image(region, profile)
+        image_id, root = self.resolve_image(region, profile)
+        root_device = root["DeviceName"] if root else None
         tags = self._tags(request)
         if request.boot_script is None:
             access = {
@@ -346,8 +347,9 @@ class AWSProvider(Provider):
     def _tags(self, request: LaunchRequest) -> dict[str, str]:
         return {**request.tags, "project": PROJECT_TAG, "run-id": request.run_id}
 
-    def _resolve_image(self, region: str, profile: Profile) -> tuple[str, str | None]:
-        """(AMI id, root device name); SSM parameters are resolved here so a bad name fails before launch."""
+    def resolve_image(self, region: str, profile: Profile) -> tuple[str, dict[str, Any] | None]:
+        """(AMI id, its root device's block-device mapping, None when the image names none); SSM parameters are
+        resolved here so a bad name fails before launch. The scheduler's launch templates use it too."""
         image = profile.image or SSM_PREFIX + (GPU_AMI_PARAMETER if profile.has_gpu else CPU_AMI_PARAMETER)
         if image.startswith(SSM_PREFIX):
             parameter = image.removeprefix(SSM_PREFIX)
@@ -357,7 +359,9 @@ class AWSProvider(Provider):
             images = self._client("ec2", region).describe_images(ImageIds=[image])["Images"]
         if not images:
             raise ProviderError(f"profile {profile.name}: image {image} not found in {region}")
-        return image, images[0].get("RootDeviceName")
+        root = images[0].get("RootDeviceName")
+        mappings = [m for m in images[0].get("BlockDeviceMappings", []) if m.get("DeviceName") == root]
+        return image, (mappings[0] if mappings and "Ebs" in mappings[0] else None)
 
     def _ensure_key_pair(self, ec2: Any, run_id: str, tags: dict[str, str]) -> str:
         """Import the run's public key (the private key never leaves this machine)."""

@@ -256,7 +256,7 @@ class GCEProvider(Provider):
             raise ProviderError(f"profile {profile.name}: zone {request.zone!r} is not one of {profile.zones}")
         project = self.project_id()
         tags = {**request.tags, "project": PROJECT_TAG, "run-id": request.run_id}
-        resource = self._instance_resource(request, self.resolve_image(profile), tags)
+        resource = self.instance_resource(request, self.resolve_image(profile), tags)
         insert = compute_v1.InsertInstanceRequest(
             project=project, zone=request.zone, instance_resource=resource, request_id=str(uuid.uuid4())
         )
@@ -303,7 +303,10 @@ class GCEProvider(Provider):
             self._delete_quietly(zone, name)  # a VM that cannot delete itself would wait for its max lifetime
             raise
 
-    def _instance_resource(self, request: LaunchRequest, image: str, tags: dict[str, str]) -> compute_v1.Instance:
+    def instance_resource(
+        self, request: LaunchRequest, image: str, tags: dict[str, str], name: str | None = None
+    ) -> compute_v1.Instance:
+        """The instances.insert resource of a launch (the scheduler's jobs insert the same, under their own name)."""
         profile, zone = request.profile, request.zone
         metadata = [compute_v1.Items(key=TAGS_METADATA_KEY, value=json.dumps(tags, sort_keys=True))]
         accounts = []
@@ -328,7 +331,7 @@ class GCEProvider(Provider):
         if "disk_gb" in profile.extra:
             disk.disk_size_gb = int(profile.extra["disk_gb"])
         return compute_v1.Instance(
-            name=instance_name(request.run_id),
+            name=name or instance_name(request.run_id),
             min_cpu_platform=profile.extra.get("min_cpu_platform"),
             machine_type=f"zones/{zone}/machineTypes/{profile.machine_type}",
             disks=[compute_v1.AttachedDisk(boot=True, auto_delete=True, initialize_params=disk)],
