@@ -362,8 +362,9 @@ def _dry_bucket(bucket: str | None, profile: Profile) -> tuple[StorageURL, bool]
     """A dry run names the bucket without asking the cloud for the account that names the project's own."""
     if bucket is not None:
         return resolve_bucket(bucket, profile)
-    scheme = "s3" if profile.provider == "aws" else "gs"
-    return StorageURL(scheme, "keras-cloud-bench-ACCOUNT"), True
+    if profile.provider == "aws":
+        return StorageURL("s3", "keras-cloud-bench-account-id-region"), True
+    return StorageURL("gs", "keras-cloud-bench-project-id"), True
 
 
 def _print_launched(launched: Launched) -> int:

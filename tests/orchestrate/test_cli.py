@@ -30,6 +30,25 @@ def test_dry_run_prints_machines_image_matrix_and_cost(tmp_path: Path) -> None:
     assert not (tmp_path / "ledger.jsonl").exists() and not Path("logs/gce-t4/20260101T000000Z-dry0").exists()
 
 
+@pytest.mark.parametrize(
+    ("profile", "bucket"),
+    [
+        ("gce-t4", "gs://keras-cloud-bench-project-id/"),
+        ("aws-g4dn.xlarge", "s3://keras-cloud-bench-account-id-region/"),
+    ],
+)
+def test_a_detached_dry_run_names_the_projects_bucket_without_asking_the_cloud(
+    tmp_path: Path, profile: str, bucket: str
+) -> None:
+    done = orchestrate(
+        "run", "--profile", profile, "--detach", "--dry-run", "--ledger", str(tmp_path / "ledger.jsonl"),
+        "--run-id", "20260101T000000Z-dry2",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"logs to {bucket}runs/20260101T000000Z-dry2/ (created if missing)" in done.stdout
+    assert not (tmp_path / "ledger.jsonl").exists()
+
+
 def test_dry_run_estimates_from_earlier_runs_and_flags_old_prices(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     for n, seconds in enumerate((1800, 2400, 3000)):
