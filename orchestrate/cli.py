@@ -29,11 +29,13 @@ from benchmarks.suites import SUITES, UnknownSuite, get_suite
 from orchestrate.catalog import CatalogError, Profile, get_profile, load_catalogs
 from orchestrate.detached import DETACHED_IMAGE_SOURCES, DetachedError, DetachedSpec, boot_script
 from orchestrate.detached_runs import (
+    DetachedRunError,
     Launched,
     check_bucket,
     collect,
     item_counts,
     launch,
+    local_image,
     machine_state,
     read_progress,
     resolve_bucket,
@@ -165,7 +167,12 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     market.add_argument("--on-demand", dest="spot", action="store_false", help="on-demand (not preemptible)")
     run.add_argument("--allow-retired", action="store_true", help="try a retired profile anyway")
     run.add_argument("--image", help="image reference (default: keras-cloud-bench:cpu or :gpu)")
-    run.add_argument("--image-source", choices=IMAGE_SOURCES, default="auto", help="how the image gets there")
+    run.add_argument(
+        "--image-source",
+        choices=sorted({*IMAGE_SOURCES, *DETACHED_IMAGE_SOURCES}),
+        default="auto",
+        help="how the image gets there (load: through the bucket, detached runs only)",
+    )
     run.add_argument("--epochs", type=_positive_int, help="runner --epochs: override the suite's epochs")
     run.add_argument("--train-limit", type=_positive_int, help="runner --train-limit: first N training samples")
     run.add_argument("--val-limit", type=_positive_int, help="runner --val-limit: first N validation samples")
@@ -270,6 +277,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return cmd_fanout(args)
     if args.detach:
         return cmd_run_detached(args)
+    if args.image_source not in IMAGE_SOURCES:
+        raise UsageError(f"--image-source {args.image_source} applies to detached runs (--detach); attached: stream")
     for flag, value in (("--max-cost", args.max_cost), ("--report-out", args.report_out)):
         if value is not None:
             raise UsageError(f"{flag} applies to a fan-out (--profiles a,b,...)")
@@ -319,6 +328,11 @@ def cmd_run_detached(args: argparse.Namespace) -> int:
     plan = _make_plan(args, profile, provider)
     _refuse_existing_run(plan, Ledger(args.ledger))
     image_source = _detached_image_source(args.image_source, plan.image_ref)
+    if image_source == "load" and not args.dry_run:
+        try:
+            local_image(plan.image_ref)  # a bad input: refused with the others, before the bucket is touched
+        except DetachedRunError as exc:
+            raise UsageError(str(exc)) from None
     bucket, create = resolve_bucket(args.bucket, profile) if not args.dry_run else _dry_bucket(args.bucket, profile)
     spec = DetachedSpec.from_plan(plan, str(bucket), image_source, upload_interval_s=args.upload_interval)
     boot_script(spec)  # its own checks (and EC2's 16 KB user-data limit) before anything is created

@@ -121,6 +121,7 @@ def launch(
         raise DetachedRunError(f"provider {provider.name} cannot run a boot script: --detach needs aws or gce")
     url = spec.storage
     store = open_store(url)
+    image = local_image(spec.image_ref) if spec.image_source == "load" else None  # refused before any record
     record = RunRecord(
         run_id=plan.run_id,
         profile=plan.profile.name,
@@ -141,8 +142,8 @@ def launch(
     script = boot_script(spec)
     prefix = url.run_prefix(plan.run_id)
     store.put(prefix + "spec.json", json.dumps(spec.to_json(), indent=1).encode())
-    if spec.image_source == "load":
-        upload_image(store, prefix + "image.tar", spec.image_ref, note)
+    if image is not None:
+        upload_image(store, prefix + "image.tar", image, spec.image_ref, note)
     instance = launch_machine(provider, record, plan.profile, spec, script, plan.max_lifetime_s, note)
     if instance is None:
         record.status = STATUS_FAILED
@@ -153,17 +154,23 @@ def launch(
     return Launched(record, instance, record.message)
 
 
-def upload_image(store: Store, key: str, ref: str, note: Note) -> None:
-    """`docker save` of the local image into the bucket, for the machine to `docker load` (image source load)."""
+def local_image(ref: str) -> Any:
+    """The image `--image-source load` sends, from this machine's Docker engine."""
     import docker
 
-    note(f"saving {ref} to {store.url}{key.removeprefix(store.url.prefix)}")
     try:
-        image = docker.from_env().images.get(ref)
+        return docker.from_env().images.get(ref)
     except docker.errors.DockerException as error:
         raise DetachedRunError(f"--image-source load: {ref} is not in this machine's Docker engine ({error})") from None
+
+
+def upload_image(store: Store, key: str, image: Any, ref: str, note: Note) -> None:
+    """`docker save` of the local image into the bucket, for the machine to `docker load` (image source load).
+    Saved under the name the run uses: an image with several tags would otherwise be saved under its first."""
+    note(f"saving {ref} to {store.url}{key.removeprefix(store.url.prefix)}")
+    name = next((tag for tag in (ref, f"{ref}:latest") if tag in image.tags), True)
     with tempfile.NamedTemporaryFile(suffix=".tar") as handle:
-        for chunk in image.save(chunk_size=1 << 20, named=True):
+        for chunk in image.save(chunk_size=1 << 20, named=name):
             handle.write(chunk)
         handle.flush()
         store.upload_file(key, Path(handle.name))

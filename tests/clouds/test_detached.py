@@ -42,7 +42,7 @@ from tests.clouds.machines import (
     gce_tokens,
 )
 from tests.clouds.test_cloud_runs import catalog_text
-from tests.support.docker import build_cpu_image, containers_of_run, remove_containers_of_run
+from tests.support.docker import BASE_IMAGE, build_cpu_image, containers_of_run, remove_containers_of_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
@@ -343,6 +343,44 @@ def test_aws_boot_script_that_fails_still_uploads_its_console_and_deletes_its_ma
     assert "is not on" in console and "deleting" in console
     assert [c["InstanceId.1"] for c in aws.injector.calls if c.get("Action") == "TerminateInstances"]
     assert_nothing_left_in_aws(run_id)
+
+
+def test_aws_image_travels_through_the_bucket_and_the_machine_loads_it(
+    aws_detached: Detached, aws: FaultyMotoServer
+) -> None:
+    """`--image-source load`: the orchestrator `docker save`s the image into the run's prefix and the machine
+    `docker load`s it. The machine shares this Docker engine, so the tag is removed once the image is saved (at
+    RunInstances): only the machine's load can bring it back. The image is the small base image under a second
+    tag (the one the run names, not its first): what is tested is the transfer; its items cannot run the suite
+    and the run says so."""
+    bench, run_id, tag = aws_detached, "20250101T000000Z-dt06", "kcb-test/load-me:1"
+    subprocess.run(["docker", "tag", BASE_IMAGE, tag], check=True)
+    untag = ["docker", "rmi", tag]
+    aws.injector.after["RunInstances"] = lambda: subprocess.run(untag, check=True, capture_output=True)
+    try:
+        launched = bench.call(bench.run_args(run_id, "--image", tag, "--image-source", "load"))
+        assert launched.returncode == 0, launched.stdout + launched.stderr
+        assert f"bench/runs/{run_id}/image.tar" in s3_keys(f"bench/runs/{run_id}/")
+        wait_for(lambda: not aws_live(), 300, "the machine to finish and delete itself", bench)
+        assert subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0  # loaded
+        collected = bench.collect(run_id)
+    finally:
+        subprocess.run(untag, capture_output=True)
+        remove_containers_of_run(run_id)
+    assert collected.returncode == 1, collected.stdout + collected.stderr  # the base image has no runner
+    console = (bench.logs(run_id) / "orchestrate" / "machine-attempt-1.log").read_text()
+    assert f"image {tag} ready (load)" in console, console
+    assert bench.record(run_id).status == "failed"
+    assert_nothing_left_in_aws(run_id)
+
+
+def test_load_of_an_image_this_engine_lacks_is_refused_before_anything(aws_detached: Detached) -> None:
+    bench = aws_detached
+    refused = bench.call(
+        bench.run_args("20250101T000000Z-dt07", "--image", "kcb-test/absent:1", "--image-source", "load")
+    )
+    assert refused.returncode == 2 and "kcb-test/absent:1 is not in this machine's Docker engine" in refused.stderr
+    assert aws_live() == [] and "20250101T000000Z-dt07" not in Ledger(bench.ledger).runs()
 
 
 def test_aws_bucket_that_cannot_be_written_stops_the_run_before_launch(aws_detached: Detached, aws) -> None:

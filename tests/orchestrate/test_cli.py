@@ -91,3 +91,8 @@ def test_sweep_without_credentials_skips_that_cloud_and_says_why(provider: str, 
     done = orchestrate("sweep", "--dry-run", "--provider", provider, "--ledger", str(tmp_path / "l.jsonl"), env=bare)
     assert done.returncode == 0, done.stderr
     assert f"skipped      {provider}: " in done.stdout
+
+
+def test_image_source_load_is_for_detached_runs_only(tmp_path: Path) -> None:
+    done = orchestrate("run", "--profile", "local", "--image-source", "load", "--dry-run")
+    assert done.returncode == 2 and "--image-source load applies to detached runs (--detach)" in done.stderr
