@@ -13,6 +13,7 @@ launched).
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
@@ -20,7 +21,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -353,7 +357,7 @@ def test_aws_image_travels_through_the_bucket_and_the_machine_loads_it(
     RunInstances): only the machine's load can bring it back. The image is the small base image under a second
     tag (the one the run names, not its first): what is tested is the transfer; its items cannot run the suite
     and the run says so."""
-    bench, run_id, tag = aws_detached, "20250101T000000Z-dt06", "kcb-test/load-me:1"
+    bench, run_id, tag = aws_detached, "20250101T000000Z-dt08", "kcb-test/load-me:1"
     subprocess.run(["docker", "tag", BASE_IMAGE, tag], check=True)
     untag = ["docker", "rmi", tag]
     aws.injector.after["RunInstances"] = lambda: subprocess.run(untag, check=True, capture_output=True)
@@ -377,10 +381,10 @@ def test_aws_image_travels_through_the_bucket_and_the_machine_loads_it(
 def test_load_of_an_image_this_engine_lacks_is_refused_before_anything(aws_detached: Detached) -> None:
     bench = aws_detached
     refused = bench.call(
-        bench.run_args("20250101T000000Z-dt07", "--image", "kcb-test/absent:1", "--image-source", "load")
+        bench.run_args("20250101T000000Z-dt09", "--image", "kcb-test/absent:1", "--image-source", "load")
     )
     assert refused.returncode == 2 and "kcb-test/absent:1 is not in this machine's Docker engine" in refused.stderr
-    assert aws_live() == [] and "20250101T000000Z-dt07" not in Ledger(bench.ledger).runs()
+    assert aws_live() == [] and "20250101T000000Z-dt09" not in Ledger(bench.ledger).runs()
 
 
 def test_aws_bucket_that_cannot_be_written_stops_the_run_before_launch(aws_detached: Detached, aws) -> None:
@@ -464,6 +468,80 @@ def test_gce_missing_bucket_stops_the_run_before_launch(gce_detached: Detached, 
     assert line.startswith("error: bucket kcb-no-such-bucket does not exist")
     wrong = bench.call(bench.run_args("20250101T000000Z-dg06", bucket="s3://kcb-detached-test"))
     assert wrong.returncode == 2 and "a gce machine writes to a gs:// bucket" in wrong.stderr
+    assert not any(method == "POST" for method, _ in gce.requests) and gce.all_instances() == []
+
+
+class RefusingUploads(http.server.ThreadingHTTPServer):
+    """In front of the storage emulator (which enforces no IAM): every object upload is answered as Cloud Storage
+    answers an account without storage.objects.create; everything else is passed on."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+        self.refused = 0
+        super().__init__(("127.0.0.1", 0), _RefusingHandler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _RefusingHandler(http.server.BaseHTTPRequestHandler):
+    server: RefusingUploads
+
+    def do_GET(self) -> None:
+        self._forward()
+
+    def do_POST(self) -> None:
+        if self.path.startswith("/upload/storage/v1/b/"):
+            self.server.refused += 1
+            self._reply(403, {"error": {"code": 403, "message": f"{SERVICE_ACCOUNT} does not have "
+                                        "storage.objects.create access to the Google Cloud Storage object.",
+                                        "errors": [{"reason": "forbidden", "domain": "global"}]}})  # fmt: skip
+            return
+        self._forward()
+
+    def _forward(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+        request = urllib.request.Request(self.server.upstream + self.path, body, headers, method=self.command)
+        try:
+            with urllib.request.urlopen(request) as answer:
+                status, data, kind = answer.status, answer.read(), answer.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as error:
+            status, data, kind = error.code, error.read(), error.headers.get("Content-Type", "")
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _reply(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_gce_bucket_that_cannot_be_written_stops_the_run_before_launch(
+    gce_detached: Detached, gce: GCEFake, gcs: str
+) -> None:
+    bench, proxy = gce_detached, RefusingUploads(gcs)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        bench.env["KCB_GCS_API_ENDPOINT"] = proxy.url
+        denied = bench.call(bench.run_args("20250101T000000Z-dg07"))
+    finally:
+        proxy.shutdown()
+    assert denied.returncode == 2, denied.stdout + denied.stderr
+    [line] = denied.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "403" in line and "storage.objects.create" in line, line
+    assert proxy.refused >= 1
     assert not any(method == "POST" for method, _ in gce.requests) and gce.all_instances() == []
 
 
