@@ -233,7 +233,9 @@ def _run_from_metadata(log: EpochLog, meta: Mapping[str, Any]) -> Run:
         epochs_planned=planned,
         image=_short_image_name(container.get("image")),
         precision=settings.get("dtype_policy"),
-        compile_settings=_compile_settings(settings, _optional_mapping(where, meta, "distribution")),
+        compile_settings=_compile_settings(
+            settings, _optional_mapping(where, meta, "distribution"), _optional_mapping(where, meta, "hardware")
+        ),
         measured=_measured(where, meta),
     )
 
@@ -284,7 +286,10 @@ def _optional_number(where: Path, section: Mapping[str, Any], name: str, key: st
     return float(value)
 
 
-def _compile_settings(settings: Mapping[str, Any], distribution: Mapping[str, Any]) -> str | None:
+def _compile_settings(
+    settings: Mapping[str, Any], distribution: Mapping[str, Any], hardware: Mapping[str, Any]
+) -> str | None:
+    """What the run set that changes its times: runs differing in any of these are never pooled as repeats."""
     if not settings:
         return None
     parts = [f"jit {'on' if settings.get('jit_compile') else 'off'}"]
@@ -296,6 +301,11 @@ def _compile_settings(settings: Mapping[str, Any], distribution: Mapping[str, An
         parts.append(f"{settings['lstm_kernel']} LSTM")
     if settings.get("float32_matmul"):
         parts.append(f"{settings['float32_matmul']} matmul")
+    if settings.get("host_gc") not in (None, "on"):  # --host-gc frozen/off: Python's collector changed
+        parts.append(f"gc {settings['host_gc']}")
+    usable, logical = hardware.get("cpu_cores_usable"), hardware.get("cpu_cores_logical")
+    if usable and logical and usable < logical:  # held to fewer cores (taskset, a container's cpuset)
+        parts.append(f"{usable} of {logical} cores")
     return ", ".join(parts)
 
 

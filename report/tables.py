@@ -150,10 +150,18 @@ def _latest_start(group: Group) -> str:
     return max(str(r.metadata.get("started_at") or "") for r in group.runs)
 
 
-def _base_rank(group: Group) -> tuple[bool, bool, int, int]:
+def _base_rank(group: Group) -> tuple[bool, bool, bool, int, int]:
     superseded = any(r.metadata.get("relabelled_from") for r in group.runs)
     cut_down = any(r.metadata.get("cut_down") for r in group.runs)
-    return (superseded, cut_down, -group.epochs, -len(group.runs))  # negated: more epochs and repeats first
+    altered = any(_host_altered(r) for r in group.runs)
+    return (superseded, altered, cut_down, -group.epochs, -len(group.runs))  # negated: more epochs and repeats first
+
+
+def _host_altered(run: Run) -> bool:
+    """A diagnostic variant (`--host-gc frozen|off`, or held to fewer cores than the machine has): never the base."""
+    settings, hardware = run.metadata.get("settings") or {}, run.metadata.get("hardware") or {}
+    usable, logical = hardware.get("cpu_cores_usable"), hardware.get("cpu_cores_logical")
+    return settings.get("host_gc") not in (None, "on") or bool(usable and logical and usable < logical)
 
 
 def resolve_base(spec: str | None, groups: Sequence[Group]) -> Base:

@@ -4,6 +4,7 @@ the reproducibility table, repeat file names and the committed reference runs ke
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from report_helpers import write_run
 from benchmarks.harness.energy import integrate_power, watt_hours
 from benchmarks.stats import compare
 from report.cli import main
+from report.loading import load_runs
 
 FAST = [(5.0, 1.00, 1.02), (5.1, 1.01, 1.00), (4.9, 0.99, 1.01), (5.2, 1.02, 0.98), (5.0, 1.00, 1.00)]
 SLOW = [(9.0, 2.00, 2.04), (9.2, 2.02, 2.00), (8.8, 1.98, 2.02), (9.1, 2.04, 1.96), (9.0, 2.00, 2.00)]
@@ -161,3 +163,20 @@ def test_a_repeat_file_without_metadata_is_named_by_its_file(logs: Path, tmp_pat
         (folder / f"mnist_mlp_jax_synthetic.r{index:02d}.csv").write_text("epoch,elapsed\n0,3.0\n1,1.0\n2,1.0\n")
     row = _report(logs, tmp_path / "out").reset_index().iloc[0]
     assert (row["workload"], row["config"], row["n_runs"]) == ("mnist_mlp", "box-jax (synthetic)", 2)
+
+
+def test_runs_with_the_collector_changed_or_on_fewer_cores_are_not_repeats_of_the_default(logs: Path) -> None:
+    def run(run_id: str, host_gc: str = "on", usable: int = 16) -> None:
+        path = write_run(logs, run_id=run_id)
+        meta = json.loads(path.with_suffix(".json").read_text())
+        meta["settings"]["host_gc"] = host_gc
+        meta["hardware"].update(cpu_cores_logical=16, cpu_cores_usable=usable)
+        path.with_suffix(".json").write_text(json.dumps(meta))
+
+    run("20260101T000000Z-gc00")
+    run("20260101T000000Z-gc01", host_gc="off")
+    run("20260101T000000Z-gc02", usable=4)
+    settings = {r.run_id: r.compile_settings or "" for r in load_runs(logs).runs}
+    assert "gc" not in settings["20260101T000000Z-gc00"] and "cores" not in settings["20260101T000000Z-gc00"]
+    assert settings["20260101T000000Z-gc01"].endswith("gc off")
+    assert settings["20260101T000000Z-gc02"].endswith("4 of 16 cores")
