@@ -32,6 +32,21 @@ class Suite:
     description: str
     published_backends: tuple[str, ...] = ()  # the study's own backends, where they differ (CNTK is gone)
 
+    def subset(self, what: str, text: str | None) -> list[str]:
+        """The suite's workloads or backends (`what`) named in a comma-separated `text`, all of them for None;
+        UnknownSuite names any that the suite does not have."""
+        allowed = self.workloads if what == "workload" else self.backends
+        if text is None:
+            return list(allowed)
+        names = [name.strip() for name in text.split(",") if name.strip()]
+        unknown = [name for name in names if name not in allowed]
+        if unknown or not names:
+            raise UnknownSuite(
+                f"unknown {what} {', '.join(unknown) or repr(text)} for suite {self.name}; "
+                f"choose from {', '.join(allowed)}"
+            )
+        return names
+
 
 SUITES: dict[str, Suite] = {
     s.name: s

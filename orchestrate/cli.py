@@ -691,8 +691,8 @@ def _make_provider(profile: Profile, args: argparse.Namespace) -> Provider:
 
 def _make_plan(args: argparse.Namespace, profile: Profile, provider: Provider) -> RunPlan:
     suite = get_suite(args.suite)
-    backends = _subset(args.backends, suite.backends, "backend", f"suite {suite.name}")
-    workloads = _subset(args.workloads, suite.workloads, "workload", f"suite {suite.name}")
+    backends = suite.subset("backend", args.backends)
+    workloads = suite.subset("workload", args.workloads)
     spot = profile.use_spot if args.spot is None else args.spot
     if spot and not provider.has(Capability.BILLABLE):
         raise UsageError(f"--spot applies to rented machines; {profile.name} is a {profile.provider} host")
@@ -769,18 +769,6 @@ def _credentials(provider: Provider) -> str:
     except ProviderError as exc:
         return str(exc)
     return "ok"
-
-
-def _subset(text: str | None, allowed: Sequence[str], what: str, where: str) -> list[str]:
-    if text is None:
-        return list(allowed)
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in allowed]
-    if unknown or not names:
-        raise UsageError(
-            f"unknown {what} {', '.join(unknown) or repr(text)} for {where}; choose from {', '.join(allowed)}"
-        )
-    return names
 
 
 def _key_value(text: str) -> tuple[str, str]:

@@ -145,10 +145,9 @@ def check_spec(
         cron = parse_cron(cron_text)
         check_time_zone(time_zone)
         suite = get_suite(suite_name)
+        chosen_backends, chosen_workloads = suite.subset("backend", backends), suite.subset("workload", workloads)
     except (CronError, UnknownSuite) as exc:
         raise ScheduleError(str(exc)) from None
-    chosen_backends = _subset(backends, suite.backends, "backend", suite.name)
-    chosen_workloads = _subset(workloads, suite.workloads, "workload", suite.name)
     use_spot = profile.use_spot if spot is None else spot
     if profile.hourly_price(use_spot) is None:
         market = "spot" if use_spot else "on-demand"
@@ -173,18 +172,6 @@ def check_spec(
         max_lifetime_s=max_lifetime_min * 60,
         owner=owner,
     )
-
-
-def _subset(text: str | None, allowed: Sequence[str], what: str, suite: str) -> list[str]:
-    if text is None:
-        return list(allowed)
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in allowed]
-    if unknown or not names:
-        raise ScheduleError(
-            f"unknown {what} {', '.join(unknown) or repr(text)} for suite {suite}; choose from {', '.join(allowed)}"
-        )
-    return names
 
 
 @dataclass(frozen=True)
