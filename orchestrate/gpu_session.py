@@ -234,27 +234,33 @@ def _preferred_dataset(carry: Path) -> str | None:
 
 
 def _run_item(item: Item, platform: str, logs: Path, env: dict[str, str], console, deadline: float) -> dict:
-    remaining = deadline - time.monotonic()
     entry = {**asdict(item), "run_id": item.run_id, "returncode": None, "wall_s": 0.0}
-    if remaining < 30:
+    if deadline - time.monotonic() < 30:
         entry["skipped"] = "time budget spent"
         return entry
-    started = time.monotonic()
     console.write(f"\n### {item.run_id}: {' '.join(item.workloads)}\n")
+    stopped = "stopped at the time budget; finished workloads are kept"
+    return _run_until(item.command(sys.executable, platform, logs), env, console, deadline - 15, entry, stopped)
+
+
+def _run_until(
+    command: list[str], env: dict[str, str], console: TextIO, deadline: float, entry: dict, stopped: str
+) -> dict:
+    """Run one process into the console, killed at the deadline; its exit status and wall time into `entry`."""
     console.flush()
+    started = time.monotonic()
     try:
         result = subprocess.run(
-            item.command(sys.executable, platform, logs),
+            command,
             env=env,
             cwd=REPO,
             stdout=console,
             stderr=subprocess.STDOUT,
-            timeout=remaining - 15,
+            timeout=deadline - started,
         )
         entry["returncode"] = result.returncode
     except subprocess.TimeoutExpired:
-        entry["returncode"] = -1
-        entry["skipped"] = "stopped at the time budget; finished workloads are kept"
+        entry["returncode"], entry["skipped"] = -1, stopped
     entry["wall_s"] = time.monotonic() - started
     return entry
 
@@ -396,24 +402,25 @@ def _scaling_process(
     index: int,
 ) -> dict:
     run_id = f"gpu-scaling-{args.tag}-{config.name}"
-    command = [sys.executable, "-m", "benchmarks", "run", "--workload", workload, "--suite", "short"]
-    command += ["--backend", args.backends[0], "--platform", args.platform, "--out", str(logs), "--run-id", run_id]
-    command += ["--gpus", str(config.devices), "--batch-policy", config.batch_policy, "--offline", "--allow-synthetic"]
-    command += ["--repeat-index", str(index), "--repeat-group", run_id]
-    if dataset := _preferred_dataset(args.carry):
-        command += ["--prefer-dataset", dataset]
-    started = time.monotonic()
+    runner = RunnerCommand(
+        (workload,),
+        args.backends[0],
+        platform=args.platform,
+        run_id=run_id,
+        out=str(logs),
+        suite="short",
+        prefer_dataset=_preferred_dataset(args.carry),
+        offline=True,
+        allow_synthetic=True,
+        gpus=str(config.devices),
+        batch_policy=config.batch_policy,
+        repeat_index=index,
+        repeat_group=run_id,
+    )
     console.write(f"\n### {run_id} {workload} repeat {index}\n")
-    console.flush()
     entry = {"phase": "scaling", "run_id": run_id, "workload": workload, "repeat": index, "returncode": None}
-    try:
-        timeout = deadline - time.monotonic() - 10
-        result = subprocess.run(command, env=env, cwd=REPO, stdout=console, stderr=subprocess.STDOUT, timeout=timeout)
-        entry["returncode"] = result.returncode
-    except subprocess.TimeoutExpired:
-        entry["returncode"], entry["skipped"] = -1, "stopped at the time budget"
-    entry["wall_s"] = time.monotonic() - started
-    return entry
+    command = [sys.executable, "-m", "benchmarks", *runner.argv()]
+    return _run_until(command, env, console, deadline - 10, entry, "stopped at the time budget")
 
 
 def _overhead(args: argparse.Namespace, env: dict[str, str], console, deadline: float) -> list[dict]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,25 @@ def test_a_later_scaling_call_measures_the_thinnest_workloads_first(tmp_path: Pa
     order = gpu_session.fewest_first(gpu_session.scaling_order(list(counts), configs, 0), counts)
     assert [w for w, _ in order] == ["siamese_lstm"] * 3 + ["mnist_cnn"] * 3 + ["mnist_mlp"] * 3
     assert [c.name for _, c in order[:3]] == ["1gpu", "2gpu-same-global", "2gpu-per-device"]
+
+
+def test_a_scaling_process_is_a_runner_command_the_runner_parses(tmp_path: Path, monkeypatch) -> None:
+    from argparse import Namespace
+    from io import StringIO
+
+    from benchmarks.cli import build_parser
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(
+        gpu_session.subprocess, "run", lambda command, **_: seen.append(command) or Namespace(returncode=0)
+    )
+    args = Namespace(tag="a", backends=("jax",), platform="gpu-x2", carry=tmp_path)
+    config = gpu_session.ScalingConfig(2, "per-device")
+    entry = gpu_session._scaling_process(args, {}, tmp_path, StringIO(), time.monotonic() + 60, "mnist_cnn", config, 3)
+    assert entry["returncode"] == 0 and entry["run_id"] == "gpu-scaling-a-2gpu-per-device"
+    parsed = build_parser().parse_args(seen[0][3:])
+    assert (parsed.workload, parsed.backend, parsed.suite, parsed.platform) == ("mnist_cnn", "jax", "short", "gpu-x2")
+    assert (parsed.gpus, parsed.batch_policy, parsed.repeat_index, parsed.repeat_group) == (
+        2, "per-device", 3, "gpu-scaling-a-2gpu-per-device",
+    )  # fmt: skip
+    assert parsed.offline and parsed.allow_synthetic and parsed.run_id == "gpu-scaling-a-2gpu-per-device"
