@@ -321,10 +321,7 @@ def cmd_run_detached(args: argparse.Namespace) -> int:
     started = time.time()
     profile = get_profile(load_catalogs(args.catalog), args.profile, allow_retired=args.allow_retired)
     provider = _make_provider(profile, args)
-    if not provider.has(Capability.BOOT_SCRIPT):
-        raise UsageError(
-            f"--detach needs a provider that runs boot scripts (aws, gce); {profile.name} is {profile.provider}"
-        )
+    _check_boot_script(profile, provider)
     plan = _make_plan(args, profile, provider)
     _refuse_existing_run(plan, Ledger(args.ledger))
     image_source = _detached_image_source(args.image_source, plan.image_ref)
@@ -504,12 +501,16 @@ def cmd_fanout(args: argparse.Namespace) -> int:
     return 0 if all(r.exit_code == 0 for r in results) and report_status == 0 else 1
 
 
-def _check_detachable(profile: Profile, provider: Provider, bucket: str | None) -> None:
-    """A detached fan-out launches nothing unless every profile can run detached into the bucket given."""
+def _check_boot_script(profile: Profile, provider: Provider) -> None:
     if not provider.has(Capability.BOOT_SCRIPT):
         raise UsageError(
             f"--detach needs a provider that runs boot scripts (aws, gce); {profile.name} is {profile.provider}"
         )
+
+
+def _check_detachable(profile: Profile, provider: Provider, bucket: str | None) -> None:
+    """A detached fan-out launches nothing unless every profile can run detached into the bucket given."""
+    _check_boot_script(profile, provider)
     if bucket is not None:
         try:
             resolve_bucket(bucket, profile)
