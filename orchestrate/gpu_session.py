@@ -9,7 +9,7 @@ PyTorch and CUDA but not Keras, and sometimes no route to PyPI or the dataset ho
     python3 -m orchestrate.gpu_session run --carry .carry --phase sweep --backends jax,torch --out OUT --budget-s 540
     python3 -m orchestrate.gpu_session run --carry .carry --phase suite --backends jax --out OUT --budget-s 540
     python3 -m orchestrate.gpu_session run --carry .carry --phase scaling --backends jax --device-counts 2 \
-        --platform NVIDIA-H200-x2 --existing logs/reference/NVIDIA-H200-x2 --out OUT --budget-s 560
+        --repeats 5 --platform NVIDIA-H200-x2 --existing logs/reference/NVIDIA-H200-x2 --out OUT --budget-s 560
     # here: unpack into logs/, check every log, and write the configuration table
     python -m orchestrate.gpu_session collect OUT/logs-sweep.tar.gz OUT/logs-suite-jax.tar.gz --logs logs/reference
     # the configuration table and the check that every default is the fastest (report/configurations.py)
@@ -363,32 +363,46 @@ def _scaling(args: argparse.Namespace, env: dict[str, str], logs: Path, console,
     entries = []
     counts = existing_scaling_repeats(args.existing, args.tag, args.backends[0], args.workloads, configs)
     # A later call continues the rotation and the repeat numbering where the earlier one stopped.
-    for round_index in range(args.round_offset, args.round_offset + args.repeats):
-        for workload, config in fewest_first(scaling_order(args.workloads, configs, round_index), counts):
+    for round_index, level in enumerate(fill_levels(counts, args.repeats), start=args.round_offset):
+        for workload, config in scaling_round(args.workloads, configs, round_index, counts, level):
             if deadline - time.monotonic() < SCALING_MIN_START_S:
                 return entries
             entries.append(_scaling_process(args, env, logs, console, deadline, workload, config, round_index + 1))
-            counts[workload] += 1
+            counts[workload, config.name] += 1
     return entries
+
+
+def fill_levels(counts: dict[tuple[str, str], int], target: int) -> range:
+    """Each round raises every configuration below its level by one repeat, up to `target` repeats in all, so a
+    budget cut leaves the configurations evenly measured rather than some with many repeats and some with none."""
+    return range(min(counts.values(), default=0) + 1, target + 1)
 
 
 def existing_scaling_repeats(
     logs: Path | None, tag: str, backend: str, workloads: Sequence[str], configs: Sequence[ScalingConfig]
-) -> dict[str, int]:
-    """Repeats already collected per workload (all its configurations together), from an earlier session's logs."""
-    counts = dict.fromkeys(workloads, 0)
-    for config in configs if logs else ():
-        for workload in workloads:
-            counts[workload] += len(
-                list((logs / f"gpu-scaling-{tag}-{config.name}").glob(f"{workload}_{backend}*.r*.csv"))
-            )
-    return counts
+) -> dict[tuple[str, str], int]:
+    """Repeats already collected per workload and configuration, from an earlier session's logs."""
+    return {
+        (workload, config.name): len(
+            list((logs / f"gpu-scaling-{tag}-{config.name}").glob(f"{workload}_{backend}*.r*.csv")) if logs else []
+        )
+        for workload in workloads
+        for config in configs
+    }
 
 
-def fewest_first(order: Sequence[tuple[str, ScalingConfig]], counts: dict[str, int]) -> list[tuple[str, ScalingConfig]]:
-    """The round's workloads, the least measured first (a budget cut then falls on the best measured), each
-    workload's configurations still back to back and in the round's order."""
-    return sorted(order, key=lambda pair: counts[pair[0]])
+def scaling_round(
+    workloads: Sequence[str],
+    configs: Sequence[ScalingConfig],
+    round_index: int,
+    counts: dict[tuple[str, str], int],
+    level: int,
+) -> list[tuple[str, ScalingConfig]]:
+    """The round's configurations that hold fewer than `level` repeats, the least measured workloads first (a
+    budget cut then falls on the best measured), each workload's configurations back to back in the round's order."""
+    order = [(w, c) for w, c in scaling_order(workloads, configs, round_index) if counts[w, c.name] < level]
+    total = {w: sum(counts[w, c.name] for c in configs) for w in workloads}
+    return sorted(order, key=lambda pair: total[pair[0]])
 
 
 def _scaling_process(
@@ -507,11 +521,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--carry", type=Path, required=True)
     phases = ("sweep", "suite", "overhead", "repeats", "variance", "scaling")
     p.add_argument("--phase", choices=phases, required=True)
-    p.add_argument("--repeats", type=int, default=3, help="repeats, scaling: repeats per workload and configuration")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="repeats: per workload; scaling: per workload and configuration, counting --existing",
+    )
     p.add_argument("--tag", default="a", help="repeats, scaling: names this machine's run (gpu-repeats-TAG)")
     p.add_argument("--device-counts", default="2", help="scaling: device counts beside one, e.g. 2,4")
     p.add_argument("--round-offset", type=int, default=0, help="scaling: rounds an earlier call already ran")
-    p.add_argument("--existing", type=Path, help="scaling: collected logs of earlier calls; least measured first")
+    p.add_argument(
+        "--existing", type=Path, help="scaling: earlier calls' collected logs, counted; least measured first"
+    )
     p.add_argument("--backends", default="jax,torch")
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--configs", help="sweep only these configurations (default: all of each backend's)")

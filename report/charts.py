@@ -32,6 +32,9 @@ SYNTHETIC_HATCH = "//"
 PUBLISHED_ALPHA = 0.45
 FORMATS = ("png", "svg")
 FOOTNOTE_WIDTH = 115  # characters per footnote line at 8 pt on an 8.5 in wide figure
+MIN_WIDTH_IN = 8.5
+LABEL_IN_PER_CHAR = 0.075  # a y-tick label's width at 10 pt
+MIN_AXES_IN = 4.5  # room for the bars beside the longest label
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,9 @@ def relative_chart(
     """Draw `bars` top to bottom and save `<out_stem>.png` and `.svg`; returns the paths written."""
     notes = [line for note in footnotes for line in textwrap.wrap(note, FOOTNOTE_WIDTH)]
     height = 1.6 + 0.42 * len(bars) + 0.16 * len(notes)
-    fig, ax = plt.subplots(figsize=(8.5, height), layout="constrained")
+    widest_label = max((len(b.label) for b in bars), default=0)
+    width = max(MIN_WIDTH_IN, LABEL_IN_PER_CHAR * widest_label + MIN_AXES_IN)  # long labels must not squeeze the bars
+    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
     positions = list(range(len(bars)))[::-1]
     present = [v for v in (b.value for b in bars) if v is not None and math.isfinite(v)]
     reach = max([1.0, *present, *(b.high for b in bars if b.high is not None)])
@@ -147,11 +152,15 @@ def _draw_bar(ax: plt.Axes, y: int, bar: Bar, reach: float, colour: str, pale: b
 
 def _legend(bars: Sequence[Bar], mixed: bool, colours: dict[str, str]) -> list[Patch]:
     keys = sorted({_key(b, colours) for b in bars if b.value is not None})
-    handles = [Patch(color=colours[k], label=k) for k in keys]
+    # A colour that only published bars carry is drawn pale in the legend too, as on the chart.
+    only_published = {k for k in keys if mixed and all(b.published for b in bars if _key(b, colours) == k)}
+    handles = [
+        Patch(facecolor=colours[k], alpha=PUBLISHED_ALPHA if k in only_published else 1.0, label=k) for k in keys
+    ]
     if any(b.synthetic for b in bars):
         handles.append(Patch(facecolor="white", edgecolor="black", hatch=SYNTHETIC_HATCH, label="synthetic data"))
-    if mixed:  # the swatch is a pale bar of the first colour, as the published bars are drawn
-        first = colours[keys[0]] if keys else OTHER_COLOUR
+    if mixed and not only_published:  # the swatch is a pale bar of a published bar's colour
+        first = next((colours[_key(b, colours)] for b in bars if b.published), OTHER_COLOUR)
         handles.append(Patch(facecolor=first, alpha=PUBLISHED_ALPHA, label="published (pale)"))
     return handles
 

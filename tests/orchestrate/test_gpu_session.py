@@ -165,20 +165,40 @@ def test_the_scaling_phase_refuses_several_backends_and_bad_counts(tmp_path: Pat
     assert not (tmp_path / "out").exists()
 
 
-def test_a_later_scaling_call_measures_the_thinnest_workloads_first(tmp_path: Path) -> None:
+def test_a_later_scaling_call_tops_up_the_thinnest_configurations_first(tmp_path: Path) -> None:
     configs = gpu_session.scaling_configs([2])
     folder = tmp_path / "gpu-scaling-a-1gpu"
     folder.mkdir()
     for index in (1, 2):
         (folder / f"mnist_mlp_jax.r{index:02d}.csv").write_text("")
     (folder / "mnist_cnn_jax.r01.csv").write_text("")
-    counts = gpu_session.existing_scaling_repeats(
-        tmp_path, "a", "jax", ["mnist_mlp", "mnist_cnn", "siamese_lstm"], configs
-    )
-    assert counts == {"mnist_mlp": 2, "mnist_cnn": 1, "siamese_lstm": 0}
-    order = gpu_session.fewest_first(gpu_session.scaling_order(list(counts), configs, 0), counts)
-    assert [w for w, _ in order] == ["siamese_lstm"] * 3 + ["mnist_cnn"] * 3 + ["mnist_mlp"] * 3
-    assert [c.name for _, c in order[:3]] == ["1gpu", "2gpu-same-global", "2gpu-per-device"]
+    workloads = ["mnist_mlp", "mnist_cnn", "siamese_lstm"]
+    counts = gpu_session.existing_scaling_repeats(tmp_path, "a", "jax", workloads, configs)
+    assert counts[("mnist_mlp", "1gpu")] == 2 and counts[("mnist_cnn", "1gpu")] == 1
+    assert counts[("siamese_lstm", "1gpu")] == counts[("mnist_mlp", "2gpu-per-device")] == 0
+    assert list(gpu_session.fill_levels(counts, 2)) == [1, 2]
+    first = gpu_session.scaling_round(workloads, configs, 0, counts, 1)
+    # mnist_cnn's and mnist_mlp's one-GPU runs are already at the level; the workload with none goes first
+    assert [(w, c.name) for w, c in first] == [
+        ("siamese_lstm", "1gpu"),
+        ("siamese_lstm", "2gpu-same-global"),
+        ("siamese_lstm", "2gpu-per-device"),
+        ("mnist_cnn", "2gpu-same-global"),
+        ("mnist_cnn", "2gpu-per-device"),
+        ("mnist_mlp", "2gpu-same-global"),
+        ("mnist_mlp", "2gpu-per-device"),
+    ]
+    for w, c in first:
+        counts[w, c.name] += 1
+    second = gpu_session.scaling_round(workloads, configs, 1, counts, 2)
+    assert ("mnist_mlp", "1gpu") not in [(w, c.name) for w, c in second] and len(second) == 8
+
+
+def test_without_earlier_logs_each_round_is_one_repeat_of_everything() -> None:
+    configs = gpu_session.scaling_configs([2])
+    counts = gpu_session.existing_scaling_repeats(None, "a", "jax", ["mnist_mlp", "mnist_cnn"], configs)
+    assert list(gpu_session.fill_levels(counts, 3)) == [1, 2, 3]
+    assert len(gpu_session.scaling_round(["mnist_mlp", "mnist_cnn"], configs, 0, counts, 1)) == 6
 
 
 def test_a_scaling_process_is_a_runner_command_the_runner_parses(tmp_path: Path, monkeypatch) -> None:

@@ -13,6 +13,7 @@ import pytest
 from orchestrate.catalog import Price, Profile
 from report import cli
 from report.loading import load_runs
+from report.markdown import markdown_table
 from report.scaling import (
     best_speedups,
     measured_bars,
@@ -141,3 +142,12 @@ def test_the_extra_gpu_is_worth_its_price_only_beyond_the_price_ratio(tmp_path: 
     assert table.loc["two", "worth it"].startswith("yes for the best workload: 6% less per sample")
     assert table.loc["two-dear", "worth it"].startswith("no: even the best workload costs 25% more per sample")
     assert table.loc["four", "worth it"] == "unknown: no run on this many devices"
+
+
+def test_the_committed_scaling_table_is_what_the_report_makes_of_the_committed_logs() -> None:
+    """docs/results.md carries the 2x H200 scaling table; regenerating it from logs/reference must give it back."""
+    repo = Path(__file__).resolve().parents[2]
+    runs = load_runs(repo / "logs" / "reference" / "NVIDIA-H200-x2").complete_runs
+    table = scaling_table(runs)
+    assert set(table["devices"]) == {1, 2} and len(table) == 3 * len(set(table["workload"])) == 27
+    assert markdown_table(table) in (repo / "docs" / "results.md").read_text()
