@@ -129,7 +129,9 @@ def _scaling_prices_markdown(prices: pd.DataFrame) -> list[str]:
     return [
         "Is the extra GPU worth its price? The catalog's multi-GPU shapes against one GPU of the same kind: a machine "
         "with N GPUs costs less per training sample only where it trains faster than its price ratio (the "
-        "break-even speed-up). The measured speed-ups come from the machines above, not from these shapes.",
+        'break-even speed-up). "Worth it" says yes where some workload\'s whole speed-up interval lies above the '
+        "break-even, no where every interval lies below it. The measured speed-ups come from the machines above, "
+        "not from these shapes.",
         "",
         markdown_table(prices),
         "",

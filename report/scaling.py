@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,14 +112,18 @@ def scaling_table(runs: Sequence[Run]) -> pd.DataFrame:
     return pd.DataFrame([_row(g, groups[g], groups.get(g.base, [])) for g in _ordered(groups)], columns=COLUMNS)
 
 
+def _against_base(groups: dict[Group, list[Run]]) -> Iterator[tuple[Group, Comparison]]:
+    """Each multi-device configuration that has a one-device base, compared with it."""
+    for g in _ordered(groups):
+        if g.devices > 1 and g.base in groups:
+            yield g, _compare(groups[g], groups[g.base])
+
+
 def measured_bars(runs: Sequence[Run]) -> list[Bar]:
     """Time per training sample on N devices relative to one device, with the bootstrap interval of that ratio."""
-    groups = _groups(runs)
     bars = []
-    for g in _ordered(groups):
-        if g.devices == 1 or g.base not in groups:
-            continue
-        ratio = _compare(groups[g], groups[g.base]).ratio
+    for g, comparison in _against_base(_groups(runs)):
+        ratio = comparison.ratio
         label = f"{g.workload} [{g.backend}] on {g.platform}: {g.devices} devices, {g.batch_policy}"
         bars.append(Bar(label, ratio.value, g.backend, ratio.low, ratio.high, synthetic=g.synthetic, group=g.platform))
     return bars
@@ -182,12 +186,19 @@ def _hyperparameters(run: Run) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _speedup_bounds(ratio: Estimate) -> tuple[float | None, float | None]:
+    """The interval of the time ratio as one of speed-up (inverted), where there is one."""
+    if ratio.low is None or ratio.high is None or not ratio.has_interval:
+        return None, None
+    return 1 / ratio.high, 1 / ratio.low
+
+
 def _speedup_interval(ratio: Estimate) -> str:
     """The interval of the time ratio, inverted: a speed-up is 1 / (seconds per sample, N / 1)."""
-    if not ratio.has_interval:
+    low, high = _speedup_bounds(ratio)
+    if low is None or high is None:
         return f"n={ratio.n}, no interval"
-    assert ratio.low is not None and ratio.high is not None
-    return f"{1 / ratio.high:.2f}–{1 / ratio.low:.2f} (95% bootstrap, n={ratio.n})"
+    return f"{low:.2f}–{high:.2f} (95% bootstrap, n={ratio.n})"
 
 
 @dataclass
@@ -206,7 +217,7 @@ def section(runs: Sequence[Run], study: Study, profiles: Mapping[str, Profile] |
         return None
     pairs = published_pairs(study)
     bars = measured_bars(runs) + [pair.bar() for pair in pairs]
-    prices = price_table(profiles or {}, best_speedups(runs))
+    prices = price_table(profiles or {}, measured_speedups(runs))
     return ScalingSection(scaling_table(runs), published_scaling(pairs, study), study, bars, prices)
 
 
@@ -214,20 +225,18 @@ def section(runs: Sequence[Run], study: Study, profiles: Mapping[str, Profile] |
 class Speedup:
     value: float
     where: str  # workload, backend, policy and platform it was measured on
+    low: float | None = None  # the bootstrap interval of the speed-up, where there are repeats enough
+    high: float | None = None
 
 
-def best_speedups(runs: Sequence[Run]) -> dict[int, Speedup]:
-    """The largest median speed-up measured at each device count, over every workload, backend and policy."""
+def measured_speedups(runs: Sequence[Run]) -> dict[int, list[Speedup]]:
+    """Every configuration's median speed-up against one device, by device count."""
     groups = _groups(runs)
-    best: dict[int, Speedup] = {}
-    for g in groups:
-        if g.devices == 1 or g.base not in groups:
-            continue
-        value = 1 / _compare(groups[g], groups[g.base]).ratio.value
-        if g.devices not in best or value > best[g.devices].value:
-            where = f"{g.workload} [{g.backend}], {g.batch_policy}, {g.platform}, n={len(groups[g])}"
-            best[g.devices] = Speedup(value, where)
-    return best
+    measured: dict[int, list[Speedup]] = defaultdict(list)
+    for g, comparison in _against_base(groups):
+        where = f"{g.workload} [{g.backend}], {g.batch_policy}, {g.platform}, n={len(groups[g])}"
+        measured[g.devices].append(Speedup(1 / comparison.ratio.value, where, *_speedup_bounds(comparison.ratio)))
+    return dict(measured)
 
 
 def price_pairs(profiles: Mapping[str, Profile]) -> list[tuple[Profile, Profile]]:
@@ -250,14 +259,15 @@ def price_pairs(profiles: Mapping[str, Profile]) -> list[tuple[Profile, Profile]
     return pairs
 
 
-def price_table(profiles: Mapping[str, Profile], measured: Mapping[int, Speedup]) -> pd.DataFrame:
+def price_table(profiles: Mapping[str, Profile], measured: Mapping[int, Sequence[Speedup]]) -> pd.DataFrame:
     """A machine with N GPUs pays for itself per sample only if it trains more than (its price / one GPU's) times
-    faster; the best speed-up measured at N devices says whether any workload got there."""
+    faster; the speed-ups measured at N devices, with their intervals, say whether any workload got there."""
     rows = []
     for multi, single in price_pairs(profiles):
         assert multi.on_demand is not None and single.on_demand is not None
         ratio = multi.on_demand.usd_per_hour / single.on_demand.usd_per_hour
-        best = measured.get(multi.accelerator_count)
+        speedups = measured.get(multi.accelerator_count, [])
+        best = max(speedups, key=lambda s: s.value, default=None)
         rows.append(
             {
                 "profile": multi.name,
@@ -267,19 +277,32 @@ def price_table(profiles: Mapping[str, Profile], measured: Mapping[int, Speedup]
                 "its price": f"${single.on_demand.usd_per_hour:.2f}/h ({single.on_demand.date})",
                 "break-even speed-up": fmt.ratio(ratio),
                 "best measured speed-up": f"{fmt.ratio(best.value)} ({best.where})" if best else "not measured",
-                "worth it": _worth(ratio, best),
+                "worth it": _worth(ratio, speedups),
             }
         )
     return pd.DataFrame(rows)
 
 
-def _worth(price_ratio: float, best: Speedup | None) -> str:
-    if best is None:
+def _worth(price_ratio: float, speedups: Sequence[Speedup]) -> str:
+    """Yes where some workload's whole interval lies above the break-even, no where every interval lies below it."""
+    if not speedups:
         return "unknown: no run on this many devices"
-    cost = price_ratio / best.value
-    if cost < 1:
-        return f"yes for the best workload: {1 - cost:.0%} less per sample"
-    return f"no: even the best workload costs {cost - 1:.0%} more per sample (it buys time, not money)"
+    judged = [s for s in speedups if s.low is not None and s.high is not None]
+    if not judged:
+        return "unknown: too few repeats for an interval"
+    left_out = f" ({len(speedups) - len(judged)} without an interval left out)" if len(judged) < len(speedups) else ""
+    paying = [s for s in judged if s.low is not None and s.low > price_ratio]
+    if paying:
+        best = max(paying, key=lambda s: s.value)
+        return f"yes for {best.where}: {1 - price_ratio / best.value:.0%} less per sample{left_out}"
+    best = max(judged, key=lambda s: s.value)
+    if all(s.high is not None and s.high < price_ratio for s in judged):
+        return (
+            f"no: every interval lies below the break-even; the best workload costs "
+            f"{price_ratio / best.value - 1:.0%} more per sample (it buys time, not money){left_out}"
+        )
+    spanning = sum(1 for s in judged if s.high is not None and s.high >= price_ratio)
+    return f"not beyond noise: {spanning} workload interval(s) span the break-even{left_out}"
 
 
 def draw_chart(scaling: ScalingSection, out: Path, charts_dir: str) -> None:

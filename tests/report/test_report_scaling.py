@@ -15,8 +15,8 @@ from report import cli
 from report.loading import load_runs
 from report.markdown import markdown_table
 from report.scaling import (
-    best_speedups,
     measured_bars,
+    measured_speedups,
     price_table,
     published_pairs,
     published_scaling,
@@ -130,18 +130,34 @@ def test_the_extra_gpu_is_worth_its_price_only_beyond_the_price_ratio(tmp_path: 
             _profile("one-dearer", 1, 4.0),
             _profile("two", 2, 4.5),  # 1.5x the cheapest single: 1.60x pays for it
             _profile("two-dear", 2, 6.0),  # 2.0x: it does not
+            _profile("two-close", 2, 4.8, provider="aws"),  # 1.60x: inside the measured interval
+            _profile("one-aws", 1, 3.0, provider="aws"),
             _profile("four", 4, 12.0),
             _profile("other-kind", 2, 1.0, accelerator="t4"),  # no single T4 profile: no pair
         )
     }
-    best = best_speedups(load_runs(tmp_path).runs)
-    assert set(best) == {2} and best[2].value == pytest.approx(1.6) and "per-device" in best[2].where
-    table = price_table(profiles, best).set_index("profile")
-    assert list(table.index) == ["four", "two", "two-dear"]
+    measured = measured_speedups(load_runs(tmp_path).runs)
+    assert set(measured) == {2} and len(measured[2]) == 2
+    best = max(measured[2], key=lambda s: s.value)
+    assert best.value == pytest.approx(1.6) and "per-device" in best.where and best.low < 1.6 < best.high
+    table = price_table(profiles, measured).set_index("profile")
+    assert list(table.index) == ["four", "two", "two-close", "two-dear"]
     assert table.loc["two", "one GPU"] == "one" and table.loc["two", "break-even speed-up"] == "1.50x"
-    assert table.loc["two", "worth it"].startswith("yes for the best workload: 6% less per sample")
-    assert table.loc["two-dear", "worth it"].startswith("no: even the best workload costs 25% more per sample")
+    assert table.loc["two", "worth it"].startswith("yes for mnist_mlp [jax], per-device")
+    assert "6% less per sample" in table.loc["two", "worth it"]
+    assert table.loc["two-dear", "worth it"].startswith("no: every interval lies below the break-even")
+    assert "the best workload costs 25% more per sample" in table.loc["two-dear", "worth it"]
     assert table.loc["four", "worth it"] == "unknown: no run on this many devices"
+    assert table.loc["two-close", "worth it"] == "not beyond noise: 1 workload interval(s) span the break-even"
+
+
+def test_a_speed_up_without_an_interval_decides_nothing_about_the_price(tmp_path: Path) -> None:
+    _write(tmp_path, 1, 2.0)
+    _write(tmp_path, 1, 0.5, devices=2, policy="per-device")  # 4x, but one run a side
+    measured = measured_speedups(load_runs(tmp_path).runs)
+    assert measured[2][0].value == pytest.approx(4.0) and measured[2][0].low is None
+    table = price_table({p.name: p for p in (_profile("one", 1, 3.0), _profile("two", 2, 6.0))}, measured)
+    assert table.set_index("profile").loc["two", "worth it"] == "unknown: too few repeats for an interval"
 
 
 def test_the_committed_scaling_table_is_what_the_report_makes_of_the_committed_logs() -> None:
