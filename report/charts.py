@@ -16,6 +16,7 @@ matplotlib.use("Agg")  # files only; never a display
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
+from matplotlib.transforms import offset_copy
 
 BACKEND_COLOURS = {
     "tensorflow": "#e8710a",
@@ -35,6 +36,7 @@ FOOTNOTE_WIDTH = 115  # characters per footnote line at 8 pt on an 8.5 in wide f
 MIN_WIDTH_IN = 8.5
 LABEL_IN_PER_CHAR = 0.075  # a y-tick label's width at 10 pt
 MIN_AXES_IN = 4.5  # room for the bars beside the longest label
+LEGEND_DROP_IN = 0.5  # the x tick labels and axis title at 10 pt
 
 
 @dataclass(frozen=True)
@@ -79,11 +81,13 @@ def relative_chart(
     ax.legend(
         handles=handles,
         loc="upper center",
-        bbox_to_anchor=(0.5, -0.14 - 0.5 / height),
+        bbox_to_anchor=(0.5, 0),
+        # a fixed distance under the axis, past its tick labels and title, however tall the chart
+        bbox_transform=offset_copy(ax.transAxes, fig=fig, y=-LEGEND_DROP_IN, units="inches"),
         ncols=_legend_columns(handles),  # wraps into rows rather than past the figure edge
         fontsize=8,
         frameon=False,
-    )  # below the axis, never over a bar
+    )
     if notes:
         fig.text(0.01, 0.0, "\n".join(notes), fontsize=8, color="#444444", va="bottom", ha="left")
         reserved = (0.16 * len(notes) + 0.1) / height
