@@ -201,6 +201,38 @@ def test_without_earlier_logs_each_round_is_one_repeat_of_everything() -> None:
     assert len(gpu_session.scaling_round(["mnist_mlp", "mnist_cnn"], configs, 0, counts, 1)) == 6
 
 
+def test_a_scaling_call_stops_each_configuration_at_the_repeats_counting_the_collected_ones(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from argparse import Namespace
+
+    folder = tmp_path / "gpu-scaling-a-1gpu"
+    folder.mkdir()
+    for index in (1, 2):
+        (folder / f"mnist_mlp_jax.r{index:02d}.csv").write_text("")
+    started: list[tuple[str, str, int]] = []
+
+    def process(args, env, logs, console, deadline, workload, config, index):
+        started.append((workload, config.name, index))
+        return {"workload": workload, "run_id": config.name}
+
+    monkeypatch.setattr(gpu_session, "_scaling_process", process)
+    args = Namespace(
+        device_counts=[2],
+        existing=tmp_path,
+        tag="a",
+        backends=("jax",),
+        workloads=("mnist_mlp", "mnist_cnn"),
+        repeats=2,
+        round_offset=4,
+    )
+    entries = gpu_session._scaling(args, {}, tmp_path, None, time.monotonic() + 3600)
+    assert len(entries) == 2 * 3 * 2 - 2  # mnist_mlp's two collected one-GPU runs are not run again
+    assert ("mnist_mlp", "1gpu") not in {(w, c) for w, c, _ in started}
+    assert {index for *_, index in started} == {5, 6}  # the rounds carry on from --round-offset
+    assert [w for w, *_ in started[:3]] == ["mnist_cnn"] * 3  # the least measured workload first
+
+
 def test_a_scaling_process_is_a_runner_command_the_runner_parses(tmp_path: Path, monkeypatch) -> None:
     from argparse import Namespace
     from io import StringIO
