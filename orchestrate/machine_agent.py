@@ -79,6 +79,35 @@ def request(method: str, url: str, headers: dict | None = None, data: bytes | No
 # ---- clouds: identity, storage, self-delete -------------------------------------------------------------------
 
 
+def sigv4_headers(
+    method: str, url: str, service: str, region: str, headers: dict, body: bytes, credentials: dict, stamp: str
+) -> dict:
+    """The request's headers signed with SigV4 (docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html),
+    S3 bodies unsigned; written out because the machine has only the standard library (no botocore)."""
+    parts = urllib.parse.urlsplit(url)
+    day = stamp[:8]
+    payload = "UNSIGNED-PAYLOAD" if service == "s3" else hashlib.sha256(body).hexdigest()
+    signed = {k.lower(): v for k, v in headers.items()}
+    signed.update({"host": parts.netloc, "x-amz-date": stamp, "x-amz-content-sha256": payload})
+    if credentials.get("Token"):
+        signed["x-amz-security-token"] = credentials["Token"]
+    names = ";".join(sorted(signed))
+    query = "&".join(sorted(parts.query.split("&"))) if parts.query else ""
+    header_lines = "".join(f"{k}:{signed[k].strip()}\n" for k in sorted(signed))
+    canonical = "\n".join([method, parts.path or "/", query, header_lines, names, payload])
+    scope = f"{day}/{region}/{service}/aws4_request"
+    to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+    key = ("AWS4" + credentials["SecretAccessKey"]).encode()
+    for part in (day, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    signed["authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={credentials['AccessKeyId']}/{scope}, "
+        f"SignedHeaders={names}, Signature={signature}"
+    )
+    return signed
+
+
 class AWS:
     """EC2 instance metadata (IMDSv2), S3 and EC2 through SigV4-signed requests with the instance role."""
 
@@ -114,30 +143,8 @@ class AWS:
         return f"https://{self.bucket}.s3.{self.bucket_region}.amazonaws.com/{quoted}"
 
     def _signed(self, method: str, url: str, service: str, region: str, headers: dict, body: bytes = b""):
-        """SigV4 (docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html); S3 bodies unsigned."""
-        credentials = self.credentials()
-        parts = urllib.parse.urlsplit(url)
         stamp = utc(form="%Y%m%dT%H%M%SZ")
-        day = stamp[:8]
-        payload = "UNSIGNED-PAYLOAD" if service == "s3" else hashlib.sha256(body).hexdigest()
-        signed = {k.lower(): v for k, v in headers.items()}
-        signed.update({"host": parts.netloc, "x-amz-date": stamp, "x-amz-content-sha256": payload})
-        if credentials.get("Token"):
-            signed["x-amz-security-token"] = credentials["Token"]
-        names = ";".join(sorted(signed))
-        query = "&".join(sorted(parts.query.split("&"))) if parts.query else ""
-        header_lines = "".join(f"{k}:{signed[k].strip()}\n" for k in sorted(signed))
-        canonical = "\n".join([method, parts.path or "/", query, header_lines, names, payload])
-        scope = f"{day}/{region}/{service}/aws4_request"
-        to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
-        key = ("AWS4" + credentials["SecretAccessKey"]).encode()
-        for part in (day, region, service, "aws4_request"):
-            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-        signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-        signed["authorization"] = (
-            f"AWS4-HMAC-SHA256 Credential={credentials['AccessKeyId']}/{scope}, "
-            f"SignedHeaders={names}, Signature={signature}"
-        )
+        signed = sigv4_headers(method, url, service, region, headers, body, self.credentials(), stamp)
         del signed["host"]  # urllib sets it from the URL
         return request(method, url, signed, body or None)
 
