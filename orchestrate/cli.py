@@ -702,6 +702,7 @@ def _make_plan(args: argparse.Namespace, profile: Profile, provider: Provider) -
         if value is not None and not _is_safe_name(value):
             raise UsageError(f"{what} {value!r}: use letters, digits, '-', '_' and '.' only")
     _check_limits(args, profile)
+    _check_devices(args.gpus, profile, backends, exact_shape=provider.has(Capability.BILLABLE))
     image = args.image or default_image_ref(profile.docker_image)
     repeats = range(1, args.repeats + 1) if args.repeats > 1 else (None,)
     return RunPlan(
@@ -748,6 +749,22 @@ def _check_limits(args: argparse.Namespace, profile: Profile) -> None:
     if (args.gpus is not None or args.batch_policy is not None) and not profile.has_gpu:
         flag = "--gpus" if args.gpus is not None else "--batch-policy"
         raise UsageError(f"{flag} applies to GPU profiles; {profile.name} has no accelerator")
+
+
+def _check_devices(gpus: str | None, profile: Profile, backends: Sequence[str], exact_shape: bool) -> None:
+    """A --gpus that the machine or a backend cannot honour fails here, not on a machine already paid for. A rented
+    profile's GPU count is its shape; an SSH profile's is only what its catalog entry says of the user's box."""
+    if gpus is None:
+        return
+    known = profile.accelerator_count if exact_shape else None
+    if known is not None and gpus != "all" and int(gpus) > known:
+        raise UsageError(f"--gpus {gpus}: {profile.name} has {known} GPU(s)")
+    devices = known if gpus == "all" else int(gpus)
+    if "torch" in backends and devices is not None and devices > 1:
+        raise UsageError(
+            f"--gpus {gpus}: the torch backend trains on one device only (Keras 3.15 has no data-parallel fit on "
+            "PyTorch; docs/distribution.md); choose --backends jax,tensorflow"
+        )
 
 
 def _refuse_existing_run(plan: RunPlan, ledger: Ledger) -> None:

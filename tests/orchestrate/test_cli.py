@@ -31,6 +31,21 @@ def test_dry_run_prints_machines_image_matrix_and_cost(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "args",
+    [
+        ["--profile", "gce-a2-highgpu-2g", "--gpus", "2", "--backends", "jax,tensorflow"],
+        ["--profile", "gce-a2-highgpu-2g", "--gpus", "1"],  # torch too: one device of the two
+        # an SSH profile's GPU count is the catalog's guess at the user's box, so a larger count is the box's to judge
+        ["--profile", "ssh-gpu", "--host", "me@box", "--gpus", "4", "--backends", "jax"],
+    ],
+)
+def test_several_gpus_that_the_machine_and_backends_can_honour_are_planned(tmp_path: Path, args: list[str]) -> None:
+    done = orchestrate("run", *args, "--dry-run", "--ledger", str(tmp_path / "ledger.jsonl"))
+    assert done.returncode == 0, done.stderr
+    assert f"--gpus {args[args.index('--gpus') + 1]}" in done.stdout
+
+
+@pytest.mark.parametrize(
     ("profile", "bucket"),
     [
         ("gce-t4", "gs://keras-cloud-bench-project-id/"),
