@@ -58,7 +58,7 @@ from orchestrate.fanout import (
     write_summary,
 )
 from orchestrate.images import IMAGE_SOURCES, default_build_spec, default_image_ref, is_registry_ref
-from orchestrate.ledger import STATUS_COMPLETE, Ledger, RunRecord, StageRecord, default_ledger_path
+from orchestrate.ledger import STATUS_COMPLETE, STATUS_DETACHED, Ledger, RunRecord, StageRecord, default_ledger_path
 from orchestrate.lifecycle import Interrupted, Lifecycle, Outcome, raise_interrupted
 from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.progress import make_reporter
@@ -986,6 +986,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     report = SweepReport()
     for name in names:
         _sweep_one(name, settings.get(name, {}), context, report)
+    _finalise_unlaunched(names, settings, catalog, context, report)
     _print_sweep(report, args.dry_run)
     return 1 if report.errors else 0
 
@@ -1002,6 +1003,32 @@ def _sweep_one(name: str, settings: dict[str, str], context: SweepContext, repor
             run_sweep([cls.from_settings(settings)], replace(context, salvage=salvage), report)
     except Exception as exc:  # broad on purpose: a plug-in that fails to import or build is one error line
         report.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+
+
+def _finalise_unlaunched(
+    names: Sequence[str],
+    settings: dict[str, dict[str, str]],
+    catalog: Mapping[str, Profile],
+    context: SweepContext,
+    report: SweepReport,
+) -> None:
+    """Detached runs whose orchestrator died before it launched a machine (a kill -9 during the image upload): no
+    instance carries their tag, so only the ledger finds them. `collect` finalises each and aborts its upload."""
+    for run in context.ledger.runs().values():
+        unlaunched = run.status == STATUS_DETACHED and not run.instances and run.pid and run.provider in names
+        if not unlaunched or run.final or run.owner != context.owner or context.alive(run):
+            continue
+        if context.dry_run:
+            report.recovered.append((run.run_id, "would finalise it: its orchestrator died before the launch"))
+            continue
+        try:
+            profile = get_profile(catalog, run.profile, allow_retired=True)
+            provider = load_provider_class(profile.provider).from_settings(settings.get(profile.provider, {}))
+            done = collect(run, provider, profile, context.ledger, 0, lambda _: None, False)
+        except Exception as exc:  # broad on purpose, as for a provider: one error line, and the sweep goes on
+            report.errors.append(f"could not finalise run {run.run_id}: {type(exc).__name__}: {exc}")
+            continue
+        report.recovered.append((run.run_id, done.record.message or done.action))
 
 
 def _sweep_settings(texts: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, str]]:

@@ -13,12 +13,16 @@ the partial files of items a preemption cut short into `preempted/attempt-N/`, a
 machine's own status. With the summary there, it finalises the ledger: status and message from the summary, each
 machine billed from its launch to the time it recorded before deleting itself; a machine still running then is
 terminated. Without a summary and with the machine gone: a preempted machine is relaunched with the same spec (the
-new machine skips what is finished, up to --max-preemptions), any other loss finalises the run as failed.
+new machine skips what is finished, up to --max-preemptions), any other loss finalises the run as failed. A run
+that never got a machine (its orchestrator killed before the launch, e.g. during the image upload) is finalised as
+failed once that orchestrator is gone, and its image upload is aborted (or its image.tar deleted).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import tempfile
 import time
 from collections.abc import Callable
@@ -51,6 +55,7 @@ from orchestrate.provider import (
     ProviderError,
 )
 from orchestrate.storage import StorageError, StorageURL, Store, default_bucket, open_store
+from orchestrate.sweep import local_process_alive
 
 Note = Callable[[str], None]
 FINISHED = ("complete", "failed")  # the agent never reruns these
@@ -129,7 +134,7 @@ def launch(
         platform=plan.platform,
         suite=plan.suite,
         owner=plan.owner,
-        pid=0,  # no orchestrator process watches a detached run
+        pid=os.getpid(),  # until the machine is launched: `collect` leaves a run its orchestrator still launches
         started_at=plan.validated_at[0] if plan.validated_at else time.time(),
         status=STATUS_DETACHED,
         spot=plan.spot,
@@ -141,9 +146,16 @@ def launch(
     ledger.append(record)  # before anything exists in the cloud: `collect` and the sweep can always find it
     script = boot_script(spec)
     prefix = url.run_prefix(plan.run_id)
-    store.put(prefix + "spec.json", json.dumps(spec.to_json(), indent=1).encode())
-    if image is not None:
-        upload_image(store, prefix + "image.tar", image, spec.image_ref, note)
+    try:
+        store.put(prefix + "spec.json", json.dumps(spec.to_json(), indent=1).encode())
+        if image is not None:
+            upload_image(store, prefix + "image.tar", image, spec.image_ref, note)
+    except StorageError as error:  # nothing launched: the run ends here, not `detached` until someone collects it
+        record.status, record.message, record.ended_at = STATUS_FAILED, f"nothing was launched: {error}", time.time()
+        close_accounts(record, plan.profile, provider.has(Capability.BILLABLE))
+        ledger.append(record)
+        raise
+    record.pid = 0  # from here no orchestrator process watches the run: its machine works alone
     instance = launch_machine(provider, record, plan.profile, spec, script, plan.max_lifetime_s, note)
     if instance is None:
         record.status = STATUS_FAILED
@@ -166,14 +178,16 @@ def local_image(ref: str) -> Any:
 
 def upload_image(store: Store, key: str, image: Any, ref: str, note: Note) -> None:
     """`docker save` of the local image into the bucket, for the machine to `docker load` (image source load).
-    Saved under the name the run uses: an image with several tags would otherwise be saved under its first."""
+    Saved under the name the run uses: an image with several tags would otherwise be saved under its first.
+    Spooled to a file without a name, which the system frees however this process ends (even kill -9)."""
     note(f"saving {ref} to {store.url}{key.removeprefix(store.url.prefix)}")
     name = next((tag for tag in (ref, f"{ref}:latest") if tag in image.tags), True)
-    with tempfile.NamedTemporaryFile(suffix=".tar") as handle:
+    with tempfile.TemporaryFile(suffix=".tar") as handle:
         for chunk in image.save(chunk_size=1 << 20, named=name):
             handle.write(chunk)
         handle.flush()
-        store.upload_file(key, Path(handle.name))
+        handle.seek(0)
+        store.upload_file(key, handle)
 
 
 def launch_machine(
@@ -475,8 +489,44 @@ def _follow(
                 record, provider, profile, note, f"preempted {record.preemptions} times (limit --max-preemptions)"
             )
         return _relaunch(record, store, prefix, provider, profile, note)
-    what = "was never launched" if last is None else f"{last.instance_id} ended without a summary"
-    return _give_up(record, provider, profile, note, f"the machine {what} (see its console in the logs)")
+    if last is None:
+        return _never_launched(record, store, prefix, provider, profile, note)
+    why = f"the machine {last.instance_id} ended without a summary (see its console in the logs)"
+    return _give_up(record, provider, profile, note, why)
+
+
+def _never_launched(
+    record: RunRecord, store: Store, prefix: str, provider: Provider, profile: Profile, note: Note
+) -> str:
+    """No machine recorded, found by its tag, or reporting: the orchestrator stopped (kill -9, a crash) between
+    the ledger record and the launch. Unless it is still at work, the run ends before it began (failed, nothing
+    billed) and what it put in the bucket for a machine goes (see `discard_image`)."""
+    if _launching_here(record):
+        return (
+            f"still launching: its orchestrator (pid {record.pid}, {record.owner}) has not launched a machine yet; "
+            "collect again once it has returned"
+        )
+    cleaned = discard_image(store, prefix)
+    why = "no machine was launched: its orchestrator stopped before the launch" + "".join(f"; {c}" for c in cleaned)
+    return _give_up(record, provider, profile, note, why)
+
+
+def _launching_here(record: RunRecord) -> bool:
+    """Its orchestrator is alive on this host (its pid is in the ledger until the launch). One on another host
+    cannot be checked: its run is treated as dead, since the ledger is normally this machine's own."""
+    here = socket.gethostname()
+    return bool(record.pid) and record.owner.rpartition("@")[2] == here and local_process_alive(here)(record)
+
+
+def discard_image(store: Store, prefix: str) -> list[str]:
+    """The image of a run that never launched, gone: an unfinished upload (S3 multipart: no object, yet its parts
+    are billed until aborted) is aborted, and a finished image.tar deleted (a failed run is never relaunched, so
+    nothing reads it). Cloud Storage has nothing to abort (see `GCSStore.abort_uploads`). What was done."""
+    done = [f"aborted its unfinished upload of {key.removeprefix(prefix)}" for key in store.abort_uploads(prefix)]
+    if prefix + "image.tar" in store.list(prefix + "image.tar"):
+        store.delete(prefix + "image.tar")
+        done.append("deleted its unused image.tar")
+    return done
 
 
 def _relaunch(record: RunRecord, store: Store, prefix: str, provider: Provider, profile: Profile, note: Note) -> str:

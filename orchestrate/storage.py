@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from orchestrate.provider import PROJECT_TAG
 
@@ -25,6 +25,7 @@ SCHEMES = {"s3": "aws", "gs": "gce"}  # URL scheme -> the provider whose machine
 S3_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 GCS_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]")
 PREFIX_RE = re.compile(r"(?:[A-Za-z0-9_.-]+/)*")
+UNFINISHED_UPLOAD_DAYS = 2  # the project's own S3 bucket aborts multipart uploads unfinished after this long
 
 
 class StorageError(RuntimeError):
@@ -73,10 +74,12 @@ class Store(Protocol):
     def ensure_bucket(self, create: bool, location: str | None) -> str: ...
     def check_writable(self, key: str) -> None: ...
     def put(self, key: str, data: bytes) -> None: ...
-    def upload_file(self, key: str, path: Path) -> None: ...
+    def upload_file(self, key: str, source: BinaryIO) -> None: ...
     def read(self, key: str) -> bytes | None: ...
     def list(self, prefix: str) -> dict[str, int]: ...
     def download(self, key: str, path: Path) -> None: ...
+    def delete(self, key: str) -> None: ...
+    def abort_uploads(self, prefix: str) -> list[str]: ...
 
 
 def open_store(url: StorageURL) -> Store:
@@ -158,6 +161,21 @@ class S3Store:
                     "RestrictPublicBuckets": True,
                 },
             )
+            # An uploader killed mid-way (`orchestrate run --detach --image-source load`) leaves an unfinished
+            # multipart upload, invisible but billed until aborted: the bucket aborts it if `collect` never does.
+            client.put_bucket_lifecycle_configuration(
+                Bucket=self.url.bucket,
+                LifecycleConfiguration={
+                    "Rules": [
+                        {
+                            "ID": "abort-unfinished-uploads",
+                            "Status": "Enabled",
+                            "Filter": {"Prefix": ""},
+                            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": UNFINISHED_UPLOAD_DAYS},
+                        }
+                    ]
+                },
+            )
         except (ClientError, BotoCoreError) as error:
             raise self._calling(f"creating bucket {self.url.bucket} in {region}", error) from None
         return region
@@ -180,14 +198,15 @@ class S3Store:
         except (ClientError, BotoCoreError) as error:
             raise self._calling(f"writing {key}", error) from None
 
-    def upload_file(self, key: str, path: Path) -> None:
+    def upload_file(self, key: str, source: BinaryIO) -> None:
+        """A seekable file, in parts when large (boto3's multipart upload, which it aborts when a part fails)."""
         from boto3.exceptions import S3UploadFailedError
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            self._client.upload_file(str(path), self.url.bucket, key)
+            self._client.upload_fileobj(source, self.url.bucket, key)
         except (ClientError, BotoCoreError, S3UploadFailedError) as error:
-            raise self._calling(f"uploading {path} to {key}", error) from None
+            raise self._calling(f"uploading {key}", error) from None
 
     def read(self, key: str) -> bytes | None:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -220,6 +239,40 @@ class S3Store:
             self._client.download_file(self.url.bucket, key, str(path))
         except (ClientError, BotoCoreError) as error:
             raise self._calling(f"downloading {key}", error) from None
+
+    def delete(self, key: str) -> None:
+        """Gone, whether or not it was there (S3 answers a missing key's delete with success)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._client.delete_object(Bucket=self.url.bucket, Key=key)
+        except (ClientError, BotoCoreError) as error:
+            raise self._calling(f"deleting {key}", error) from None
+
+    def abort_uploads(self, prefix: str) -> list[str]:
+        """Abort the unfinished multipart uploads under `prefix`; the keys they were for. An uploader killed
+        mid-way leaves one: no object to list, yet its parts are stored and billed until it is aborted."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        aborted: list[str] = []
+        try:
+            pages = self._client.get_paginator("list_multipart_uploads").paginate(Bucket=self.url.bucket, Prefix=prefix)
+            for page in pages:
+                for upload in page.get("Uploads", []):
+                    self._abort(upload["Key"], upload["UploadId"])
+                    aborted.append(upload["Key"])
+        except (ClientError, BotoCoreError) as error:
+            raise self._calling(f"aborting the unfinished uploads under {prefix}", error) from None
+        return aborted
+
+    def _abort(self, key: str, upload_id: str) -> None:
+        from botocore.exceptions import ClientError
+
+        try:
+            self._client.abort_multipart_upload(Bucket=self.url.bucket, Key=key, UploadId=upload_id)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "NoSuchUpload":  # completed or aborted meanwhile
+                raise
 
 
 # ---- Cloud Storage ---------------------------------------------------------------------------------------------
@@ -283,13 +336,13 @@ class GCSStore:
         except exceptions.GoogleAPIError as error:
             raise self._calling(f"writing {key}", error) from None
 
-    def upload_file(self, key: str, path: Path) -> None:
+    def upload_file(self, key: str, source: BinaryIO) -> None:
         from google.api_core import exceptions
 
         try:
-            self._client.bucket(self.url.bucket).blob(key).upload_from_filename(str(path))
+            self._client.bucket(self.url.bucket).blob(key).upload_from_file(source, rewind=True)
         except exceptions.GoogleAPIError as error:
-            raise self._calling(f"uploading {path} to {key}", error) from None
+            raise self._calling(f"uploading {key}", error) from None
 
     def read(self, key: str) -> bytes | None:
         from google.api_core import exceptions
@@ -317,3 +370,18 @@ class GCSStore:
             self._client.bucket(self.url.bucket).blob(key).download_to_filename(str(path))
         except exceptions.GoogleAPIError as error:
             raise self._calling(f"downloading {key}", error) from None
+
+    def delete(self, key: str) -> None:
+        from google.api_core import exceptions
+
+        try:
+            self._client.bucket(self.url.bucket).blob(key).delete()
+        except exceptions.NotFound:
+            return
+        except exceptions.GoogleAPIError as error:
+            raise self._calling(f"deleting {key}", error) from None
+
+    def abort_uploads(self, prefix: str) -> list[str]:
+        """Nothing to abort: a resumable upload cut short leaves no object, and its session (which no API lists)
+        expires a week after it began."""
+        return []

@@ -8,7 +8,8 @@ Covered: a quick run end to end on both clouds; the orchestrator killed right af
 getting every log (and the sweep leaving the machine alone meanwhile); a Spot preemption mid-run, resumed by
 `collect` on a new machine (no finished item lost or rerun); a boot script that fails (image missing), which still
 uploads its console and deletes its machine; buckets that cannot be written or do not exist (one line, nothing
-launched).
+launched); the orchestrator killed during the image upload, then `sweep` and `collect` (run finalised, the
+unfinished multipart upload aborted), or the upload refused (one line, run finalised).
 """
 
 from __future__ import annotations
@@ -378,6 +379,102 @@ def test_aws_image_travels_through_the_bucket_and_the_machine_loads_it(
     assert_nothing_left_in_aws(run_id)
 
 
+def unfinished_uploads(prefix: str) -> list[str]:
+    listed = boto3.client("s3", region_name="us-east-1").list_multipart_uploads(Bucket=S3_BUCKET, Prefix=prefix)
+    return [upload["Key"] for upload in listed.get("Uploads", [])]
+
+
+def test_aws_orchestrator_killed_during_the_image_upload_then_the_sweep_finalises_and_aborts_it(
+    aws_detached: Detached, aws: FaultyMotoServer
+) -> None:
+    """kill -9 while `--image-source load` uploads the image (a multipart upload: the base image is ~200 MB): the
+    ledger says `detached` with no machine and the bucket holds an unfinished upload, billed until aborted. The
+    sweep (as `collect` would) finalises the run as never launched and aborts the upload. The kill
+    comes from moto, once it has stored the first part of the image, so the upload is certainly unfinished."""
+    bench, run_id, tag = aws_detached, "20250101T000000Z-dt10", "kcb-test/upload-me:1"
+    prefix, scratch = f"bench/runs/{run_id}/", bench.tmp / "orchestrator-tmp"
+    scratch.mkdir()
+    bench.env["TMPDIR"] = str(scratch)  # where `docker save` spools the image
+    subprocess.run(["docker", "tag", BASE_IMAGE, tag], check=True)
+    moto, parts = aws.injector.app, []
+
+    def kill_at_the_first_part(environ: dict, start_response: Callable) -> object:
+        answer = moto(environ, start_response)
+        image_part = environ["PATH_INFO"] == f"/{S3_BUCKET}/{prefix}image.tar" and "partNumber=" in environ.get(
+            "QUERY_STRING", ""
+        )
+        if environ["REQUEST_METHOD"] == "PUT" and image_part:
+            parts.append(environ["QUERY_STRING"])
+            if len(parts) == 1:
+                os.killpg(process.pid, signal.SIGKILL)
+        return answer
+
+    aws.injector.app = kill_at_the_first_part
+    try:
+        process = bench.start(bench.run_args(run_id, "--image", tag, "--image-source", "load"))
+        assert process.wait(timeout=180) == -signal.SIGKILL, (bench.tmp / "orchestrator.log").read_text()
+    finally:
+        aws.injector.app = moto
+        subprocess.run(["docker", "rmi", tag], capture_output=True)
+    assert parts and bench.record(run_id).status == "detached" and bench.record(run_id).instances == []
+    assert unfinished_uploads(prefix) == [prefix + "image.tar"] and prefix + "image.tar" not in s3_keys(prefix)
+    looked = bench.call(bench.command("sweep", "--provider", "aws", "--dry-run", "--ledger", str(bench.ledger)))
+    assert f"run {run_id}: would finalise it: its orchestrator died before the launch" in looked.stdout, looked.stdout
+    assert bench.record(run_id).status == "detached" and unfinished_uploads(prefix) == [prefix + "image.tar"]
+    swept = bench.call(bench.command("sweep", "--provider", "aws", "--ledger", str(bench.ledger)))
+    out = swept.stdout + swept.stderr
+    assert swept.returncode == 0 and "Traceback" not in out, out
+    [line] = [line for line in swept.stdout.splitlines() if run_id in line]
+    assert line.startswith(f"recovered    run {run_id}: no machine was launched"), out
+    assert "aborted its unfinished upload of image.tar" in line, out
+    record = bench.record(run_id)
+    assert record.status == "failed" and record.instances == [] and record.ended_at is not None
+    assert unfinished_uploads(prefix) == [] and s3_keys(prefix) == [prefix + "spec.json"]
+    again = bench.collect(run_id)  # what the sweep finalised, collect leaves as it is
+    assert again.returncode == 1 and f"Run {run_id}: already failed" in again.stdout, again.stdout + again.stderr
+    swept = bench.call(bench.command("sweep", "--provider", "aws", "--ledger", str(bench.ledger)))
+    assert swept.returncode == 0 and "nothing of this project is running" in swept.stdout, swept.stdout
+    assert_nothing_left_in_aws(run_id)
+    assert aws.injector.count("RunInstances") == 0
+    assert list(scratch.iterdir()) == []  # the spooled image went with the process
+
+
+def test_aws_image_upload_that_fails_ends_the_run_in_the_ledger_in_one_line(
+    aws_detached: Detached, aws: FaultyMotoServer
+) -> None:
+    bench, run_id, tag = aws_detached, "20250101T000000Z-dt11", "kcb-test/upload-me:2"
+    prefix = f"bench/runs/{run_id}/"
+    denied = aws.injector.add(
+        Fault("s3:PUT", "AccessDenied", "Access Denied", times=None, params={"Path": f"/{S3_BUCKET}/{prefix}image.tar"})
+    )
+    subprocess.run(["docker", "tag", BASE_IMAGE, tag], check=True)
+    try:
+        failed = bench.call(bench.run_args(run_id, "--image", tag, "--image-source", "load"))
+    finally:
+        subprocess.run(["docker", "rmi", tag], capture_output=True)
+    assert failed.returncode == 2 and denied.hits >= 1, failed.stdout + failed.stderr
+    [line] = [line for line in failed.stderr.splitlines() if "error" in line]  # after the progress note
+    assert "Traceback" not in failed.stderr, failed.stderr
+    assert line.startswith(f"error: s3://{S3_BUCKET}/bench/: uploading ") and "AccessDenied" in line, line
+    record = bench.record(run_id)
+    assert record.status == "failed" and record.message.startswith("nothing was launched: ") and record.ended_at
+    assert unfinished_uploads(prefix) == []  # boto3 aborts the upload it gives up
+    assert aws.injector.count("RunInstances") == 0 and aws_live() == []
+
+
+def test_the_projects_own_s3_bucket_aborts_uploads_left_unfinished(aws: FaultyMotoServer) -> None:
+    from orchestrate.storage import UNFINISHED_UPLOAD_DAYS, S3Store, StorageURL
+
+    S3Store(StorageURL("s3", "kcb-own-bucket-test")).ensure_bucket(create=True, location="us-west-2")
+    s3 = boto3.client("s3", region_name="us-west-2")
+    [rule] = s3.get_bucket_lifecycle_configuration(Bucket="kcb-own-bucket-test")["Rules"]
+    assert rule["Status"] == "Enabled" and rule["Filter"] == {"Prefix": ""}
+    assert rule["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": UNFINISHED_UPLOAD_DAYS}
+    assert s3.get_bucket_tagging(Bucket="kcb-own-bucket-test")["TagSet"] == [
+        {"Key": "project", "Value": "keras-cloud-bench"}
+    ]
+
+
 def test_load_of_an_image_this_engine_lacks_is_refused_before_anything(aws_detached: Detached) -> None:
     bench = aws_detached
     refused = bench.call(
@@ -570,6 +667,22 @@ def test_sweep_keeps_a_detached_machine_until_its_expiry_and_after_its_run_is_fi
     ]
     decisions = {d.instance.instance_id: d.delete for d in plan_sweep(instances, runs, now, me, lambda r: False)}
     assert decisions == {"i-live": False, "i-scheduled": False, "i-live-expired": True, "i-done": True}
+
+
+def test_collect_leaves_a_run_without_a_machine_alone_while_its_orchestrator_still_uploads() -> None:
+    """The ledger's record comes before the image upload, which may take minutes: a `collect` meanwhile must
+    neither abort the upload nor finalise the run."""
+    from orchestrate.detached_runs import _never_launched
+
+    class Untouchable:
+        def __getattr__(self, name: str) -> object:
+            raise AssertionError(f"{name} called on a run that is still launching")
+
+    here = f"me@{socket.gethostname()}"
+    record = RunRecord("r1", "aws-e2e", "aws", "aws-e2e", "quick", here, os.getpid(), time.time(), status="detached")
+    nothing = Untouchable()
+    said = _never_launched(record, nothing, "runs/r1/", nothing, nothing, print)  # type: ignore[arg-type]
+    assert said.startswith(f"still launching: its orchestrator (pid {os.getpid()}") and record.status == "detached"
 
 
 def test_boot_script_checks_its_spec_and_round_trips_it() -> None:
