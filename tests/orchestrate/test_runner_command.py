@@ -57,12 +57,13 @@ def test_repeats_are_interleaved_and_named_as_the_runner_names_them() -> None:
 
     args = orchestrate_parser().parse_args(
         ["run", "--profile", "ssh-gpu", "--host", "me@box", "--workloads", "mnist_mlp,imdb_fasttext",
-         "--backends", "jax,torch", "--repeats", "2", "--gpus", "2", "--batch-policy", "per-device", "--run-id", "g"]
+         "--backends", "jax,tensorflow", "--repeats", "2", "--gpus", "2", "--batch-policy", "per-device",
+         "--run-id", "g"]
     )  # fmt: skip
     profile = get_profile(load_catalog(), "ssh-gpu")
     plan = _make_plan(args, profile, _make_provider(profile, args))
     assert [(i.workload, i.backend, i.repeat) for i in plan.items] == [
-        (w, b, r) for r in (1, 2) for b in ("jax", "torch") for w in ("mnist_mlp", "imdb_fasttext")
+        (w, b, r) for r in (1, 2) for b in ("jax", "tensorflow") for w in ("mnist_mlp", "imdb_fasttext")
     ]
     argv = plan.runner_command(plan.items[5]).argv(entrypoint=True)
     assert argv[:3] == ["imdb_fasttext", "--backend", "jax"]
