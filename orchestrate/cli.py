@@ -25,6 +25,7 @@ from typing import NoReturn
 from benchmarks.cli import new_run_id
 from benchmarks.command import BATCH_POLICIES
 from benchmarks.harness.backends import BACKENDS
+from benchmarks.harness.distribution import SINGLE_DEVICE_BACKENDS, TORCH_SINGLE_DEVICE
 from benchmarks.suites import SUITES, UnknownSuite, get_suite
 from orchestrate.catalog import CatalogError, Profile, get_profile, load_catalogs
 from orchestrate.detached import DETACHED_IMAGE_SOURCES, DetachedError, DetachedSpec, boot_script
@@ -760,11 +761,8 @@ def _check_devices(gpus: str | None, profile: Profile, backends: Sequence[str], 
     if known is not None and gpus != "all" and int(gpus) > known:
         raise UsageError(f"--gpus {gpus}: {profile.name} has {known} GPU(s)")
     devices = known if gpus == "all" else int(gpus)
-    if "torch" in backends and devices is not None and devices > 1:
-        raise UsageError(
-            f"--gpus {gpus}: the torch backend trains on one device only (Keras 3.15 has no data-parallel fit on "
-            "PyTorch; docs/distribution.md); choose --backends jax,tensorflow"
-        )
+    if SINGLE_DEVICE_BACKENDS & set(backends) and devices is not None and devices > 1:
+        raise UsageError(f"--gpus {gpus}: {TORCH_SINGLE_DEVICE}; choose --backends jax,tensorflow")
 
 
 def _refuse_existing_run(plan: RunPlan, ledger: Ledger) -> None:

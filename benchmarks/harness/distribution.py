@@ -38,10 +38,12 @@ PER_DEVICE = "per-device"
 BATCH_POLICIES = (SAME_GLOBAL, PER_DEVICE)
 LEARNING_RATE_RULE = "sqrt"  # per-device policy: learning rate x sqrt(devices); see the module docstring
 STRATEGIES = {"jax": "keras.distribution.DataParallel", "tensorflow": "tf.distribute.MirroredStrategy"}
-TORCH_UNSUPPORTED = (
-    "--gpus: the torch backend trains on one device only (Keras 3.15 has no data-parallel fit on PyTorch; "
-    "see docs/distribution.md); run --gpus N on jax or tensorflow"
+SINGLE_DEVICE_BACKENDS = frozenset({"torch"})  # Keras has no data-parallel fit for these (module docstring)
+TORCH_SINGLE_DEVICE = (
+    "the torch backend trains on one device only (Keras 3.15 has no data-parallel fit on PyTorch; "
+    "see docs/distribution.md)"
 )
+TORCH_UNSUPPORTED = f"--gpus: {TORCH_SINGLE_DEVICE}; run --gpus N on jax or tensorflow"
 XLA_DEVICES_FLAG = "--xla_force_host_platform_device_count"
 
 
@@ -66,7 +68,7 @@ def check_request(backend: str, gpus: int | str, batch_policy: str) -> None:
     """What can be refused before a framework is imported."""
     if batch_policy not in BATCH_POLICIES:
         raise DistributionError(f"--batch-policy: expected one of {', '.join(BATCH_POLICIES)}, got {batch_policy!r}")
-    if backend == "torch" and gpus != 1 and gpus != ALL:
+    if backend in SINGLE_DEVICE_BACKENDS and gpus != 1 and gpus != ALL:
         raise DistributionError(TORCH_UNSUPPORTED)
 
 
@@ -99,7 +101,7 @@ def resolve_devices(backend: str, gpus: int | str) -> Devices:
     wanted = found.count if gpus == ALL else int(gpus)
     if wanted > found.count:
         raise DistributionError(f"--gpus {gpus}: {_available(found)}")
-    if backend == "torch" and wanted > 1:
+    if backend in SINGLE_DEVICE_BACKENDS and wanted > 1:
         raise DistributionError(TORCH_UNSUPPORTED)
     return replace(found, names=found.names[:wanted])
 
