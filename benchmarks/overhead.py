@@ -48,6 +48,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.harness.runner import RunOptions, fit, load_data, plan, run_metadata
     from benchmarks.harness.timing import EpochTimer
     from benchmarks.logs import EpochLogWriter, write_metadata
+    from benchmarks.metadata import Status
 
     module = workloads.load(args.workload)
     spec = module.SPEC
@@ -77,13 +78,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     def harnessed() -> tuple[float, float]:
         start = time.perf_counter()
         writer = EpochLogWriter(path)
-        write_metadata(path, {**meta, "status": "running"})
+        write_metadata(path, meta.finished(status=Status.RUNNING).to_dict())
         setup = time.perf_counter() - start
         timer = EpochTimer(sync, writer.append, data.info.train_samples, spec.loss_key, spec.accuracy_key)
         total = _timed(sync, lambda: fit(model, data, spec, args.epochs, [timer]))
         start = time.perf_counter()
         writer.close()
-        write_metadata(path, {**meta, "status": "complete"})
+        write_metadata(path, meta.finished(status=Status.COMPLETE).to_dict())
         teardown = time.perf_counter() - start
         return total + setup + teardown, timer.hook_seconds + setup + teardown
 
