@@ -35,7 +35,7 @@ venv: $(VENV_STAMP)
 $(VENV_STAMP): requirements/bench-cpu.lock requirements/dev.lock pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(PIP_TORCH_CPU_ARGS) -r requirements/bench-cpu.lock -r requirements/dev.lock
+	$(PY) -m pip install --quiet --require-hashes $(PIP_TORCH_CPU_ARGS) -r requirements/bench-cpu.lock -r requirements/dev.lock
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 

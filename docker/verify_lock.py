@@ -6,6 +6,10 @@ Standard library only: it also runs on a bare base image, before anything is ins
                                                (--exact: and nothing else is installed, bar pip itself)
     verify_lock.py report REPORT.json LOCK     `pip install --dry-run --report` chose exactly LOCK's set
     verify_lock.py expect NAME==VERSION ...    these packages are installed at these versions (image labels)
+    verify_lock.py hashed LOCK                 every pin in LOCK carries at least one --hash (pip then checks
+                                               every downloaded file against them: --require-hashes)
+    verify_lock.py without NAME LOCK           LOCK less NAME's pin and its hashes, on stdout (the compiled
+                                               image installs its own TensorFlow wheel in that pin's place)
 
 Exit 0 when everything matches, 1 with one line per mismatch otherwise, 2 on bad arguments.
 """
@@ -48,6 +52,38 @@ def read_lock(path: Path) -> dict[str, str]:
     if not pins:
         raise ValueError(f"{path}: no pins found")
     return pins
+
+
+def lock_entries(path: Path) -> list[list[str]]:
+    """The lock's lines grouped into entries: a pin line with its `\\`-continued `--hash` lines; comments and
+    blank lines are entries of their own."""
+    entries: list[list[str]] = []
+    continued = False
+    for line in path.read_text().splitlines():
+        if continued:
+            entries[-1].append(line)
+        else:
+            entries.append([line])
+        continued = line.rstrip().endswith("\\")
+    return entries
+
+
+def _is_pin(entry: list[str]) -> bool:
+    first = entry[0].strip()
+    return bool(first) and not first.startswith(("#", "-"))
+
+
+def unhashed_pins(path: Path) -> list[str]:
+    """Pins that carry no --hash: pip refuses the whole file under --require-hashes if any does."""
+    return [parse_pin(e[0].strip())[0] for e in lock_entries(path) if _is_pin(e) and "--hash=" not in "".join(e)]
+
+
+def lock_without(path: Path, name: str) -> str:
+    wanted = canonical_name(name)
+    kept = [e for e in lock_entries(path) if not (_is_pin(e) and parse_pin(e[0].strip())[0] == wanted)]
+    if len(kept) == len(lock_entries(path)):
+        raise ValueError(f"{path}: no pin for {name}")
+    return "\n".join(line for entry in kept for line in entry) + "\n"
 
 
 def installed_version(name: str) -> str | None:
@@ -94,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("lock", type=Path)
     expect = modes.add_parser("expect", help="NAME==VERSION pins are installed")
     expect.add_argument("pins", nargs="+")
+    hashed = modes.add_parser("hashed", help="every pin carries a --hash")
+    hashed.add_argument("lock", type=Path)
+    without = modes.add_parser("without", help="print the lock less one pin")
+    without.add_argument("name")
+    without.add_argument("lock", type=Path)
     args = parser.parse_args(argv)
 
     try:
@@ -101,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
             pins = read_lock(args.lock)
             actual = all_installed() if args.exact else {name: installed_version(name) for name in pins}
             problems = compare(pins, actual, exact_set=args.exact)
+        elif args.mode == "without":
+            sys.stdout.write(lock_without(args.lock, args.name))
+            return 0
+        elif args.mode == "hashed":
+            problems = [f"{name}: pinned without a --hash" for name in unhashed_pins(args.lock)]
         elif args.mode == "report":
             problems = compare(read_lock(args.lock), report_versions(args.report), exact_set=True)
         else:

@@ -68,7 +68,8 @@ TF_WHEEL_DIR = $(WHEELHOUSE)/tf-$(TF_VERSION)-$(TARGET_ARCH)
 TF_WHEEL ?= $(firstword $(wildcard $(TF_WHEEL_DIR)/tensorflow*.whl))
 
 UV_COMPILE = $(UV) pip compile --quiet --no-config --python-version 3.11 \
-             --python-platform x86_64-manylinux_2_28 --custom-compile-command 'make lock' $(LOCK_UPGRADE)
+             --python-platform x86_64-manylinux_2_28 --custom-compile-command 'make lock' --generate-hashes \
+             $(LOCK_UPGRADE)
 UV_TORCH_CPU_ARGS = $(if $(TORCH_CPU_WHEEL_DIR),--find-links $(TORCH_CPU_WHEEL_DIR)) \
                     $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX) --index-strategy unsafe-best-match)
 

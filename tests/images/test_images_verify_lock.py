@@ -67,3 +67,44 @@ def test_bad_input_is_a_usage_error(tmp_path: Path) -> None:
     empty.write_text("# nothing\n")
     assert verify("installed", str(empty)) == (2, f"verify_lock: {empty}: no pins found\n")
     assert verify("expect", "numpy>=1")[0] == 2
+
+
+def test_every_committed_lock_carries_hashes_and_pip_refuses_a_tampered_one(tmp_path: Path) -> None:
+    for lock in ("bench-cpu", "bench-gpu", "dev"):
+        assert verify("hashed", str(REPO / "requirements" / f"{lock}.lock")) == (0, "")
+    # pip's hash-checking mode, as the venv and the images run it: a file whose hash differs is refused.
+    wrong = "0" * 64
+    tampered = tmp_path / "tampered.lock"
+    tampered.write_text(f"six==1.17.0 \\\n    --hash=sha256:{wrong}\n")
+    result = run(
+        [
+            str(VENV_PYTHON),
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--require-hashes",
+            "--no-deps",
+            "--target",
+            str(tmp_path / "t"),
+            "-r",
+            str(tampered),
+        ],
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode != 0 and "THESE PACKAGES DO NOT MATCH THE HASHES" in result.stderr
+
+
+def test_without_drops_one_pin_with_its_hashes(tmp_path: Path) -> None:
+    lock = tmp_path / "h.lock"
+    lock.write_text(
+        "a==1 \\\n    --hash=sha256:aa \\\n    --hash=sha256:ab\n    # via x\nb==2 \\\n    --hash=sha256:bb\n"
+    )
+    result = run([str(VENV_PYTHON), SCRIPT, "without", "a", str(lock)])
+    assert result.stdout == "    # via x\nb==2 \\\n    --hash=sha256:bb\n"
+    assert verify("without", "c", str(lock)) == (2, f"verify_lock: {lock}: no pin for c\n")
+    unhashed = tmp_path / "u.lock"
+    unhashed.write_text("a==1 \\\n    --hash=sha256:aa\nb==2\n")
+    assert verify("hashed", str(unhashed)) == (1, "verify_lock: b: pinned without a --hash\n")
