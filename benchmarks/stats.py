@@ -10,6 +10,12 @@ that interval is wide or its coverage is below 95 %; we say so rather than show 
 back.
 Relative figures are ratios of aggregates (median time of a configuration / median time of the base), never
 averages of per-repeat ratios.
+
+Runs from several machines are not independent repeats: two separately started machines of one kind differ by more
+than two processes on one machine. Where the machines are known, intervals and verdicts resample machines, then runs
+within each (a hierarchical bootstrap), and the interval for the next machine widens that by the spread between
+machines pooled over many configurations (`between_machine_sd`, `next_machine_interval`), which
+`leave_one_machine_out` checks against the machines' own medians.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +44,7 @@ class Estimate:
     high: float | None = None
     coverage: float | None = None  # exact coverage of [low, high]; may be below CONFIDENCE for small n
     method: str = ""
+    machines: int = 1  # how many machines the n runs came from
 
     @property
     def has_interval(self) -> bool:
@@ -54,7 +61,8 @@ class Estimate:
         if not self.has_interval:
             return f"n={self.n}, no interval"
         assert self.low is not None and self.high is not None and self.coverage is not None
-        return f"{fmt.format(self.low)}–{fmt.format(self.high)} ({self.coverage:.0%} {self.method}, n={self.n})"
+        where = f" on {self.machines} machines" if self.machines > 1 else ""
+        return f"{fmt.format(self.low)}–{fmt.format(self.high)} ({self.coverage:.0%} {self.method}, n={self.n}{where})"
 
 
 def _binomial_half_cdf(k: int, n: int) -> float:
@@ -78,15 +86,57 @@ def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, 
     return best_k, best_coverage
 
 
-def median_estimate(values: Sequence[float]) -> Estimate:
-    """Median of `values` with its order-statistic (distribution-free) confidence interval."""
+Machines = Sequence[str] | None  # which machine ran each value; None: one machine (or unknown)
+MACHINE_BOOTSTRAP = "machine bootstrap"
+
+
+def _clusters(values: Sequence[float], machines: Machines) -> list[np.ndarray]:
+    """The values grouped by machine, in first-seen order; one group without machines."""
+    if machines is None:
+        return [np.asarray(values, float)]
+    if len(machines) != len(values):
+        raise ValueError(f"{len(values)} values but {len(machines)} machines")
+    groups: dict[str, list[float]] = {}
+    for value, machine in zip(values, machines, strict=True):
+        groups.setdefault(machine, []).append(value)
+    return [np.asarray(g, float) for g in groups.values()]
+
+
+def _bootstrap_medians(clusters: Sequence[np.ndarray], rng: np.random.Generator) -> np.ndarray:
+    """BOOTSTRAP_RESAMPLES medians of resampled runs. With several machines: draw machines with replacement, then
+    each drawn machine's runs with replacement, and take the median of the pooled draw (a hierarchical bootstrap),
+    so a machine that ran many repeats cannot pass for many machines."""
+    if len(clusters) == 1:
+        return np.median(rng.choice(clusters[0], (BOOTSTRAP_RESAMPLES, len(clusters[0]))), axis=1)
+    widest = max(len(c) for c in clusters)
+    runs = np.full((len(clusters), BOOTSTRAP_RESAMPLES, widest), np.nan)  # NaN pads machines with fewer runs
+    for k, cluster in enumerate(clusters):
+        runs[k, :, : len(cluster)] = cluster[rng.integers(0, len(cluster), (BOOTSTRAP_RESAMPLES, len(cluster)))]
+    drawn = rng.integers(0, len(clusters), (BOOTSTRAP_RESAMPLES, len(clusters)))
+    pooled = runs[drawn, np.arange(BOOTSTRAP_RESAMPLES)[:, None]].reshape(BOOTSTRAP_RESAMPLES, -1)
+    return np.nanmedian(pooled, axis=1)
+
+
+def _percentiles(draws: np.ndarray) -> tuple[float, float]:
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(draws, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def median_estimate(values: Sequence[float], machines: Machines = None) -> Estimate:
+    """Median of `values` with its order-statistic (distribution-free) confidence interval; where the values come
+    from several machines, with the hierarchical bootstrap's interval instead (machines, then runs)."""
     if not values:
         raise ValueError("median of no values")
     ordered = sorted(values)
     n = len(ordered)
     median = float(np.median(ordered))
     if n < MIN_REPEATS_FOR_INTERVAL:
-        return Estimate(value=median, n=n)
+        return Estimate(value=median, n=n, machines=len(_clusters(values, machines)))
+    clusters = _clusters(values, machines)
+    if len(clusters) > 1:
+        low, high = _percentiles(_bootstrap_medians(clusters, np.random.default_rng(BOOTSTRAP_SEED)))
+        return Estimate(median, n, low, high, CONFIDENCE, MACHINE_BOOTSTRAP, machines=len(clusters))
     k, coverage = median_interval_ranks(n)
     return Estimate(
         value=median,
@@ -98,19 +148,94 @@ def median_estimate(values: Sequence[float]) -> Estimate:
     )
 
 
-def ratio_of_medians(numerator: Sequence[float], denominator: Sequence[float]) -> Estimate:
+def ratio_of_medians(
+    numerator: Sequence[float],
+    denominator: Sequence[float],
+    numerator_machines: Machines = None,
+    denominator_machines: Machines = None,
+) -> Estimate:
     """median(numerator) / median(denominator), with a seeded percentile-bootstrap interval when both sides
-    have enough repeats. The ratio is of the aggregates, not an average of per-repeat ratios."""
+    have enough repeats (hierarchical on a side whose runs come from several machines). The ratio is of the
+    aggregates, not an average of per-repeat ratios."""
     value = float(np.median(numerator)) / float(np.median(denominator))
     n = min(len(numerator), len(denominator))
     if n < MIN_REPEATS_FOR_INTERVAL:
         return Estimate(value=value, n=n)
     rng = np.random.default_rng(BOOTSTRAP_SEED)
-    top = np.median(rng.choice(np.asarray(numerator, float), (BOOTSTRAP_RESAMPLES, len(numerator))), axis=1)
-    bottom = np.median(rng.choice(np.asarray(denominator, float), (BOOTSTRAP_RESAMPLES, len(denominator))), axis=1)
-    tail = (1 - CONFIDENCE) / 2 * 100
-    low, high = np.percentile(top / bottom, [tail, 100 - tail])
-    return Estimate(value=value, n=n, low=float(low), high=float(high), coverage=CONFIDENCE, method="bootstrap")
+    top_clusters = _clusters(numerator, numerator_machines)
+    bottom_clusters = _clusters(denominator, denominator_machines)
+    top = _bootstrap_medians(top_clusters, rng)
+    bottom = _bootstrap_medians(bottom_clusters, rng)
+    low, high = _percentiles(top / bottom)
+    machines = max(len(top_clusters), len(bottom_clusters))
+    method = MACHINE_BOOTSTRAP if machines > 1 else "bootstrap"
+    return Estimate(value, n, low, high, CONFIDENCE, method, machines=machines)
+
+
+def between_machine_sd(configurations: Sequence[Mapping[str, Sequence[float]]]) -> float | None:
+    """How far one machine's median strays from another's, in log units (0.05 is about 5 %): the pooled standard
+    deviation of the log machine medians around each configuration's mean, over every configuration measured on
+    two or more machines (degrees of freedom: machines - 1 per configuration). None: no such configuration.
+
+    A configuration seldom ran on more than three machines, too few to estimate its own spread; configurations of
+    one kind (e.g. every host-bound one) share theirs."""
+    squares, freedom = 0.0, 0
+    for by_machine in configurations:
+        logs = np.log([float(np.median(v)) for v in by_machine.values() if len(v)])
+        if len(logs) < 2:
+            continue
+        squares += float(((logs - logs.mean()) ** 2).sum())
+        freedom += len(logs) - 1
+    return math.sqrt(squares / freedom) if freedom else None
+
+
+def next_machine_interval(by_machine: Mapping[str, Sequence[float]], between_sd: float) -> Estimate:
+    """Where the median of the next separately started machine should fall: the hierarchical bootstrap of the
+    median (machines, then runs) times a machine's own offset, drawn log-normal with `between_sd`. Needs
+    MIN_REPEATS_FOR_INTERVAL runs in all."""
+    clusters = [np.asarray(v, float) for v in by_machine.values() if len(v)]
+    pooled = np.concatenate(clusters)
+    median = float(np.median(pooled))
+    if len(pooled) < MIN_REPEATS_FOR_INTERVAL:
+        return Estimate(value=median, n=len(pooled), machines=len(clusters))
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    draws = _bootstrap_medians(clusters, rng) * np.exp(between_sd * rng.standard_normal(BOOTSTRAP_RESAMPLES))
+    low, high = _percentiles(draws)
+    return Estimate(median, len(pooled), low, high, CONFIDENCE, "next-machine bootstrap", machines=len(clusters))
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One machine left out of one configuration: its median, and the interval the other machines predicted."""
+
+    configuration: int  # index into the configurations checked
+    machine: str
+    median: float
+    predicted: Estimate
+
+    @property
+    def inside(self) -> bool:
+        assert self.predicted.low is not None and self.predicted.high is not None
+        return self.predicted.low <= self.median <= self.predicted.high
+
+
+def leave_one_machine_out(configurations: Sequence[Mapping[str, Sequence[float]]]) -> list[HeldOut]:
+    """Each machine of each configuration with two or more machines, held out in turn: the interval for the next
+    machine built from the other machines alone (the pooled spread between machines too is estimated without the
+    held-out machine), against the held-out machine's median. Held-out cases whose other machines have too few
+    runs for an interval are not counted."""
+    checks = []
+    for index, by_machine in enumerate(configurations):
+        if len(by_machine) < 2:
+            continue
+        for machine, values in by_machine.items():
+            others = {m: v for m, v in by_machine.items() if m != machine}
+            if sum(len(v) for v in others.values()) < MIN_REPEATS_FOR_INTERVAL or not len(values):
+                continue
+            spread = between_machine_sd([{m: v for m, v in c.items() if m != machine} for c in configurations])
+            predicted = next_machine_interval(others, spread or 0.0)
+            checks.append(HeldOut(index, machine, float(np.median(values)), predicted))
+    return checks
 
 
 # A change smaller than this is not called a change even when the test finds it (Criterion.rs's default noise
@@ -203,13 +328,20 @@ VERDICTS = (FASTER, SLOWER, SAME, TOO_FEW)
 
 
 def compare(
-    candidate: Sequence[float], base: Sequence[float], noise: float = NOISE_THRESHOLD, alpha: float = SIGNIFICANCE
+    candidate: Sequence[float],
+    base: Sequence[float],
+    noise: float = NOISE_THRESHOLD,
+    alpha: float = SIGNIFICANCE,
+    candidate_machines: Machines = None,
+    base_machines: Machines = None,
 ) -> Comparison:
     """Decide whether `candidate` times differ from `base` times beyond noise, as Criterion.rs reports changes:
     the rank-sum test must reject "same distribution" at `alpha`, and the whole bootstrap interval of the ratio
     of medians must lie outside 1 +- `noise`. With so few repeats that the exact test cannot reach `alpha`
-    (3 against 3 gives p >= 0.1), or too few for an interval on one side, the verdict says so instead of guessing."""
-    ratio = ratio_of_medians(candidate, base)
+    (3 against 3 gives p >= 0.1), or too few for an interval on one side, the verdict says so instead of guessing.
+    Where a side's runs come from several machines, its share of the ratio's interval is the hierarchical bootstrap's
+    (machines, then runs), so the spread between machines must be cleared as well."""
+    ratio = ratio_of_medians(candidate, base, candidate_machines, base_machines)
     if not ratio.has_interval or smallest_possible_p(len(candidate), len(base)) >= alpha:
         return Comparison(ratio=ratio, p_value=None, verdict=TOO_FEW)
     p_value = mann_whitney_p(candidate, base)

@@ -15,10 +15,13 @@ from benchmarks.stats import (
     SIGNIFICANCE,
     SLOWER,
     TOO_FEW,
+    between_machine_sd,
     compare,
+    leave_one_machine_out,
     mann_whitney_p,
     median_estimate,
     median_interval_ranks,
+    next_machine_interval,
     ratio_of_medians,
     smallest_possible_p,
 )
@@ -155,3 +158,76 @@ def test_half_width_in_percent_of_the_median() -> None:
     estimate = median_estimate([9.0, 10.0, 10.0, 10.0, 10.0, 12.0])
     assert estimate.half_width_pct == pytest.approx(20.0)
     assert median_estimate([1.0]).half_width_pct is None
+
+
+# One machine ran fifteen repeats near 1.0 s; two other machines ran one each, 30 % slower.
+ONE_MACHINE_MANY_RUNS = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.3, 1.32]
+THEIR_MACHINES = ["a"] * 15 + ["b", "c"]
+
+
+def test_runs_of_one_machine_do_not_pass_for_machines() -> None:
+    pooled = median_estimate(ONE_MACHINE_MANY_RUNS)
+    by_machine = median_estimate(ONE_MACHINE_MANY_RUNS, THEIR_MACHINES)
+    assert pooled.high is not None and pooled.high < 1.05  # seventeen "independent" repeats: a tight interval
+    assert by_machine.method == "machine bootstrap" and by_machine.machines == 3
+    assert by_machine.high is not None and by_machine.high >= 1.3  # two of three machines ran 30 % slower
+    assert "n=17 on 3 machines" in by_machine.interval_text()
+
+
+def test_one_machine_keeps_the_order_statistic_interval() -> None:
+    values = [1.0, 1.1, 1.2, 1.3, 1.4]
+    assert median_estimate(values, ["a"] * 5) == median_estimate(values)
+    assert ratio_of_medians(values, values[::-1], ["a"] * 5, ["b"] * 5) == ratio_of_medians(values, values[::-1])
+
+
+def test_a_verdict_must_clear_the_spread_between_machines() -> None:
+    base = [1.1, 1.12, 1.09, 1.11, 1.1, 1.13, 1.08, 1.1, 1.11, 1.12, 1.1, 1.09, 1.11]
+    assert compare(ONE_MACHINE_MANY_RUNS, base).verdict == FASTER  # as if every run were its own machine
+    machines = compare(ONE_MACHINE_MANY_RUNS, base, candidate_machines=THEIR_MACHINES)
+    assert machines.verdict == SAME and machines.ratio.method == "machine bootstrap"
+
+
+def test_between_machine_sd_pools_log_medians_over_configurations() -> None:
+    spread = between_machine_sd([{"a": [1.0], "b": [float(np.exp(0.1))]}, {"a": [2.0, 2.0], "c": [2.0]}, {"a": [5.0]}])
+    # squares (0.05^2 + 0.05^2) + 0, over (2 - 1) + (2 - 1) degrees of freedom; one machine alone adds nothing
+    assert spread == pytest.approx(np.sqrt(0.005 / 2))
+    assert between_machine_sd([{"a": [1.0, 2.0]}]) is None
+
+
+def test_next_machine_interval_is_wider_than_the_median_interval() -> None:
+    by_machine = {"a": [1.0, 1.02, 0.98], "b": [1.05, 1.04]}
+    values = [v for runs in by_machine.values() for v in runs]
+    median = median_estimate(values, [m for m, runs in by_machine.items() for _ in runs])
+    spread = next_machine_interval(by_machine, 0.08)
+    assert spread.low is not None and median.low is not None and spread.high is not None and median.high is not None
+    assert spread.low < median.low * 0.95 and spread.high > median.high * 1.05
+    assert next_machine_interval({"a": [1.0], "b": [1.1]}, 0.08).has_interval is False  # two runs: no interval
+
+
+def _machines_drawn(configurations: int, machines: int, between: float, seed: int) -> list[dict[str, list[float]]]:
+    """Configurations whose machines are each offset log-normally by `between`, with 5 % noise between runs."""
+    rng = np.random.default_rng(seed)
+    drawn = []
+    for _ in range(configurations):
+        centre = rng.uniform(0.5, 5.0)
+        drawn.append(
+            {
+                f"m{k}": list(centre * np.exp(between * rng.standard_normal() + 0.05 * rng.standard_normal(2)))
+                for k in range(machines)
+            }
+        )
+    return drawn
+
+
+def test_leave_one_machine_out_covers_the_held_out_machines() -> None:
+    configurations = _machines_drawn(40, 3, between=0.15, seed=3)
+    checks = leave_one_machine_out(configurations)
+    assert len(checks) == 40 * 3
+    assert sum(c.inside for c in checks) / len(checks) >= 0.9
+    # Without the spread between machines, the runs of two machines predict the third badly.
+    naive = [
+        next_machine_interval({m: v for m, v in configurations[c.configuration].items() if m != c.machine}, 0.0)
+        for c in checks
+    ]
+    inside = [n.low <= c.median <= n.high for n, c in zip(naive, checks, strict=True) if n.low and n.high]
+    assert sum(inside) / len(inside) < 0.7
