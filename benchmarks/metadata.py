@@ -49,6 +49,17 @@ class Final:
 
 
 @dataclass(frozen=True)
+class CompileCache:
+    """A persistent compile cache the run used (benchmarks.harness.compile_cache): where, and whether its compiles
+    loaded from it (warm), compiled afresh (cold) or both (mixed). It changes the first epoch, not the steady ones."""
+
+    dir: str
+    state: str
+    hits: int = 0
+    misses: int = 0
+
+
+@dataclass(frozen=True)
 class Settings:
     """What changes a time, as the run used it."""
 
@@ -60,6 +71,7 @@ class Settings:
     lstm_kernel: str | None = None
     use_cudnn: bool | str | None = None
     host_gc: str | None = None
+    compile_cache: CompileCache | None = None  # None: no persistent cache asked for (each process compiles)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import TextIO
 
 from benchmarks.command import RunnerCommand
+from benchmarks.harness.compile_cache import ENV as COMPILE_CACHE_ENV
 from benchmarks.suites import get_suite
 from benchmarks.workloads import LSTM_WORKLOADS as RECURRENT
 from benchmarks.workloads import WORKLOADS
@@ -195,6 +197,9 @@ def run(args: argparse.Namespace) -> int:
     """Run a phase's items within the budget; always leave the logs tarball and a manifest in --out."""
     deadline = time.monotonic() + args.budget_s
     env = install_carried(args.carry)
+    if args.compile_cache:
+        # Every runner process of the phase keeps its compiled programs there (benchmarks.harness.compile_cache).
+        env[COMPILE_CACHE_ENV] = str(args.compile_cache.resolve())
     logs = Path(tempfile.mkdtemp(prefix="kcb-logs-"))
     suffix = _free_suffix(args.out, f"{args.phase}-{'-'.join(args.backends)}")
     manifest = []
@@ -278,18 +283,61 @@ def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console,
     started = time.monotonic()
     console.write(f"\n### {run_id}: {' '.join(command[3:])}\n")
     console.flush()
-    try:
-        code = subprocess.run(
-            command,
-            env=env,
-            cwd=REPO,
-            stdout=console,
-            stderr=subprocess.STDOUT,
-            timeout=deadline - time.monotonic() - 10,
-        ).returncode
-    except subprocess.TimeoutExpired:
-        code = -1
-    return {"phase": "repeats", "run_id": run_id, "returncode": code, "wall_s": time.monotonic() - started}
+    code, processes = _stream_repeats(command, env, console, deadline - 10)
+    entry = {"phase": "repeats", "run_id": run_id, "returncode": code, "wall_s": time.monotonic() - started}
+    return {**entry, "processes": processes, "rounds": round_walls(processes)}
+
+
+# The suite prints this line before it starts each repeat's fresh process.
+REPEAT_LINE = "--- repeat "
+# ... and this table once the last one has ended (benchmarks.summary.print_table).
+SUITE_TABLE_LINE = ("workload  backend", "no results")
+
+
+def _stream_repeats(
+    command: list[str], env: dict[str, str], console: TextIO, deadline: float
+) -> tuple[int, list[dict]]:
+    """Run the suite into the console; the wall time of each repeat's process, from one start line to the next."""
+    processes: list[dict] = []
+    process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    timer = _kill_at(process, deadline)
+    for line in process.stdout:
+        console.write(line)
+        if line.startswith(REPEAT_LINE):
+            _close_last(processes)
+            index, _, rest = line[len(REPEAT_LINE) :].partition(": ")
+            workload, _, backend = rest.strip().partition(" [")
+            processes.append({"repeat": int(index), "workload": workload, "backend": backend.rstrip("]")})
+            processes[-1]["started"] = time.monotonic()
+        elif line.startswith(SUITE_TABLE_LINE):
+            _close_last(processes)  # the suite's closing table: the last process has ended
+    code = process.wait()
+    timer.cancel()
+    _close_last(processes)
+    return (-1 if code < 0 else code), processes
+
+
+def _kill_at(process: subprocess.Popen, deadline: float) -> threading.Timer:
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), process.kill)
+    timer.start()
+    return timer
+
+
+def _close_last(processes: list[dict]) -> None:
+    if processes and "started" in processes[-1]:
+        processes[-1]["wall_s"] = round(time.monotonic() - processes[-1].pop("started"), 2)
+
+
+def round_walls(processes: Sequence[dict]) -> dict[str, dict]:
+    """Per repeat index: the processes' summed wall seconds, per backend and in all (a round of the defaults)."""
+    rounds: dict[str, dict] = {}
+    for p in processes:
+        entry = rounds.setdefault(str(p["repeat"]), {"processes": 0, "wall_s": 0.0, "by_backend": {}})
+        entry["processes"] += 1
+        entry["wall_s"] = round(entry["wall_s"] + p.get("wall_s", 0.0), 2)
+        entry["by_backend"][p["backend"]] = round(entry["by_backend"].get(p["backend"], 0.0) + p.get("wall_s", 0.0), 2)
+    return rounds
 
 
 # Where the spread of a host-bound workload comes from: the same run in fresh processes, with the garbage collector
@@ -537,6 +585,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--configs", help="sweep only these configurations (default: all of each backend's)")
     p.add_argument("--platform", default="gpu")
+    p.add_argument(
+        "--compile-cache",
+        type=Path,
+        help="keep compiled programs in this folder across the phase's fresh processes (JAX, torch.compile); "
+        "a run records whether its compile hit it",
+    )
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--budget-s", type=float, default=540)
     p = sub.add_parser("collect", help="unpack result tarballs into the log tree")

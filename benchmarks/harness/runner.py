@@ -22,7 +22,7 @@ from benchmarks import metadata, stability, workloads
 from benchmarks.data.files import DatasetUnavailable, FileLocations
 from benchmarks.data.loaders import SYNTHETIC_NAME
 from benchmarks.data.types import SYNTHETIC, Data, DataRequest
-from benchmarks.harness import backends, distribution, sysinfo
+from benchmarks.harness import backends, compile_cache, distribution, sysinfo
 from benchmarks.harness.fingerprint import fingerprint
 from benchmarks.harness.telemetry import Telemetry
 from benchmarks.harness.timing import EpochTimer
@@ -118,6 +118,7 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     module = workloads.load(name)
     spec: workloads.WorkloadSpec = module.SPEC
     run_plan = plan(spec, options)
+    cache = compile_cache.activate(options.backend)
     backends.reset_compiled_state(options.backend)
     keras.utils.set_random_seed(options.seed)
     started_at = _now()
@@ -141,6 +142,8 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     records: list[EpochRecord] = []
     meta = run_metadata(spec, options, settings, run_plan, data, model, started_at)
     write_metadata(path, meta.to_dict())
+    if cache:
+        cache.mark()  # after the fingerprint's own compiles: count the model's
     writer = EpochLogWriter(path)
 
     def record(epoch: EpochRecord) -> None:
@@ -162,11 +165,11 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
             fit(model, data, spec, run_plan.epochs, [timer], spread.global_batch_size)
         extra = module.after_training(model, data) if hasattr(module, "after_training") else None
     except BaseException as exc:
-        write_metadata(path, _finish(meta, records, telemetry, timer, Status.PARTIAL, error=_describe(exc)))
+        write_metadata(path, _finish(meta, records, telemetry, timer, cache, Status.PARTIAL, error=_describe(exc)))
         raise
     finally:
         writer.close()
-    write_metadata(path, _finish(meta, records, telemetry, timer, Status.COMPLETE, extra=extra))
+    write_metadata(path, _finish(meta, records, telemetry, timer, cache, Status.COMPLETE, extra=extra))
     return path
 
 
@@ -272,6 +275,7 @@ def _finish(
     records: list[EpochRecord],
     telemetry: Telemetry,
     timer: EpochTimer,
+    cache: compile_cache.Tracker | None,
     status: Status,
     error: str | None = None,
     extra: dict[str, Any] | None = None,
@@ -281,6 +285,7 @@ def _finish(
     energy = telemetry.energy()
     return meta.finished(
         status=status,
+        settings=replace(meta.settings, compile_cache=cache.record()) if cache else meta.settings,
         error=error,
         ended_at=_now(),
         epochs_completed=len(records),
