@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import getpass
+import os
 import shlex
 import signal
 import socket
@@ -27,7 +28,7 @@ from benchmarks.command import BATCH_POLICIES
 from benchmarks.harness.backends import BACKENDS
 from benchmarks.harness.distribution import SINGLE_DEVICE_BACKENDS, TORCH_SINGLE_DEVICE
 from benchmarks.suites import SUITES, UnknownSuite, get_suite
-from orchestrate.catalog import CatalogError, Profile, get_profile, load_catalogs
+from orchestrate.catalog import CatalogError, Profile, get_profile, load_catalogs, retired_notice, runs_as
 from orchestrate.detached import DETACHED_IMAGE_SOURCES, DetachedError, DetachedSpec, boot_script
 from orchestrate.detached_runs import (
     DetachedRunError,
@@ -46,11 +47,14 @@ from orchestrate.fanout import (
     Candidate,
     CandidateEstimate,
     CandidateResult,
-    Child,
+    Member,
+    candidates_of,
     collect_result,
     estimate_candidate,
     estimate_table,
     fanout_run_id,
+    manifest_path,
+    member_of,
     report_commands,
     resolve_candidates,
     results_table,
@@ -58,6 +62,7 @@ from orchestrate.fanout import (
     worst_case_usd,
     write_summary,
 )
+from orchestrate.fanout import Manifest as FanoutManifest
 from orchestrate.images import IMAGE_SOURCES, default_build_spec, default_image_ref, is_registry_ref
 from orchestrate.ledger import STATUS_COMPLETE, STATUS_DETACHED, Ledger, RunRecord, StageRecord, default_ledger_path
 from orchestrate.lifecycle import Interrupted, Lifecycle, Outcome, raise_interrupted
@@ -240,6 +245,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # before a run started (a run turns Ctrl-C into its own teardown)
         print("interrupted: nothing was started", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of stdout left (`| head`): stop printing, quietly
+        _silence_stdout()
+        return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not print a traceback of its own."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _dispatch(argv: Sequence[str] | None) -> int:
@@ -284,7 +299,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if value is not None:
             raise UsageError(f"{flag} applies to a fan-out (--profiles a,b,...)")
     started = time.time()
-    profile = get_profile(load_catalogs(args.catalog), args.profile, allow_retired=args.allow_retired)
+    profile = _profile_to_run(args)
     provider = _make_provider(profile, args)
     plan = _make_plan(args, profile, provider)
     _refuse_existing_run(plan, Ledger(args.ledger))
@@ -310,8 +325,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         reporter.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    _print_outcome(outcome)
+    try:
+        _print_outcome(outcome)
+    except BrokenPipeError:  # nobody reads the summary; the run's exit status still tells its outcome
+        _silence_stdout()
     return outcome.exit_code
+
+
+def _profile_to_run(args: argparse.Namespace) -> Profile:
+    """`--profile`, or its replacement when retired (as in a fan-out), said before anything is checked or launched."""
+    catalog = load_catalogs(args.catalog)
+    profile = runs_as(catalog, args.profile, args.allow_retired)
+    if profile.name != args.profile:
+        print(retired_notice(catalog[args.profile]))
+    return profile
 
 
 # ---- run --detach, status, collect ------------------------------------------------------------------------
@@ -320,7 +347,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_run_detached(args: argparse.Namespace) -> int:
     """Every check of an attached run, then the bucket's, before the launch; then launch and return."""
     started = time.time()
-    profile = get_profile(load_catalogs(args.catalog), args.profile, allow_retired=args.allow_retired)
+    profile = _profile_to_run(args)
     provider = _make_provider(profile, args)
     _check_boot_script(profile, provider)
     plan = _make_plan(args, profile, provider)
@@ -430,6 +457,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
+    ledger = Ledger(args.ledger)
+    if args.run_id not in ledger.runs() and manifest_path(ledger.path, args.run_id).exists():
+        return cmd_collect_fanout(args.run_id, ledger)
     record, profile, provider = _detached_record(args)
     reporter = make_reporter(force_plain=True)
     try:
@@ -489,17 +519,64 @@ def cmd_fanout(args: argparse.Namespace) -> int:
     for name, (_, _, credentials) in plans.items():
         if credentials != "ok":
             raise UsageError(f"{name}: {credentials}; nothing launched")
-    children, interrupted = run_all(candidates, lambda c: _run_argv(_profile_args(args, c, base)), base)
+    manifest = _fanout_manifest(args, base, candidates, plans, manifest_path(ledger.path, base))
+    manifest.save(manifest_path(ledger.path, base))
+    by_run = {fanout_run_id(base, c.profile.name): c for c in candidates}
+    codes, interrupted = run_all(manifest.members, lambda m: _run_argv(_profile_args(args, by_run[m.run_id], base)))
     records = Ledger(args.ledger).runs()
     if args.detach:
-        return _print_detached_fanout(args, base, candidates, children, records, interrupted)
-    results = [collect_result(child, records, plans[child.candidate.profile.name][0]) for child in children]
+        return _print_detached_fanout(args, base, candidates, codes, records, interrupted)
+    members = [m for m in manifest.members if m.run_id in codes]
+    status = _fanout_results(manifest, [by_run[m.run_id] for m in members], members, records, codes)
+    return 130 if interrupted else status
+
+
+def _fanout_manifest(
+    args: argparse.Namespace,
+    base: str,
+    candidates: Sequence[Candidate],
+    plans: Mapping[str, tuple[RunPlan, bool, str]],
+    path: Path,
+) -> FanoutManifest:
+    """What `collect <base>` needs to make the fan-out's table and report if this process does not live to."""
+    ledger = args.ledger.resolve() if args.ledger is not None else None
+    return FanoutManifest(
+        base=base,
+        members=tuple(member_of(c, plans[c.profile.name][0], path) for c in candidates),
+        logs=str(args.logs.resolve()),
+        report_out=str((args.report_out or Path("report-out") / base).resolve()),
+        study=args.suite if args.suite in _study_names() else None,
+        ledger=str(ledger) if ledger is not None else None,
+        catalogs=tuple(str(path.resolve()) for path in args.catalog),
+    )
+
+
+def _fanout_results(
+    manifest: FanoutManifest,
+    candidates: Sequence[Candidate],
+    members: Sequence[Member],
+    records: Mapping[str, RunRecord],
+    codes: Mapping[str, int],
+) -> int:
+    """The table across the members' runs, then one report over them; 0 when every run and the report did."""
+    results = [collect_result(c, m, records, codes.get(m.run_id)) for c, m in zip(candidates, members, strict=True)]
     lines = results_table(results)
-    print(f"\nFan-out {base}: {len(results)} profiles\n" + "\n".join(lines))
-    report_status = _fanout_report(args, base, candidates, lines, results)
-    if interrupted:
-        return 130
+    print(f"\nFan-out {manifest.base}: {len(results)} profiles\n" + "\n".join(lines))
+    report_status = _fanout_report(manifest, candidates, lines, results)
     return 0 if all(r.exit_code == 0 for r in results) and report_status == 0 else 1
+
+
+def cmd_collect_fanout(base: str, ledger: Ledger) -> int:
+    """`collect <base>`: the table and report of a fan-out whose own process did not see its runs end."""
+    manifest = FanoutManifest.load(manifest_path(ledger.path, base))
+    records = ledger.runs()
+    live = [m.run_id for m in manifest.members if m.run_id in records and not records[m.run_id].final]
+    if live:
+        print(f"Fan-out {base}: still running: {', '.join(live)}; collect again when they have ended")
+        return 1
+    started = [m for m in manifest.members if m.run_id in records]
+    candidates = candidates_of(load_catalogs([Path(c) for c in manifest.catalogs]), started)
+    return _fanout_results(manifest, candidates, started, records, {})
 
 
 def _check_boot_script(profile: Profile, provider: Provider) -> None:
@@ -525,24 +602,23 @@ def _print_detached_fanout(
     args: argparse.Namespace,
     base: str,
     candidates: Sequence[Candidate],
-    children: Sequence[Child],
+    codes: Mapping[str, int],
     records: Mapping[str, RunRecord],
     interrupted: bool,
 ) -> int:
     """Each profile's run works on alone: where it is, and the commands that follow it and make the report."""
-    print(f"\nFan-out {base}: {len(children)} profiles, detached")
+    print(f"\nFan-out {base}: {len(codes)} profiles, detached")
     launched = []
-    for child in children:
-        record = records.get(child.run_id)
+    by_run = {fanout_run_id(base, c.profile.name): c for c in candidates}
+    for run_id in codes:
+        record = records.get(run_id)
         status = record.status if record is not None else "not started"
         note = (
-            f"{record.storage}runs/{child.run_id}/"
-            if status == "detached" and record
-            else (record.message if record else "")
+            f"{record.storage}runs/{run_id}/" if status == "detached" and record else (record.message if record else "")
         )
-        print(f"  {child.candidate.profile.name:<24} {child.run_id:<40} {status:<10} {note}")
+        print(f"  {by_run[run_id].profile.name:<24} {run_id:<40} {status:<10} {note}")
         if status == "detached":
-            launched.append(child.run_id)
+            launched.append(run_id)
     if launched:
         out = args.report_out or Path("report-out") / base
         study = args.suite if args.suite in _study_names() else None
@@ -554,7 +630,7 @@ def _print_detached_fanout(
         print("  " + shlex.join(report))
     if interrupted:
         return 130
-    return 0 if len(launched) == len(children) else 1
+    return 0 if len(launched) == len(codes) else 1
 
 
 def _check_settings_apply(args: argparse.Namespace, candidates: Sequence[Candidate]) -> None:
@@ -580,7 +656,7 @@ def _profile_args(args: argparse.Namespace, candidate: Candidate, base: str) -> 
         "run_id": fanout_run_id(base, candidate.profile.name),
         "provider_setting": [t for t in args.provider_setting if _key_value(t)[0] in settings],
         "allow_retired": candidate.profile.retired,
-        "plain": True,  # the child's output is read through a pipe, line by line
+        "plain": True,  # the child's output goes to a file, line by line
     }
     for key, option in SSH_FLAGS.items():
         if key not in settings:
@@ -628,24 +704,17 @@ def _print_fanout_plan(
 
 
 def _fanout_report(
-    args: argparse.Namespace,
-    base: str,
-    candidates: Sequence[Candidate],
-    lines: Sequence[str],
-    results: Sequence[CandidateResult],
+    manifest: FanoutManifest, candidates: Sequence[Candidate], lines: Sequence[str], results: Sequence[CandidateResult]
 ) -> int:
     """One report across every profile's runs, plus the table and the retired-profile mapping beside it."""
-    out = args.report_out or Path("report-out") / base
+    out = Path(manifest.report_out)
     write_summary(out / SUMMARY, lines, candidates)
     if not any(r.epochs for r in results):
         print(f"no epoch was logged by any profile: no report (summary in {out / SUMMARY})")
         return 1
-    study = args.suite if args.suite in _study_names() else None
-    statuses = [
-        subprocess.run(command, check=False).returncode
-        for command in report_commands(args.logs, base, out, study, args.ledger, candidates)
-    ]
-    return max(statuses)
+    ledger = Path(manifest.ledger) if manifest.ledger is not None else None
+    commands = report_commands(Path(manifest.logs), manifest.base, out, manifest.study, ledger, candidates)
+    return max(subprocess.run(command, check=False).returncode for command in commands)
 
 
 def _study_names() -> set[str]:

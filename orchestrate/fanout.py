@@ -7,30 +7,39 @@ Each profile's run is an ordinary `python -m orchestrate run --profile P` child 
 SIGTERM into its own teardown, and Python delivers signals to the main thread only: here the parent forwards
 SIGTERM to every child and waits for each teardown. One child failing (no capacity, a quota, an unreachable host)
 does not stop the others.
+
+Each child owns its life: it runs in a session of its own and writes its output to a file of its own
+(`fanouts/<base>/<profile>.log` beside the ledger), which the parent shows line by line. So a parent killed
+outright (`kill -9`, a closed terminal) takes nothing with it: each child finishes, tears down and writes its
+ledger entry, and `orchestrate collect <base>` makes the combined table and report from the fan-out's manifest
+(`fanouts/<base>.json`) once they are done.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from benchmarks.suites import get_suite
 from benchmarks.workloads import spec
 from orchestrate.catalog import CatalogError, Profile, get_profile
-from orchestrate.ledger import RunRecord
+from orchestrate.ledger import STATUS_COMPLETE, RunRecord
 from orchestrate.plan import RunPlan
 
 if TYPE_CHECKING:
     from report.loading import Run
 
 SUMMARY = "fanout.md"
+TAIL_INTERVAL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,11 @@ def resolve_candidates(catalog: Mapping[str, Profile], text: str, allow_retired:
 
 def fanout_run_id(base: str, profile: str) -> str:
     return f"{base}-{profile}"
+
+
+def candidates_of(catalog: Mapping[str, Profile], members: Iterable[Member]) -> list[Candidate]:
+    """The candidates a manifest's members ran as (their profiles read from the catalog again)."""
+    return [Candidate(m.requested, get_profile(catalog, m.profile, allow_retired=True), m.retired_on) for m in members]
 
 
 # ---- the combined estimate -----------------------------------------------------------------------------------
@@ -135,23 +149,81 @@ def estimate_table(estimates: Sequence[CandidateEstimate]) -> list[str]:
     return lines
 
 
+# ---- the manifest: what `collect <base>` needs once the fan-out process is gone ---------------------------------
+
+
+@dataclass(frozen=True)
+class Member:
+    """One profile's run of a fan-out."""
+
+    requested: str
+    profile: str
+    retired_on: str | None
+    run_id: str
+    run_logs: str  # the run's log folder
+    suite: str
+    planned: int  # container runs planned
+    spot: bool
+    output: str  # the file the run's own output goes to
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A fan-out as launched: its members and where its report goes. Paths are absolute: `collect` may run from
+    another folder."""
+
+    base: str
+    members: tuple[Member, ...]
+    logs: str
+    report_out: str
+    study: str | None
+    ledger: str | None
+    catalogs: tuple[str, ...]
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(self), indent=2))
+
+    @classmethod
+    def load(cls, path: Path) -> Manifest:
+        data = json.loads(path.read_text())
+        members = tuple(Member(**member) for member in data.pop("members"))
+        return cls(**data | {"members": members, "catalogs": tuple(data["catalogs"])})
+
+
+def manifest_path(ledger: Path, base: str) -> Path:
+    return ledger.parent / "fanouts" / f"{base}.json"
+
+
+def member_of(candidate: Candidate, plan: RunPlan, manifest: Path) -> Member:
+    return Member(
+        requested=candidate.requested,
+        profile=candidate.profile.name,
+        retired_on=candidate.retired_on,
+        run_id=plan.run_id,
+        run_logs=str(plan.run_logs.resolve()),
+        suite=plan.suite,
+        planned=len(plan.items),
+        spot=plan.spot,
+        output=str(manifest.with_suffix("").resolve() / f"{candidate.profile.name}.log"),
+    )
+
+
 # ---- launching the candidates ------------------------------------------------------------------------------
 
 
 @dataclass
 class Child:
-    candidate: Candidate
-    run_id: str
+    member: Member
     process: subprocess.Popen[bytes]
     reader: threading.Thread
 
 
-def run_all(
-    candidates: Sequence[Candidate], argv_of: Callable[[Candidate], list[str]], base: str
-) -> tuple[list[Child], bool]:
-    """Start every candidate's run at once and wait for each; each child's output is shown line by line,
-    prefixed by its profile. SIGINT or SIGTERM here, from the first launch on, is passed on as SIGTERM to every
-    child started, whose run then tears itself down. Returns the children and whether a signal arrived."""
+def run_all(members: Sequence[Member], argv_of: Callable[[Member], list[str]]) -> tuple[dict[str, int], bool]:
+    """Start every member's run at once and wait for each; each child's output is shown line by line, prefixed
+    by its profile. SIGINT or SIGTERM here, from the first launch on, is passed on as SIGTERM to every child
+    started, whose run then tears itself down. Returns each started run's exit code and whether a signal
+    arrived."""
     children: list[Child] = []
     interrupted = threading.Event()
 
@@ -163,11 +235,11 @@ def run_all(
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        width = max(len(c.profile.name) for c in candidates)
-        for candidate in candidates:
+        width = max(len(m.profile) for m in members)
+        for member in members:
             if interrupted.is_set():
                 break
-            children.append(_start(candidate, argv_of(candidate), f"[{candidate.profile.name:<{width}}] ", base))
+            children.append(_start(member, argv_of(member), f"[{member.profile:<{width}}] "))
         if interrupted.is_set():  # a signal during a start: make sure the child just started hears it too
             forward(signal.SIGTERM, None)
         for child in children:
@@ -176,27 +248,53 @@ def run_all(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return children, interrupted.is_set()
+    return {child.member.run_id: child.process.returncode for child in children}, interrupted.is_set()
 
 
-def _start(candidate: Candidate, argv: list[str], prefix: str, base: str) -> Child:
-    # in this process's working folder, so that relative --logs, --ledger and --catalog name the same files
-    process = subprocess.Popen(
-        [sys.executable, "-m", "orchestrate", "run", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        start_new_session=True,  # signals reach a child only through the parent, once
-    )
-    reader = threading.Thread(target=_echo, args=(process.stdout, prefix), daemon=True)
+def _start(member: Member, argv: list[str], prefix: str) -> Child:
+    path = Path(member.output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab") as output:
+        # in this process's working folder, so that relative --logs, --ledger and --catalog name the same files;
+        # a session and an output file of its own, so this process's death (a signal, a closed pipe) never
+        # reaches the child: its signals come only through `forward`
+        process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrate", "run", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
+        )
+    reader = threading.Thread(target=_follow, args=(path, process, prefix), daemon=True)
     reader.start()
-    return Child(candidate, fanout_run_id(base, candidate.profile.name), process, reader)
+    return Child(member, process, reader)
 
 
-def _echo(stream: IO[bytes] | None, prefix: str) -> None:
-    for raw in stream or ():
-        sys.stdout.write(prefix + raw.decode(errors="replace"))
+def _follow(path: Path, process: subprocess.Popen[bytes], prefix: str) -> None:
+    """Show the lines the child appends to its output file until it exits, then the rest."""
+    with path.open("rb") as stream:
+        stream.seek(0, os.SEEK_END)
+        pending = b""
+        while True:
+            running = process.poll() is None
+            pending += stream.read()
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                _show(prefix + line.decode(errors="replace") + "\n")
+            if not running:
+                break
+            time.sleep(TAIL_INTERVAL_S)
+        if pending:
+            _show(prefix + pending.decode(errors="replace") + "\n")
+
+
+def _show(text: str) -> None:
+    try:
+        sys.stdout.write(text)
         sys.stdout.flush()
+    except (OSError, ValueError):  # nobody reads this process's output: the child's own file keeps it
+        pass
 
 
 # ---- the results, SkyPilot-bench style ---------------------------------------------------------------------
@@ -247,23 +345,31 @@ class CandidateResult:
         return max(self.duration_s - self.training_s, 0.0) + self.extrapolated_s
 
 
-def collect_result(child: Child, records: Mapping[str, RunRecord], plan: RunPlan) -> CandidateResult:
+def collect_result(
+    candidate: Candidate, member: Member, records: Mapping[str, RunRecord], exit_code: int | None
+) -> CandidateResult:
+    """A member's outcome from its ledger record and its logs. `exit_code` None: the run was not watched to its
+    end (`collect <base>`), so it is read from the record's status."""
     from report.loading import load_runs  # lazily, as above
 
-    runs = load_runs(plan.run_logs).runs if plan.run_logs.is_dir() else []
+    run_logs = Path(member.run_logs)
+    runs = load_runs(run_logs).runs if run_logs.is_dir() else []
     epochs = sum(run.epochs_completed for run in runs)
-    extrapolated = [_extrapolate(run, plan.suite) for run in runs]
+    extrapolated = [_extrapolate(run, member.suite) for run in runs]
     known = [s for s in extrapolated if s is not None]
+    record = records.get(member.run_id)
+    if exit_code is None:
+        exit_code = 0 if record is not None and record.status == STATUS_COMPLETE and not record.teardown_failures else 1
     return CandidateResult(
-        candidate=child.candidate,
-        run_id=child.run_id,
-        spot=plan.spot,
-        exit_code=child.process.returncode,
-        record=records.get(child.run_id),
+        candidate=candidate,
+        run_id=member.run_id,
+        spot=member.spot,
+        exit_code=exit_code,
+        record=record,
         epochs=epochs,
         training_s=sum(run.total_s for run in runs),
         extrapolated_s=sum(known) if known else None,
-        unextrapolated=len(plan.items) - len(known),
+        unextrapolated=member.planned - len(known),
     )
 
 

@@ -1,7 +1,8 @@
 """What the user sees while a run goes: each stage and each workload x backend with its state and time.
 
 On a terminal a live table (rich); elsewhere (CI, a pipe, a log file) one plain line per event, so the output
-stays readable as text.
+stays readable as text. A stream that closes mid-run (the terminal or the pipe reader gone) silences the display
+and nothing else: the run, its teardown and its ledger entries go on.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Reporter:
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
+        self.silenced = False  # the stream closed: nobody reads the display any more
 
     def stage_started(self, name: str, detail: str = "") -> None:
         self._line(f"{name:<10} started{_suffix(detail)}")
@@ -55,7 +57,12 @@ class Reporter:
         """Stop any live display (idempotent)."""
 
     def _line(self, text: str) -> None:
-        print(f"{time.strftime('%H:%M:%S')} {text}", file=self.stream, flush=True)
+        if self.silenced:
+            return
+        try:
+            print(f"{time.strftime('%H:%M:%S')} {text}", file=self.stream, flush=True)
+        except (OSError, ValueError):  # a broken pipe, a closed terminal or file: the run must not stop for it
+            self.silenced = True
 
 
 class LiveReporter(Reporter):
@@ -93,7 +100,10 @@ class LiveReporter(Reporter):
 
     def close(self) -> None:
         if self.live.is_started:
-            self.live.stop()
+            try:
+                self.live.stop()  # draws the table a last time
+            except (OSError, ValueError):
+                self.silenced = True
 
     def _render(self) -> Group:
         return Group(_table("stage", self.stages), _table("workload [backend]", self.items), *map(Text, self.notes))

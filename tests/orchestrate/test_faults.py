@@ -3,8 +3,10 @@ workloads' logs kept, and nothing left running. Bad inputs fail before anything 
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 from benchmarks.logs import read_epoch_log
 from orchestrate.testing.sshd import SSHServer, free_port
 from tests.orchestrate.orchestrate_helpers import (
+    ROOT,
     TINY,
     Workspace,
     ledger_items,
@@ -200,3 +203,50 @@ def test_bad_inputs_fail_before_anything_starts(ws: Workspace, args: list[str], 
     assert done.stderr.startswith(message), done.stderr
     assert len(done.stderr.strip().splitlines()) == 1  # one line
     assert not ws.ledger.exists() and not ws.logs.exists()  # nothing started, nothing recorded
+
+
+def test_a_killed_fanout_leaves_its_runs_to_finish_and_collect_makes_the_report(
+    sshd: SSHServer, ws: Workspace, tmp_path: Path
+) -> None:
+    """kill -9 of the fan-out process mid-run: each profile's run (its own session, its own output file) runs its
+    remaining workloads, tears down and ends in the ledger; `collect <base>` then makes the combined table."""
+    image = build_mechanics_image(tmp_path / "mechanics")
+    base = "20260101T000000Z-fkil"
+    args = ssh_run_args(sshd, ws, base, "--workloads", "mnist_mlp,imdb_fasttext", "--backends", "torch")
+    args[args.index("--profile") : args.index("--profile") + 2] = ["--profiles", "local,ssh"]
+    args += ["--image", image, "--image-source", "present", "--report-out", str(tmp_path / "report")]
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "orchestrate", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,  # the children must not depend on it: it breaks when the parent dies
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+    )
+    runs = [f"{base}-local", f"{base}-ssh"]
+    try:
+        for run_id in runs:
+            wait_for(
+                lambda r=run_id: [i["status"] for i in ledger_items(ws.ledger, r)][:1] == ["complete"], 120, run_id
+            )
+        parent.kill()
+        parent.wait(timeout=30)
+        wait_for(lambda: all(ws.run_record(r).final for r in runs), 120, "both runs to end")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        leftovers = [name for r in runs for name in containers_of_run(r)]
+        for run_id in runs:
+            remove_containers_of_run(run_id)
+    assert leftovers == []
+    for run_id in runs:
+        record = ws.run_record(run_id)
+        assert record.status == "complete", record.message
+        assert [i.status for i in record.latest_items()] == ["complete", "complete"]
+        assert not (ws.remote_dir / "runs" / run_id).exists()
+    assert "teardown   done" in (ws.root / "fanouts" / base / "local.log").read_text()
+
+    collected = orchestrate("collect", base, "--ledger", str(ws.ledger), timeout=300)
+    table = collected.stdout[collected.stdout.index(f"Fan-out {base}: 2 profiles") :]
+    assert [line.split()[:2] for line in table.splitlines()[2:4]] == [["local", "complete"], ["ssh", "complete"]]
+    assert (tmp_path / "report" / "fanout.md").exists()
