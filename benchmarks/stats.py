@@ -91,8 +91,9 @@ MACHINE_BOOTSTRAP = "machine bootstrap"
 
 
 def _clusters(values: Sequence[float], machines: Machines) -> list[np.ndarray]:
-    """The values grouped by machine, in first-seen order; one group without machines."""
-    if machines is None:
+    """The values grouped by machine, in first-seen order. One group without machines, and where every value is
+    its own machine's: then runs are machines, and resampling them is resampling machines."""
+    if machines is None or len(set(machines)) == len(values):
         return [np.asarray(values, float)]
     if len(machines) != len(values):
         raise ValueError(f"{len(values)} values but {len(machines)} machines")
@@ -132,7 +133,7 @@ def median_estimate(values: Sequence[float], machines: Machines = None) -> Estim
     n = len(ordered)
     median = float(np.median(ordered))
     if n < MIN_REPEATS_FOR_INTERVAL:
-        return Estimate(value=median, n=n, machines=len(_clusters(values, machines)))
+        return Estimate(value=median, n=n, machines=len(set(machines or [""])))
     clusters = _clusters(values, machines)
     if len(clusters) > 1:
         low, high = _percentiles(_bootstrap_medians(clusters, np.random.default_rng(BOOTSTRAP_SEED)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,8 +22,9 @@ from report.scaling import PUBLISHED_STUDY, ScalingSection
 from report.scaling import draw_chart as draw_scaling_chart
 from report.scaling import section as scaling_section
 from report.studies import Published, Study, compare, get_study, measured_setups, published_results
-from report.summary import summary_table
+from report.summary import Samples, summary_table
 from report.tables import (
+    PER_SAMPLE,
     BadArgumentError,
     Group,
     ReportError,
@@ -175,7 +176,7 @@ def build(request: Request) -> Report:
         measured=True,
         machines=machine_table(loaded.runs, request.prices.pricing, ledger),
         ledger_note=ledger_note,
-        summary=summary_table(results, _repeat_totals(groups)),
+        summary=summary_table(results, _repeat_samples(groups)),
         fingerprints=fingerprint_table(loaded.complete_runs),
         reproducibility=reproducibility_table(groups),
         owned=with_measured_rivals(
@@ -192,9 +193,10 @@ def with_energy_cost(results: pd.DataFrame, usd_per_kwh: float | None) -> pd.Dat
     return results.assign(energy_usd=energy_kwh * usd_per_kwh if usd_per_kwh is not None else float("nan"))
 
 
-def _repeat_totals(groups: Sequence[Group]) -> Callable[[str, str], list[float]]:
-    totals = {(g.workload, g.config.label): g.totals() for g in groups}
-    return lambda workload, config: totals[(workload, config)]
+def _repeat_samples(groups: Sequence[Group]) -> Samples:
+    """Each repeat's steady-epoch seconds per training sample, and its machine: what the summary ranks."""
+    figures = {(g.workload, g.config.label): g.per_sample() for g in groups}
+    return lambda workload, config: figures[(workload, config)]
 
 
 def _of_suite(loaded: LoadResult, suite: str, logdir: Path) -> LoadResult:
@@ -239,10 +241,10 @@ def _published_only(request: Request, study: Study) -> Report:
     )
 
 
-def _published_totals(results: pd.DataFrame) -> Callable[[str, str], list[float]]:
+def _published_totals(results: pd.DataFrame) -> Samples:
     """A published configuration is one run: its total is its only repeat."""
     totals = {(r["workload"], r["config"]): [float(r["total_s"])] for _, r in results.iterrows()}
-    return lambda workload, config: totals[(workload, config)]
+    return lambda workload, config: (totals[(workload, config)], None)
 
 
 def _sections(results: pd.DataFrame, partial_runs: Sequence[Run]) -> list[WorkloadSection]:
@@ -304,6 +306,11 @@ def _workload_charts(
         common.append("left out (partial): " + "; ".join(section.partial))
     if (rows["n_runs"] < 3).any():
         common.append("no interval where a configuration has fewer than 3 repeats")
+    if (rows["rel_time"].isna() & rows["rel_steady"].notna()).any():
+        common.append(
+            "bars marked (steady epoch) compare median steady epochs (other epochs than the base's); (per sample) "
+            "compare steady-epoch seconds per training sample (other sample counts than the base's)"
+        )
     if rows.apply(lambda r: bool(fmt.marks(r)), axis=1).any():
         common.append("⚠ marks unstable or host-bound configurations (see the table)")
     if report.study is not None and not report.measured:
@@ -355,8 +362,8 @@ def _bar(row: pd.Series, column: str, what: str, published: bool, label: str | N
     label = (label or str(row["config"])) + (" ⚠" if fmt.marks(row) else "")
     low, high = (row.get(f"{column}_low"), row.get(f"{column}_high")) if column == "rel_time" else (None, None)
     if fmt.missing(value) and column == "rel_time" and not fmt.missing(row.get("rel_steady")):
-        # Other epochs than the base's: the steady epochs still compare.
-        value, label = row["rel_steady"], f"{label} (steady epoch)"
+        # Other epochs than the base's: the steady epochs still compare, per sample where the sample counts differ.
+        value, label = row["rel_steady"], f"{label} ({_steady_word(row)})"
         low, high = row.get("rel_steady_low"), row.get("rel_steady_high")
     return Bar(
         label=label,
@@ -369,6 +376,10 @@ def _bar(row: pd.Series, column: str, what: str, published: bool, label: str | N
         missing=_missing_reason(row, what) if fmt.missing(value) else "",
         group=str(row["platform"]) if "platform" in row else _platform_of(str(row["config"]), str(row["backend"])),
     )
+
+
+def _steady_word(row: pd.Series) -> str:
+    return "per sample" if row.get("steady_basis") == PER_SAMPLE else "steady epoch"
 
 
 def _platform_of(label: str, backend: str) -> str:

@@ -2,7 +2,9 @@
 
 One row per (workload, configuration). Repeats are the complete runs of that pair that did the same experiment
 (same epochs and training samples); the row's time is the median of their totals, and relative figures are
-ratios of those medians.
+ratios of those medians. Experiments of different sizes are compared per training sample (steady-epoch seconds per
+sample, the inverse of throughput), never epoch time against epoch time. Where the repeats ran on several machines
+(`hardware.host_id`), intervals and verdicts resample machines, then runs (`benchmarks.stats`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ RESULT_COLUMNS = (
     "total_s", "total_low", "total_high", "total_coverage",
     "steady_epoch_s", "steady_low", "steady_high", "steady_coverage",
     "first_epoch_s", "final_acc", "final_acc_metric", "gpu_util_pct",
-    "rel_time", "rel_time_low", "rel_time_high", "rel_steady", "rel_steady_low", "rel_steady_high",
+    "rel_time", "rel_time_low", "rel_time_high", "rel_steady", "rel_steady_low", "rel_steady_high", "steady_basis",
+    "samples_per_s", "machines",
     "verdict", "verdict_basis", "stability", "host_bound", "host_share", "gpu_wh", "gpu_wh_per_epoch", "host_wh",
     "energy_method",
     "usd_per_hour", "billed_s", "cost_usd", "cost_per_epoch_usd", "cost_rule", "price_source", "rel_cost",
@@ -52,7 +55,8 @@ NUMERIC_SUFFIXES = (
 )
 
 
-TEXT_COLUMNS = ("verdict", "verdict_basis", "notes")
+TEXT_COLUMNS = ("verdict", "verdict_basis", "steady_basis", "notes")
+PER_EPOCH, PER_SAMPLE = "steady epoch", "time per sample (steady epochs)"
 MINIMUM_NOTE = "billed the profile's minimum"
 
 
@@ -84,9 +88,23 @@ class Group:
     def totals(self) -> list[float]:
         return [r.total_s for r in self.runs]
 
-    def steady_medians(self) -> list[float]:
-        """Each repeat's median steady epoch: what compares when the experiments differ in epochs or samples."""
-        return [v for v in (r.steady_median_s for r in self.runs) if v is not None]
+    def machines(self) -> list[str]:
+        """The machine of each repeat, in `totals()` order."""
+        return [r.machine for r in self.runs]
+
+    def steady(self) -> tuple[list[float], list[str]]:
+        """Each repeat's median steady epoch, and its machine: what compares when the experiments differ in
+        epochs."""
+        kept = [r for r in self.runs if r.steady_median_s is not None]
+        return [float(r.steady_median_s or 0) for r in kept], [r.machine for r in kept]
+
+    def per_sample(self) -> tuple[list[float], list[str]]:
+        """Each repeat's median steady epoch per training sample, and its machine: what compares when the
+        experiments differ in samples. Empty where the sample count was not recorded."""
+        values, machines = self.steady()
+        if not self.train_samples:
+            return [], []
+        return [v / self.train_samples for v in values], machines
 
 
 def _train_samples(run: Run) -> int | None:
@@ -226,9 +244,9 @@ def order_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _row(group: Group, pricing: Pricing | Unpriced) -> dict[str, object]:
-    total = median_estimate(group.totals())
-    steady_values = [v for v in (r.steady_median_s for r in group.runs) if v is not None]
-    steady = median_estimate(steady_values) if steady_values else None
+    total = median_estimate(group.totals(), group.machines())
+    steady_values, steady_machines = group.steady()
+    steady = median_estimate(steady_values, steady_machines) if steady_values else None
     firsts = [v for v in (r.first_epoch_s for r in group.runs) if v is not None]
     accuracy = [acc for acc, _ in (r.final_accuracy for r in group.runs) if acc is not None]
     metrics = {metric for _, metric in (r.final_accuracy for r in group.runs) if metric}
@@ -245,6 +263,10 @@ def _row(group: Group, pricing: Pricing | Unpriced) -> dict[str, object]:
         "run_ids": " ".join(r.run_id for r in group.runs),
         "epochs": group.epochs,
         "train_samples": group.train_samples,
+        "machines": len(set(group.machines())),
+        "samples_per_s": group.train_samples / steady.value
+        if steady and steady.value and group.train_samples
+        else None,
         **_estimate_columns("total", total, value_key="total_s"),
         **_estimate_columns("steady", steady, value_key="steady_epoch_s"),
         "first_epoch_s": float(np.median(firsts)) if firsts else None,
@@ -338,6 +360,7 @@ def _add_relative(table: pd.DataFrame, groups: Sequence[Group], base: Base) -> p
             table.at[index, "is_base"] = True
             table.at[index, "rel_time"] = 1.0
             table.at[index, "rel_steady"] = 1.0
+            table.at[index, "steady_basis"] = PER_EPOCH
             if pd.notna(table.at[index, "cost_usd"]) and table.at[index, "cost_usd"] > 0:
                 table.at[index, "rel_cost"] = 1.0
             continue
@@ -348,27 +371,51 @@ def _add_relative(table: pd.DataFrame, groups: Sequence[Group], base: Base) -> p
 def _relative_row(table: pd.DataFrame, index: int, group: Group, base_group: Group, base_index: int) -> None:
     notes = []
     verdict: Comparison | None = None
-    steady, base_steady = group.steady_medians(), base_group.steady_medians()
-    if steady and base_steady:
-        ratio = ratio_of_medians(steady, base_steady)
+    basis = ""
+    steady, base_steady, steady_basis = _steady_pair(group, base_group)
+    if steady[0] and base_steady[0]:
+        ratio = ratio_of_medians(steady[0], base_steady[0], steady[1], base_steady[1])
         table.loc[index, ["rel_steady", "rel_steady_low", "rel_steady_high"]] = [ratio.value, ratio.low, ratio.high]
+        table.at[index, "steady_basis"] = steady_basis
     if (group.epochs, group.train_samples) == (base_group.epochs, base_group.train_samples):
-        ratio = ratio_of_medians(group.totals(), base_group.totals())
+        ratio = ratio_of_medians(group.totals(), base_group.totals(), group.machines(), base_group.machines())
         table.loc[index, ["rel_time", "rel_time_low", "rel_time_high"]] = [ratio.value, ratio.low, ratio.high]
-        verdict, basis = compare(group.totals(), base_group.totals()), "total"
+        verdict = compare(
+            group.totals(),
+            base_group.totals(),
+            candidate_machines=group.machines(),
+            base_machines=base_group.machines(),
+        )
+        basis = "total"
         _relative_cost(table, index, base_index, ratio)
     else:
+        compared = f"; {steady_basis} compared" if steady[0] and base_steady[0] else "; no steady epochs to compare"
         notes.append(
-            f"total time not compared: {group.epochs} epochs / {group.train_samples} samples vs the base's "
-            f"{base_group.epochs} / {base_group.train_samples}"
-            + ("; steady epochs compared" if steady and base_steady else "")
+            f"total time not compared: {group.epochs} epochs / {_samples(group)} samples vs the base's "
+            f"{base_group.epochs} / {_samples(base_group)}{compared}"
         )
-        if steady and base_steady:
-            verdict, basis = compare(steady, base_steady), "steady epoch"
+        if steady[0] and base_steady[0]:
+            verdict = compare(steady[0], base_steady[0], candidate_machines=steady[1], base_machines=base_steady[1])
+            basis = steady_basis
     if verdict is not None:
         table.at[index, "verdict"] = verdict.text("it", "the base")
         table.at[index, "verdict_basis"] = basis
     table.at[index, "notes"] = _join(table.at[index, "notes"], *notes)
+
+
+Sample = tuple[list[float], list[str]]  # values and the machine of each
+
+
+def _steady_pair(group: Group, base: Group) -> tuple[Sample, Sample, str]:
+    """What compares between two experiments' steady epochs: the epoch itself where both trained on the same
+    samples, else the time per sample (an epoch of 500 samples against one of 20,000 means nothing)."""
+    if group.train_samples == base.train_samples:
+        return group.steady(), base.steady(), PER_EPOCH
+    return group.per_sample(), base.per_sample(), PER_SAMPLE
+
+
+def _samples(group: Group) -> str:
+    return f"{group.train_samples:,}" if group.train_samples else "unrecorded"
 
 
 def _relative_cost(table: pd.DataFrame, index: int, base_index: int, time_ratio: Estimate) -> None:

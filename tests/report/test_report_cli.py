@@ -167,7 +167,7 @@ def test_differing_images_and_epochs_are_not_pooled(
     jax = results.loc["local-jax"]
     assert jax["n_runs"] == 2 and jax["epochs"] == 2
     assert f"left out {_run_id(4)}: 3 epochs" in jax["notes"]
-    assert "total time not compared: 2 epochs / 60000 samples vs the base's 3 / 60000" in jax["notes"]
+    assert "total time not compared: 2 epochs / 60,000 samples vs the base's 3 / 60,000" in jax["notes"]
     # Steady epochs still compare: each repeat's median steady epoch, median over repeats, over the base's.
     assert pd.isna(jax["rel_time"]) and jax["rel_steady"] == pytest.approx(2.0 / 2.1)
     assert jax["verdict_basis"] == "steady epoch" and "too few repeats" in jax["verdict"]

@@ -74,7 +74,9 @@ def test_verdicts_intervals_marks_and_energy(logs: Path, tmp_path: Path) -> None
     results = _report(logs, tmp_path / "out", "--base", "gpu-box-jax", "--electricity-price", "0.20")
     jax, torch = results.loc["gpu-box-jax"], results.loc["gpu-box-torch"]
     assert (jax["n_runs"], torch["n_runs"]) == (5, 5)  # the .rNN files are five repeats, not one run
-    expected = compare([sum(e) for e in SLOW], [sum(e) for e in FAST])
+    hosts = ["box-a"] * 3 + ["box-b"] * 2  # two machines: the interval resamples machines, then runs
+    expected = compare([sum(e) for e in SLOW], [sum(e) for e in FAST], candidate_machines=hosts, base_machines=hosts)
+    assert expected.ratio.method == "machine bootstrap"
     assert torch["verdict"] == expected.text("it", "the base") and expected.verdict == "slower"
     assert torch["verdict"].startswith("it is 1.8") and "95% CI" in torch["verdict"] and "p=0.008" in torch["verdict"]
     assert torch["rel_time_low"] < torch["rel_time"] < torch["rel_time_high"]
