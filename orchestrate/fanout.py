@@ -90,7 +90,7 @@ def candidates_of(catalog: Mapping[str, Profile], members: Iterable[Member]) -> 
 @dataclass(frozen=True)
 class CandidateEstimate:
     candidate: Candidate
-    seconds: float  # estimated training time, 0 when nothing could be estimated
+    seconds: float  # estimated machine time (start and runs), 0 when nothing could be estimated
     low: float
     high: float
     cost: float | None  # None: no price (a host of one's own costs nothing here; a profile without a price)
@@ -135,7 +135,7 @@ def worst_case_usd(estimate: CandidateEstimate) -> float:
 
 
 def estimate_table(estimates: Sequence[CandidateEstimate]) -> list[str]:
-    header = f"  {'profile':<24} {'training (range)':<28} {'cost (range)':<24} {'at most':>9}"
+    header = f"  {'profile':<24} {'machine time (range)':<28} {'cost (range)':<24} {'at most':>9}"
     lines = [header]
     for e in estimates:
         time = f"{e.seconds / 60:.1f} min ({e.low / 60:.1f}-{e.high / 60:.1f})"

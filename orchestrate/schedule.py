@@ -223,9 +223,6 @@ def make_scheduler(provider: str, scheduler_account: str | None, machine_setting
 
 # ---- the monthly cost ------------------------------------------------------------------------------------------
 
-# Not measured for scheduled runs here: a fresh machine's boot, Docker install, image pull and dataset download
-# before the first epoch and the uploads after the last. Stated with every estimate that uses it.
-BOOT_OVERHEAD_S = 300
 DEFAULT_DISK_GB = {"aws": 8.0, "gce": 10.0}  # the default Ubuntu images' root disk, where the profile sets none
 LOG_MB_PER_ITEM = 0.1  # a CSV, its metadata JSON and the console log of one workload x backend
 UPLOADS_PER_ITEM = 4  # those three files and the status after the item
@@ -245,7 +242,7 @@ class MonthlyEstimate:
 
 def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> MonthlyEstimate:
     """Today's monthly cost of `spec`: machine time per run from earlier complete runs of its suite on its profile
-    in the ledger, else from the closest measured or published runs (report.estimate) plus BOOT_OVERHEAD_S."""
+    in the ledger, else report.estimate's: the runs from measured or published throughput, plus the machine's start."""
     from orchestrate.schedule_cost import UnitPrice, Usage, cloud_prices, monthly_cost, total
 
     profile = spec.profile
@@ -266,12 +263,13 @@ def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> Month
         from report.estimate import estimate_suite  # lazily: the report package reads logs, the orchestrator writes
 
         suite = estimate_suite(profile, spec.suite, spec.items, logs)
-        training = suite.seconds
-        seconds, low, high = (t + BOOT_OVERHEAD_S for t in (suite.seconds, suite.low, suite.high))
+        training, seconds, low, high = suite.runs, suite.seconds, suite.low, suite.high
         missing = len(suite.items) - len(suite.estimated)
+        bases = ", ".join(sorted({i.basis for i in suite.estimated}))
         basis = (
-            f"{suite.seconds / 60:.1f} min of training ({suite.low / 60:.1f}-{suite.high / 60:.1f}) from the closest "
-            f"runs + {BOOT_OVERHEAD_S // 60} min for boot, Docker, image and data (assumed, not measured)"
+            f"{seconds / 60:.1f} min ({low / 60:.1f}-{high / 60:.1f}): {suite.runs / 60:.1f} min of runs from "
+            f"{bases or 'no'} runs (python -m orchestrate run --dry-run itemises them) + "
+            f"{suite.start.seconds / 60:.1f} min to start the machine ({suite.start.source})"
             + (f"; {missing} item(s) not estimated: a lower bound" if missing else "")
         )
     items = len(spec.items)

@@ -1,4 +1,5 @@
-"""`python -m report LOGDIR [--base CONFIG] [--out DIR] [--price PLATFORM=USD] [--study NAME] [--markdown F]`.
+"""`python -m report LOGDIR [--base CONFIG] [--out DIR] [--price PLATFORM=USD] [--study NAME] [--markdown F]`;
+`python -m report backtest` checks the pre-rental estimate against the committed runs (report.backtest).
 
 Exit codes: 0 written; 1 nothing to report (no readable complete run); 2 bad arguments. Errors are one line.
 Unreadable log files are skipped with a one-line reason each (stderr and the page); the rest is reported.
@@ -127,6 +128,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["backtest"]:  # `python -m report backtest`: the estimator against the committed runs
+        from report.backtest import main as backtest
+
+        return backtest(argv[1:])
     args = parser().parse_args(argv)
     try:
         if args.list_studies:

@@ -1,219 +1,156 @@
-"""How long a suite will take on a machine profile, and what it will cost, before renting it: from the closest
-measured runs (the user's logs and the project's committed reference runs) or published runs of each workload.
+"""How long a suite will take on a machine profile, and what it will cost, before renting it.
 
-Each planned workload x backend is estimated from one run: its first epoch plus (planned epochs - 1) steady epochs,
-scaled by the planned training samples over the run's. The closest run shares the profile's accelerator and the
-backend; then the accelerator; then the backend; then any. Uncertainty, stated with the figure:
-
-- same accelerator: x/÷ 1.5, because runs of one configuration on one H200 machine differed by up to 45 %
-  (issue 11's measurements);
-- another accelerator: x/÷ 3, an assumption (the published K80, P100 and CPU runs of one workload differ by up to
-  that much), not a measurement of the profile's accelerator.
-
-Machine boot, image pulls and data loading are not in the runs' epoch times and are not estimated.
+Each planned workload x backend is one run: its training time (report.estimate_model: measured throughput scaled
+to the planned samples and epochs, the first epoch's compilation apart; from measured, published or related
+hardware runs, in that order), plus the time a measured run of it spent outside its epochs (data, model). Its
+range is the 5th to 95th percentile of actual / predicted that `python -m report backtest` finds for the basis
+the figure came from. The machine's start (boot, host preparation, image pull, one container per backend) is
+added once, from the assumed figures of data/estimate.toml. Nothing comparable: no figure, and the totals are
+lower bounds.
 """
 
 from __future__ import annotations
 
-import itertools
-import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.suites import get_suite
-from benchmarks.workloads import spec
-from report.loading import REFERENCE_FOLDER, Run, load_runs
-from report.studies import load_studies, published_results
+from report.backtest import Band, committed_bands
+from report.estimate_model import (
+    Observation,
+    Target,
+    accelerator_model,
+    cpu_machine,
+    exponents,
+    machine_kind,
+    measured,
+    outside_epochs_s,
+    predict,
+    published_observations,
+)
+from report.workload_plan import estimate_data, planned, planned_spec
 
 if TYPE_CHECKING:
     from orchestrate.catalog import Profile
 
-SAME_ACCELERATOR_FACTOR = 1.5
-OTHER_ACCELERATOR_FACTOR = 3.0
-# h200, k80, p100, a10g, l4, l40s, t4, b200, m60; not "80gb", and not the machine families n1, e2 or c2 that a CPU
-# machine's description names.
-MODEL = re.compile(r"^[abhklmptv]\d{1,4}[a-z]{0,2}$")
-GPU_WORDS = ("nvidia", "tesla", "geforce", "gtx", "rtx", "radeon", "gpu")
-
-
-def accelerator_model(text: str | None) -> str:
-    """ "nvidia-h100-80gb", "NVIDIA H200", "Tesla K80" -> "h100", "h200", "k80"; no GPU -> "cpu"."""
-    lowered = (text or "").lower()
-    tokens = re.split(r"[^a-z0-9]+", lowered)
-    models = [t for t in tokens if MODEL.match(t)]
-    # "AWS p2.xlarge: half a Tesla K80": the model named after a GPU word wins over an instance family.
-    named = [t for before, t in itertools.pairwise(tokens) if before in GPU_WORDS and MODEL.match(t)]
-    if named or models:
-        return (named or models)[0]
-    # A GPU of no known model is named as written; anything else (no text, a CPU machine) is a CPU.
-    return lowered if any(word in lowered for word in GPU_WORDS) else "cpu"
-
-
-MACHINE_TYPE = re.compile(r"\b([a-z]\d[a-z]?-[a-z]+-\d+|[a-z]\d[a-z]*\.\d*x?large)\b")  # n1-highcpu-16, c5.4xlarge
-
-
-def cpu_machine(text: str | None) -> str:
-    """A CPU machine's key: "cpu:n1-highcpu-16" where a machine type is named (an 8-core and a 64-core machine of
-    one family differ severalfold, so they are not the same "accelerator"), else "cpu"."""
-    found = MACHINE_TYPE.search((text or "").lower())
-    return f"cpu:{found.group(1)}" if found else "cpu"
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One run a planned item can be estimated from."""
-
-    workload: str
-    backend: str
-    accelerator: str
-    first_s: float
-    steady_s: float
-    train_samples: int | None
-    where: str  # "measured NVIDIA-H200 run gpu-suite-jax-default" / "published k80-tensorflow (study)"
-    cut_or_superseded: bool = False  # a slice of the data, or a default since replaced: chosen last
+__all__ = ["accelerator_model", "cpu_machine", "estimate_lines", "estimate_suite", "profile_machine"]
+OWN_HOSTS = ("ssh", "local")  # nothing boots or pulls: the image is built or loaded before the suite
 
 
 @dataclass(frozen=True)
 class ItemEstimate:
     workload: str
     backend: str
-    seconds: float | None
-    factor: float
-    basis: str
+    seconds: float | None  # one run: training plus the time outside its epochs; None: nothing comparable
+    low: float | None
+    high: float | None
+    basis: str  # "measured", "published", "hardware", or why there is no figure
+    where: str = ""
     count: int = 1  # repeats of this workload and backend in the plan
 
     @property
     def total(self) -> float:
         return (self.seconds or 0.0) * self.count
 
+    @property
+    def total_low(self) -> float:
+        return (self.low or 0.0) * self.count
+
+    @property
+    def total_high(self) -> float:
+        return (self.high or 0.0) * self.count
+
+
+@dataclass(frozen=True)
+class Start:
+    """Machine time before the first run: each part named with its figure."""
+
+    parts: tuple[tuple[str, float], ...]
+    source: str
+
+    @property
+    def seconds(self) -> float:
+        return sum(seconds for _, seconds in self.parts)
+
 
 @dataclass(frozen=True)
 class SuiteEstimate:
     items: tuple[ItemEstimate, ...]
+    start: Start
 
     @property
     def estimated(self) -> list[ItemEstimate]:
         return [i for i in self.items if i.seconds is not None]
 
     @property
-    def seconds(self) -> float:
+    def runs(self) -> float:
         return sum(i.total for i in self.items)
 
     @property
+    def seconds(self) -> float:
+        return self.runs + self.start.seconds
+
+    @property
     def low(self) -> float:
-        return sum(i.total / i.factor for i in self.items)
+        return sum(i.total_low for i in self.items) + self.start.seconds
 
     @property
     def high(self) -> float:
-        return sum(i.total * i.factor for i in self.items)
+        return sum(i.total_high for i in self.items) + self.start.seconds
 
 
-def _samples_from_runs(runs: Iterable[Run], origin: str) -> list[Sample]:
-    samples = []
-    for run in runs:
-        if not run.complete or run.steady_median_s is None or run.first_epoch_s is None:
-            continue
-        gpus = (run.metadata.get("hardware") or {}).get("gpus") or []
-        name = gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None
-        data = run.metadata.get("data") or {}
-        samples.append(
-            Sample(
-                workload=run.workload,
-                backend=run.config.backend,
-                accelerator=accelerator_model(name) if name else cpu_machine(run.config.platform),
-                first_s=run.first_epoch_s,
-                steady_s=run.steady_median_s,
-                train_samples=data.get("train_samples") if isinstance(data.get("train_samples"), int) else None,
-                where=f"{origin} {run.config.label} run {run.run_id}",
-                cut_or_superseded=bool(run.metadata.get("cut_down") or run.metadata.get("relabelled_from")),
-            )
-        )
-    return samples
+def profile_machine(profile: Profile) -> str:
+    return accelerator_model(profile.accelerator) if profile.has_gpu else cpu_machine(profile.machine_type)
 
 
-def _published_accelerator(hardware: str) -> str:
-    """ "1x Tesla K80 + GCE n1-standard-1" -> "k80"; "GCE preemptible n1-highcpu-16" -> "cpu:n1-highcpu-16"."""
-    model = accelerator_model(hardware.split(" + ")[0].split("x ")[-1])
-    return cpu_machine(hardware) if model == "cpu" else model
-
-
-def _published_samples() -> list[Sample]:
-    """The published studies' per-epoch logs (K80, P100 and CPU runs of 2017)."""
-    samples = []
-    for study in load_studies().values():
-        if study.kind != "epoch-logs":
-            continue
-        hardware = {c.name: c.hardware for c in study.configs}
-        for _, row in published_results(study).results.iterrows():
-            if row["steady_epoch_s"] != row["steady_epoch_s"]:  # NaN: a single-epoch log
-                continue
-            samples.append(
-                Sample(
-                    workload=str(row["workload"]),
-                    backend=str(row["backend"]),
-                    accelerator=_published_accelerator(hardware[row["platform"]]),
-                    first_s=float(row["first_epoch_s"]),
-                    steady_s=float(row["steady_epoch_s"]),
-                    train_samples=None,
-                    where=f"published {row['config']} ({study.name})",
-                )
-            )
-    return samples
-
-
-def known_samples(logs: Path) -> list[Sample]:
-    """The user's runs, the committed reference runs, then the published ones."""
-    samples = _samples_from_runs(load_runs(logs).runs, "measured") if logs.is_dir() else []
-    references = logs / REFERENCE_FOLDER
-    for folder in sorted(references.iterdir()) if references.is_dir() else []:
-        samples += _samples_from_runs(load_runs(folder).runs, "reference")
-    return samples + _published_samples()
-
-
-def _planned(suite: str, workload: str) -> tuple[int, int | None]:
-    """Epochs and training-sample cap the suite runs a workload with."""
-    workload_spec = spec(workload)
-    cut_name = get_suite(suite).cut
-    cut = getattr(workload_spec, cut_name) if cut_name else None
-    if cut is None:
-        return workload_spec.epochs, None
-    return cut.epochs, cut.train_limit
+def machine_start(profile: Profile, backends: int) -> Start:
+    data = estimate_data()["start"]
+    parts: list[tuple[str, float]] = []
+    if profile.provider not in OWN_HOSTS:
+        image_gb = data["image_gb"][profile.docker_image]
+        parts += [
+            ("boot", float(data["boot_s"].get(profile.provider, max(data["boot_s"].values())))),
+            ("host preparation", float(data["prepare_s"].get(profile.provider, max(data["prepare_s"].values())))),
+            (f"image pull ({image_gb:g} GB at {data['pull_mb_per_s']} MB/s)", image_gb * 1000 / data["pull_mb_per_s"]),
+        ]
+    parts.append((f"{backends} container start(s)", float(backends * data["backend_start_s"])))
+    return Start(tuple(parts), str(data["source"]))
 
 
 def estimate_item(
-    workload: str, backend: str, epochs: int, limit: int | None, accelerator: str, samples: Sequence[Sample]
+    target: Target, pool: Sequence[Observation], fitted: dict[str, float], bands: dict[str, Band]
 ) -> ItemEstimate:
-    candidates = [s for s in samples if s.workload == workload]
-    if not candidates:
-        return ItemEstimate(workload, backend, None, 1.0, "no measured or published run of this workload")
-    on_cpu = accelerator.startswith("cpu")
-
-    def distance(s: Sample) -> tuple[bool, bool, bool, bool]:  # the same machine, then the same kind (CPU or GPU)
-        return (s.accelerator != accelerator, s.accelerator.startswith("cpu") != on_cpu, s.backend != backend,
-                s.cut_or_superseded)  # fmt: skip
-
-    best = min(candidates, key=distance)
-    scale = limit / best.train_samples if limit and best.train_samples else 1.0
-    seconds = best.first_s + (epochs - 1) * best.steady_s * scale
-    same = best.accelerator == accelerator
-    factor = SAME_ACCELERATOR_FACTOR if same else OTHER_ACCELERATOR_FACTOR
-    basis = f"{best.where}" + ("" if same else f" (a {best.accelerator}, not a {accelerator})")
-    return ItemEstimate(workload, backend, seconds, factor, basis)
+    found = predict(target, pool, fitted)
+    if found is None:
+        kind = "CPU" if machine_kind(target.machine) == "cpu" else "GPU"
+        why = f"not estimated: nothing comparable (no run of it on {target.machine}, nor on a {kind} to relate to)"
+        return ItemEstimate(target.workload, target.backend, None, None, None, why)
+    outside = outside_epochs_s(target.workload, target.backend, pool)
+    band = bands.get(found.basis)
+    low, high = (
+        (found.seconds, found.seconds) if band is None else (found.seconds * band.low, found.seconds * band.high)
+    )
+    return ItemEstimate(
+        target.workload, target.backend, found.seconds + outside, low + outside, high + outside, found.basis,
+        found.where,
+    )  # fmt: skip
 
 
 def estimate_suite(profile: Profile, suite: str, items: Sequence[tuple[str, str]], logs: Path) -> SuiteEstimate:
-    samples = known_samples(logs)
-    accelerator = accelerator_model(profile.accelerator) if profile.has_gpu else cpu_machine(profile.machine_type)
+    pool = measured(logs) + published_observations()
+    fitted = exponents(pool)
+    bands = committed_bands()
+    machine = profile_machine(profile)
     counts = Counter(items)  # in plan order; a workload repeated N times is estimated once, counted N times
-    return SuiteEstimate(
-        tuple(
-            replace(estimate_item(w, b, *_planned(suite, w), accelerator, samples), count=n)
-            for (w, b), n in counts.items()
-        )
-    )
+    estimates = []
+    for (workload, backend), count in counts.items():
+        epochs, samples = planned(suite, workload)
+        target = Target(workload, backend, machine, planned_spec(workload).batch_size, samples, epochs)
+        found = estimate_item(target, pool, fitted, bands)
+        estimates.append(ItemEstimate(**{**found.__dict__, "count": count}))
+    return SuiteEstimate(tuple(estimates), machine_start(profile, len({b for _, b in counts})))
 
 
 def estimate_lines(
@@ -222,20 +159,28 @@ def estimate_lines(
     """The dry run's estimate: time and cost with their range, what each figure came from, and a warning when
     the high end would outlive the machine's self-destruct."""
     estimate = estimate_suite(profile, suite, items, logs)
+    start = estimate.start
     lines = [
-        f"  {'estimate':<12} {_minutes(estimate.seconds)} of training "
-        f"({_minutes(estimate.low)} to {_minutes(estimate.high)}), from the closest runs:"
-    ]
+        f"  {'estimate':<12} {_minutes(estimate.seconds)} ({_minutes(estimate.low)} to {_minutes(estimate.high)}): "
+        f"{_minutes(estimate.runs)} of runs, {_minutes(start.seconds)} to start",
+        f"  {'':<12} start: " + ", ".join(f"{name} {seconds:,.0f} s" for name, seconds in start.parts)
+        + f" ({start.source})",
+    ]  # fmt: skip
     for item in estimate.items:
-        figure = "not estimated" if item.seconds is None else f"{item.seconds:,.0f} s (x/÷ {item.factor:g})"
         repeats = f" x{item.count}" if item.count > 1 else ""
-        lines.append(f"    {item.workload} [{item.backend}]{repeats}: {figure}: {item.basis}")
+        if item.seconds is None:
+            lines.append(f"    {item.workload} [{item.backend}]{repeats}: {item.basis}")
+            continue
+        figure = f"{item.seconds:,.0f} s ({item.low:,.0f} to {item.high:,.0f} s)"
+        lines.append(f"    {item.workload} [{item.backend}]{repeats}: {figure}, {item.basis}: {item.where}")
+    lines.append(
+        f"  {'':<12} ranges: the 5th-95th percentile of actual / predicted for each basis (python -m report backtest)"
+    )
     price = profile.hourly_price(spot)
     if price is not None:
         costs = [profile.cost_usd(s, spot=spot) or 0.0 for s in (estimate.seconds, estimate.low, estimate.high)]
         lines.append(
-            f"  {'':<12} about ${costs[0]:.2f} (${costs[1]:.2f} to ${costs[2]:.2f}) at ${price.usd_per_hour:.4f}/h; "
-            "boot, image pulls and data loading not included"
+            f"  {'':<12} about ${costs[0]:.2f} (${costs[1]:.2f} to ${costs[2]:.2f}) at ${price.usd_per_hour:.4f}/h"
         )
     missing = sum(i.count for i in estimate.items) - sum(i.count for i in estimate.estimated)
     if missing:

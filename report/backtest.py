@@ -1,0 +1,207 @@
+"""`python -m report backtest`: how far the estimator's figures fall from runs it did not see.
+
+Every committed reference run (logs/reference) and every published study run is predicted from all the others,
+with its whole group left out (a group: one workload, backend, machine and configuration, so its repeats do not
+predict each other). The errors per basis give the range every estimate states: from the 5th to the 95th
+percentile of actual / predicted. The range's coverage is checked the same way: each run against the range made
+from the other groups' errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from report.estimate_model import (
+    BASES,
+    COMMITTED_REFERENCE,
+    Observation,
+    Prediction,
+    Target,
+    exponents,
+    predict,
+    published_observations,
+    reference_observations,
+)
+
+RANGE_QUANTILES = (0.05, 0.95)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    observation: Observation
+    prediction: Prediction | None
+
+    @property
+    def log_error(self) -> float:
+        """ln(actual / predicted): 0 is exact, +0.1 the run took 10.5 % longer than predicted."""
+        assert self.prediction is not None
+        return math.log(self.observation.total_s / self.prediction.seconds)
+
+
+@dataclass(frozen=True)
+class Band:
+    """What actual / predicted ranged over for one basis: the stated range is predicted x low to x high."""
+
+    low: float
+    high: float
+    runs: int
+
+
+def target_of(o: Observation) -> Target:
+    return Target(o.workload, o.backend, o.machine, o.batch, o.samples, o.epochs, o.variant)
+
+
+def backtest(observations: Sequence[Observation]) -> list[Outcome]:
+    groups: dict[str, list[Observation]] = defaultdict(list)
+    for o in observations:
+        groups[o.group].append(o)
+    outcomes = []
+    for group, members in groups.items():
+        pool = [o for o in observations if o.group != group]
+        fitted = exponents(pool)
+        outcomes += [Outcome(o, predict(target_of(o), pool, fitted)) for o in members]
+    return outcomes
+
+
+def band(errors: Sequence[float]) -> Band | None:
+    if len(errors) < 2:
+        return None
+    cuts = statistics.quantiles(errors, n=100, method="inclusive")
+    low, high = (cuts[round(q * 100) - 1] for q in RANGE_QUANTILES)
+    return Band(math.exp(low), math.exp(high), len(errors))
+
+
+def bands(outcomes: Sequence[Outcome]) -> dict[str, Band]:
+    by_basis: dict[str, list[float]] = defaultdict(list)
+    for o in outcomes:
+        if o.prediction is not None:
+            by_basis[o.prediction.basis].append(o.log_error)
+    return {basis: b for basis, errors in by_basis.items() if (b := band(errors)) is not None}
+
+
+def covered(outcomes: Sequence[Outcome]) -> list[bool | None]:
+    """For each outcome, whether its run lies in the range made from the other groups' errors of its basis (None:
+    no prediction, or too few other errors to make a range)."""
+    flags: list[bool | None] = []
+    for o in outcomes:
+        if o.prediction is None:
+            flags.append(None)
+            continue
+        others = [
+            x.log_error
+            for x in outcomes
+            if x.prediction is not None
+            and x.prediction.basis == o.prediction.basis
+            and x.observation.group != o.observation.group
+        ]
+        found = band(others)
+        ratio = o.observation.total_s / o.prediction.seconds
+        flags.append(None if found is None else found.low <= ratio <= found.high)
+    return flags
+
+
+@cache
+def committed_outcomes(reference: Path = COMMITTED_REFERENCE) -> tuple[Outcome, ...]:
+    return tuple(backtest(reference_observations(reference) + published_observations()))
+
+
+def committed_bands(reference: Path = COMMITTED_REFERENCE) -> dict[str, Band]:
+    return bands(committed_outcomes(reference))
+
+
+# ---- the report -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Summary:
+    label: str
+    runs: int
+    groups: int
+    median_abs_pct: float
+    p75_abs_pct: float
+    p90_abs_pct: float
+    coverage: float | None
+    band: Band | None
+
+
+def summarize(label: str, outcomes: Sequence[Outcome], flags: Sequence[bool | None]) -> Summary | None:
+    pairs = [(o, f) for o, f in zip(outcomes, flags, strict=True) if o.prediction is not None]
+    if not pairs:
+        return None
+    errors = sorted(abs(math.expm1(-o.log_error)) * 100 for o, _ in pairs)  # |predicted / actual - 1|
+    judged = [f for _, f in pairs if f is not None]
+    quartiles = statistics.quantiles(errors, n=20, method="inclusive") if len(errors) > 1 else [errors[0]] * 19
+    return Summary(
+        label=label,
+        runs=len(pairs),
+        groups=len({o.observation.group for o, _ in pairs}),
+        median_abs_pct=statistics.median(errors),
+        p75_abs_pct=quartiles[14],
+        p90_abs_pct=quartiles[17],
+        coverage=sum(judged) / len(judged) if judged else None,
+        band=band([o.log_error for o, _ in pairs]),
+    )
+
+
+def summaries(outcomes: Sequence[Outcome]) -> list[Summary]:
+    flags = covered(outcomes)
+    rows = []
+    for basis in BASES:
+        chosen = [(o, f) for o, f in zip(outcomes, flags, strict=True) if o.prediction and o.prediction.basis == basis]
+        row = summarize(basis, [o for o, _ in chosen], [f for _, f in chosen])
+        rows.append(row) if row else None
+    overall = summarize("all", outcomes, flags)
+    return [*rows, overall] if overall else rows
+
+
+def report_lines(outcomes: Sequence[Outcome]) -> list[str]:
+    observations = [o.observation for o in outcomes]
+    origins = {origin: sum(o.origin == origin for o in observations) for origin in ("measured", "published")}
+    missing = [o for o in outcomes if o.prediction is None]
+    lines = [
+        f"backtest: {len(outcomes)} runs in {len({o.group for o in observations})} groups "
+        f"({origins['measured']} committed reference runs, {origins['published']} published), each predicted "
+        "from the others with its group left out",
+        f"  {'basis':<10} {'runs':>5} {'groups':>6}  {'median |error|':>14} {'75%':>6} {'90%':>6}  "
+        f"{'range (5-95% of actual/predicted)':<34} {'coverage':>8}",
+    ]
+    for s in summaries(outcomes):
+        span = "-" if s.band is None else f"x{s.band.low:.2f} to x{s.band.high:.2f}"
+        coverage = "-" if s.coverage is None else f"{s.coverage:.0%}"
+        lines.append(
+            f"  {s.label:<10} {s.runs:>5} {s.groups:>6}  {s.median_abs_pct:>13.1f}% {s.p75_abs_pct:>5.0f}% "
+            f"{s.p90_abs_pct:>5.0f}%  {span:<34} {coverage:>8}"
+        )
+    if missing:
+        lines.append(
+            f"  not estimated: {len(missing)} runs in {len({o.observation.group for o in missing})} groups "
+            "(nothing comparable once their group is left out)"
+        )
+    lines.append("  coverage: share of runs inside the range made from the other groups' errors of their basis")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m report backtest",
+        description="Predict every committed reference run and published study run from the others (its group "
+        "left out) and print the error distribution and the coverage of the stated range.",
+    )
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        default=COMMITTED_REFERENCE,
+        help="folder of reference runs (default: the committed logs/reference/)",
+    )
+    args = parser.parse_args(argv)
+    if not args.reference.is_dir():
+        parser.exit(2, f"error: --reference {args.reference}: no such folder\n")
+    print("\n".join(report_lines(committed_outcomes(args.reference))))
+    return 0

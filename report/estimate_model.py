@@ -1,0 +1,350 @@
+"""The estimator's model: a run's training time from measured throughput, and the runs it can be learned from.
+
+A run's training time is its first epoch plus its steady epochs. A steady epoch of N training samples takes
+N / throughput, the throughput (samples per second of steady epochs) taken from comparable runs; the first epoch
+takes a steady epoch plus the compilation the comparable runs spent in theirs (first epoch - steady epoch). The
+comparable runs are, in this order of bases:
+
+1. measured: runs of the same workload, backend, machine and global batch in the user's logs/ and the committed
+   logs/reference/ (those of the same configuration where the target names one, else of the configuration
+   measured most, the default settings);
+2. published: the same, from the published studies' runs (report.studies);
+3. hardware: the same workload, backend and batch on the nearest machine of the same kind (GPU or CPU) with a
+   speed figure in data/estimate.toml, its throughput scaled by (figure ratio) ^ exponent, the exponent fitted on
+   the workloads that ran on two such machines.
+
+Among comparable runs, those whose sample count is nearest the target's are used (epochs of small slices carry
+fixed costs that larger ones spread), and their medians taken. Nothing comparable: no figure.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import math
+import re
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from benchmarks.workloads import WORKLOADS
+from report.loading import REFERENCE_FOLDER, Run, load_runs
+from report.studies import load_studies, published_results
+from report.workload_plan import estimate_data, planned_spec, train_samples
+
+BASES = ("measured", "published", "hardware")
+# h200, k80, p100, a10g, l4, l40s, t4, b200, m60, p6000; not "80gb", and not the machine families n1, e2 or c2
+# that a CPU machine's description names.
+MODEL = re.compile(r"^[abhklmptv]\d{1,4}[a-z]{0,2}$")
+GPU_WORDS = ("nvidia", "tesla", "geforce", "gtx", "rtx", "quadro", "radeon", "gpu")
+GEFORCE = ("gtx", "rtx")
+MACHINE_TYPE = re.compile(r"\b([a-z]\d[a-z]?-[a-z]+-\d+|[a-z]\d[a-z]*\.\d*x?large)\b")  # n1-highcpu-16, c5.4xlarge
+MIN_FIGURE_RATIO = 1.2  # machines closer than this say too little about the exponent
+
+
+def accelerator_model(text: str | None) -> str:
+    """ "nvidia-h100-80gb", "NVIDIA H200", "Tesla K80", "GeForce GTX 1070 Ti" -> "h100", "h200", "k80",
+    "gtx1070ti"; no GPU -> "cpu"."""
+    lowered = (text or "").lower()
+    tokens = [t for t in re.split(r"[^a-z0-9]+", lowered) if t]
+    for i, word in enumerate(tokens[:-1]):
+        if word in GEFORCE and tokens[i + 1].isdigit():
+            return f"{word}{tokens[i + 1]}{'ti' if tokens[i + 2 : i + 3] == ['ti'] else ''}"
+    models = [t for t in tokens if MODEL.match(t)]
+    # "AWS p2.xlarge: half a Tesla K80": the model named after a GPU word wins over an instance family.
+    named = [t for before, t in itertools.pairwise(tokens) if before in GPU_WORDS and MODEL.match(t)]
+    if named or models:
+        return (named or models)[0]
+    # A GPU of no known model is named as written; anything else (no text, a CPU machine) is a CPU.
+    return lowered if any(word in lowered for word in GPU_WORDS) else "cpu"
+
+
+def cpu_machine(text: str | None) -> str:
+    """A CPU machine's key: "cpu:n1-highcpu-16" where a machine type is named (an 8-core and a 64-core machine of
+    one family differ severalfold), else "cpu"."""
+    found = MACHINE_TYPE.search((text or "").lower())
+    return f"cpu:{found.group(1)}" if found else "cpu"
+
+
+def machine_kind(machine: str) -> str:
+    return "cpu" if machine.startswith("cpu") else "gpu"
+
+
+@cache
+def speed_figure(machine: str) -> float | None:
+    """FP32 TFLOP/s of a GPU, vCPUs of a CPU machine (data/estimate.toml); None where the table has none."""
+    data = estimate_data()
+    if machine.startswith("cpu:"):
+        entry = data["cpus"].get(machine.removeprefix("cpu:"))
+        return None if entry is None else float(entry["vcpus"])
+    entry = data["gpus"].get(machine)
+    return None if entry is None else float(entry["tflops"])
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One run, as the estimator sees it."""
+
+    workload: str
+    backend: str
+    machine: str  # "h200", "k80", "gtx1070ti", "cpu:n1-highcpu-8", "cpu"
+    batch: int  # global batch size
+    origin: str  # "measured" or "published"
+    group: str  # runs of one workload, backend, machine and configuration
+    variant: str  # the configuration's settings ("" where runs of a platform differ in none)
+    where: str  # what a user reads as the basis
+    samples: int  # training samples per epoch
+    epochs: int
+    first_s: float
+    steady_s: float
+    total_s: float  # the run's training time: every epoch
+    outside_s: float | None = None  # the run's time outside its epochs: data, model, fingerprint (measured runs)
+
+    @property
+    def throughput(self) -> float:
+        return self.samples / self.steady_s
+
+    @property
+    def compile_s(self) -> float:
+        return max(self.first_s - self.steady_s, 0.0)
+
+
+@dataclass(frozen=True)
+class Target:
+    workload: str
+    backend: str
+    machine: str
+    batch: int
+    samples: int
+    epochs: int
+    variant: str | None = None  # the configuration to prefer; None: the one measured most
+
+
+@dataclass(frozen=True)
+class Prediction:
+    seconds: float  # training time
+    basis: str  # one of BASES
+    where: str
+
+
+# ---- observations ---------------------------------------------------------------------------------------------
+
+
+def measured_observations(runs: Iterable[Run], origin_text: str) -> list[Observation]:
+    found = []
+    for run in runs:
+        steady, first = run.steady_median_s, run.first_epoch_s
+        data = run.metadata.get("data") or {}
+        samples = data.get("train_samples")
+        if not run.complete or not steady or first is None or not isinstance(samples, int) or samples <= 0:
+            continue
+        if run.workload not in WORKLOADS:
+            continue
+        gpus = (run.metadata.get("hardware") or {}).get("gpus") or []
+        name = gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None
+        distribution = run.metadata.get("distribution") or {}
+        devices = int(distribution.get("devices") or 1)
+        machine = accelerator_model(name) if name else cpu_machine(run.config.platform)
+        machine = f"{machine}x{devices}" if devices > 1 else machine
+        batch = int(distribution.get("global_batch_size") or planned_spec(run.workload).batch_size)
+        found.append(
+            Observation(
+                workload=run.workload,
+                backend=run.config.backend,
+                machine=machine,
+                batch=batch,
+                origin="measured",
+                group=f"{run.workload}|{run.config.label}|{machine}|{batch}|{samples}|{run.epochs_planned}",
+                variant=run.config.variant,
+                where=f"{origin_text} {run.config.label}",
+                samples=samples,
+                epochs=run.epochs_completed,
+                first_s=first,
+                steady_s=steady,
+                total_s=run.total_s,
+                outside_s=_outside_s(run),
+            )
+        )
+    return found
+
+
+def _outside_s(run: Run) -> float | None:
+    """Wall time of the run's process outside its epochs (data loading, model building, fingerprint)."""
+    started, ended = run.metadata.get("started_at"), run.metadata.get("ended_at")
+    try:
+        wall = (dt.datetime.fromisoformat(str(ended)) - dt.datetime.fromisoformat(str(started))).total_seconds()
+    except ValueError:
+        return None
+    return max(wall - run.total_s, 0.0)
+
+
+# The project's committed reference runs, next to this package in a checkout: a basis whatever --logs names.
+COMMITTED_REFERENCE = Path(__file__).resolve().parents[1] / "logs" / REFERENCE_FOLDER
+
+
+def measured(logs: Path) -> list[Observation]:
+    """The user's runs under `logs`, the reference runs under `logs/reference`, and the committed ones."""
+    found = measured_observations(load_runs(logs).runs, "measured") if logs.is_dir() else []
+    folders = {(logs / REFERENCE_FOLDER).resolve(), COMMITTED_REFERENCE}
+    return found + [o for folder in sorted(folders) for o in reference_observations(folder)]
+
+
+@cache
+def reference_observations(folder: Path) -> list[Observation]:
+    found: list[Observation] = []
+    for child in sorted(folder.iterdir()) if folder.is_dir() else []:
+        found += measured_observations(load_runs(child).runs, "reference")
+    return found
+
+
+def _published_machine(hardware: str) -> str:
+    """ "1x Tesla K80 + GCE n1-standard-1" -> "k80"; "GCE preemptible n1-highcpu-16" -> "cpu:n1-highcpu-16"."""
+    model = accelerator_model(hardware.split(" + ")[0].split("x ")[-1])
+    return cpu_machine(hardware) if model == "cpu" else model
+
+
+@cache
+def published_observations() -> list[Observation]:
+    """Every published run of a workload of ours, on the published (full) data and batch."""
+    found = []
+    for study in load_studies().values():
+        configs = {c.name: c for c in study.configs}
+        for row in published_results(study).results.itertuples():
+            workload = str(row.workload)
+            if workload not in WORKLOADS:
+                continue
+            if study.kind == "provider-table":
+                machine = accelerator_model(str(row.config).rsplit(" x", 1)[0])
+                if " x" in str(row.config):  # trained on several GPUs with multi_gpu_model
+                    continue
+                steady = first = float(row.total_s) / int(row.epochs)  # totals only: no first epoch apart
+                total = float(row.total_s)
+            else:
+                config = configs[str(row.platform)]
+                machine = _published_machine(config.hardware)
+                steady, first = float(row.steady_epoch_s), float(row.first_epoch_s)
+                if steady != steady:  # NaN: a single-epoch log
+                    continue
+                # Where the study published whole-run times (data loading included), the epochs are the training.
+                total = float(row.total_s) if config.wall_seconds is None else first + (row.epochs - 1) * steady
+            found.append(
+                Observation(
+                    workload=workload,
+                    backend=str(row.backend),
+                    machine=machine,
+                    batch=planned_spec(workload).batch_size,
+                    origin="published",
+                    group=f"{workload}|{row.config}|{study.name}",
+                    variant="",
+                    where=f"published {row.config} ({study.name})",
+                    samples=train_samples(workload),
+                    epochs=int(row.epochs),
+                    first_s=first,
+                    steady_s=steady,
+                    total_s=total,
+                )
+            )
+    return found
+
+
+# ---- prediction -----------------------------------------------------------------------------------------------
+
+
+def exponents(pool: Sequence[Observation]) -> dict[str, float]:
+    """Per machine kind, how throughput grows with the speed figure: the median over every workload, backend,
+    batch and sample count run on two machines of that kind of log(throughput ratio) / log(figure ratio)."""
+    medians: dict[tuple[str, str, int, int], dict[str, float]] = defaultdict(dict)
+    by_key: dict[tuple[str, str, int, int, str], list[float]] = defaultdict(list)
+    for o in pool:
+        if speed_figure(o.machine) is not None:
+            by_key[(o.workload, o.backend, o.batch, o.samples, o.machine)].append(o.throughput)
+    for (*key, machine), values in by_key.items():
+        medians[(key[0], key[1], key[2], key[3])][machine] = statistics.median(values)
+    slopes: dict[str, list[float]] = defaultdict(list)
+    for machines in medians.values():
+        for (a, ta), (b, tb) in itertools.combinations(sorted(machines.items()), 2):
+            fa, fb = speed_figure(a), speed_figure(b)
+            assert fa is not None and fb is not None
+            if machine_kind(a) == machine_kind(b) and max(fa, fb) / min(fa, fb) >= MIN_FIGURE_RATIO:
+                slopes[machine_kind(a)].append(math.log(ta / tb) / math.log(fa / fb))
+    return {kind: statistics.median(values) for kind, values in slopes.items()}
+
+
+def predict(target: Target, pool: Sequence[Observation], exponent: Mapping[str, float]) -> Prediction | None:
+    comparable = [
+        o for o in pool if o.workload == target.workload and o.backend == target.backend and o.batch == target.batch
+    ]
+    same_machine = [o for o in comparable if o.machine == target.machine]
+    for origin in ("measured", "published"):
+        chosen = _configuration([o for o in same_machine if o.origin == origin], target.variant)
+        if chosen:
+            return _from(target, chosen, origin, 1.0, "")
+    return _from_hardware(target, comparable, exponent)
+
+
+def _from_hardware(
+    target: Target, comparable: Sequence[Observation], exponent: Mapping[str, float]
+) -> Prediction | None:
+    kind, figure = machine_kind(target.machine), speed_figure(target.machine)
+    if figure is None or kind not in exponent:
+        return None
+    others = [
+        o
+        for o in comparable
+        if o.machine != target.machine and machine_kind(o.machine) == kind and speed_figure(o.machine) is not None
+    ]
+    if not others:
+        return None
+
+    def distance(o: Observation) -> tuple[float, bool]:
+        other = speed_figure(o.machine)
+        assert other is not None
+        return abs(math.log(figure / other)), o.origin != "measured"
+
+    nearest = min(others, key=distance)
+    same = [o for o in others if o.machine == nearest.machine and o.origin == nearest.origin]
+    other_figure = speed_figure(nearest.machine)
+    assert other_figure is not None
+    scale = (figure / other_figure) ** exponent[kind]
+    note = f" ({nearest.machine}, scaled x{scale:.2f} for a {target.machine})"
+    return _from(target, _configuration(same, target.variant), "hardware", scale, note)
+
+
+def _configuration(observations: Sequence[Observation], variant: str | None) -> list[Observation]:
+    """The runs of the target's configuration, else of the configuration measured most."""
+    if not observations:
+        return []
+    variants = Counter(o.variant for o in observations)
+    chosen = variant if variant in variants else variants.most_common(1)[0][0]
+    return [o for o in observations if o.variant == chosen]
+
+
+def _from(target: Target, observations: Sequence[Observation], basis: str, scale: float, note: str) -> Prediction:
+    def distance(o: Observation) -> float:
+        return abs(math.log(o.samples / target.samples))
+
+    nearest = min(distance(o) for o in observations)
+    used = [o for o in observations if distance(o) == nearest]
+    throughput = statistics.median(o.throughput for o in used) * scale
+    compile_s = statistics.median(o.compile_s for o in used)
+    seconds = compile_s + target.epochs * target.samples / throughput
+    runs = f"{len(used)} run{'s' if len(used) != 1 else ''}"
+    return Prediction(seconds, basis, f"{used[0].where}{note}, {runs} of {used[0].samples:,} samples")
+
+
+def outside_epochs_s(workload: str, backend: str, pool: Sequence[Observation]) -> float:
+    """Median time a measured run spent outside its epochs: same workload and backend, else same workload, else
+    any measured run; 0 where none recorded it."""
+    recorded = [o for o in pool if o.outside_s is not None]
+    for match in (
+        lambda o: o.workload == workload and o.backend == backend,
+        lambda o: o.workload == workload,
+        lambda o: True,
+    ):
+        values = [o.outside_s for o in recorded if match(o) and o.outside_s is not None]
+        if values:
+            return statistics.median(values)
+    return 0.0

@@ -1,0 +1,90 @@
+"""What a suite asks of each workload (epochs and training samples), read without importing a framework.
+
+The workload modules import Keras at the top, and importing Keras imports (and logs from) TensorFlow, so a dry run
+must not import them. Their `SPEC = WorkloadSpec(...)` holds only literals where the estimate needs them (epochs,
+batch size, the cuts), so it is read from the module's source; the full data sizes are in data/estimate.toml.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import math
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from benchmarks.suites import get_suite
+from benchmarks.workloads import WORKLOADS, Cut, UnknownWorkload
+
+ESTIMATE_DATA = Path(__file__).parent / "data" / "estimate.toml"
+SPEC_FIELDS = ("epochs", "batch_size")
+CUTS = ("quick", "short", "bounded")
+
+
+@dataclass(frozen=True)
+class PlannedSpec:
+    """The literal parts of a workload's SPEC."""
+
+    name: str
+    epochs: int
+    batch_size: int
+    cuts: dict[str, Cut]
+
+
+@cache
+def estimate_data() -> dict[str, Any]:
+    return tomllib.loads(ESTIMATE_DATA.read_text())
+
+
+@cache
+def planned_spec(workload: str) -> PlannedSpec:
+    if workload not in WORKLOADS:
+        raise UnknownWorkload(f"unknown workload {workload!r}; choose from {', '.join(WORKLOADS)}")
+    found = importlib.util.find_spec(f"benchmarks.workloads.{workload}")
+    assert found is not None and found.origin is not None, f"benchmarks.workloads.{workload} has no source"
+    call = _spec_call(ast.parse(Path(found.origin).read_text()), workload)
+    keywords = {k.arg: k.value for k in call.keywords if k.arg}
+    values = {name: ast.literal_eval(keywords[name]) for name in SPEC_FIELDS}
+    cuts = {name: _cut(keywords[name]) for name in CUTS if name in keywords}
+    return PlannedSpec(workload, values["epochs"], values["batch_size"], cuts)
+
+
+def _spec_call(module: ast.Module, workload: str) -> ast.Call:
+    for node in module.body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "SPEC" for t in node.targets)
+            and isinstance(node.value, ast.Call)
+        ):
+            return node.value
+    raise ValueError(f"benchmarks.workloads.{workload}: no `SPEC = WorkloadSpec(...)` assignment")
+
+
+def _cut(node: ast.expr) -> Cut | None:
+    if isinstance(node, ast.Constant) and node.value is None:
+        return None
+    if not isinstance(node, ast.Call):
+        raise ValueError(f"a cut must be written as Cut(...) with literal values, not {ast.unparse(node)}")
+    return Cut(**{k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg})
+
+
+def train_samples(workload: str, limit: int | None = None) -> int:
+    """Training samples of one epoch, the whole data set or its first `limit` samples (characters of text)."""
+    entry = estimate_data()["workloads"][workload]
+    if "characters" in entry:
+        characters = min(limit, entry["characters"]) if limit else entry["characters"]
+        return math.ceil((characters - entry["maxlen"]) / entry["step"])
+    return min(limit, entry["train_samples"]) if limit else entry["train_samples"]
+
+
+def planned(suite: str, workload: str) -> tuple[int, int]:
+    """Epochs and training samples per epoch that `suite` runs `workload` with."""
+    spec = planned_spec(workload)
+    cut_name = get_suite(suite).cut
+    cut = spec.cuts.get(cut_name) if cut_name else None
+    if cut is None:
+        return spec.epochs, train_samples(workload)
+    return cut.epochs, train_samples(workload, cut.train_limit)
