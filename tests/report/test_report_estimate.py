@@ -1,8 +1,9 @@
-"""The estimate before renting: from the closest measured run, with its stated range, and the max-lifetime
-warning of `orchestrate run --dry-run`."""
+"""The estimate before renting: throughput scaled to the plan, its bases in order, its stated range, the machine's
+start apart, the max-lifetime warning, and a dry run that imports no framework."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,73 +11,138 @@ from pathlib import Path
 import pytest
 from report_helpers import REPO, write_run
 
+from benchmarks.suites import get_suite
 from orchestrate.catalog import load_catalog
-from report.estimate import (
-    OTHER_ACCELERATOR_FACTOR,
-    SAME_ACCELERATOR_FACTOR,
-    accelerator_model,
-    cpu_machine,
-    estimate_lines,
-)
+from orchestrate.schedule import check_spec, estimate, estimate_text
+from report.backtest import committed_bands
+from report.estimate import estimate_lines, estimate_suite, machine_start
+from report.estimate_model import Observation, Target, accelerator_model, cpu_machine, predict
 
-H200 = {"hardware": {"cpu_model": "Xeon", "accelerator": "gpu", "gpus": [{"name": "NVIDIA H200"}]}}
+B200 = {"hardware": {"cpu_model": "Xeon", "accelerator": "gpu", "gpus": [{"name": "NVIDIA B200"}]}}
 
 
-@pytest.fixture
-def h200_logs(logs: Path) -> Path:
-    """One committed reference run of mnist_mlp on an H200: 60,000 samples, first epoch 4 s, steady 0.5 s."""
-    reference = logs / "reference" / "NVIDIA-H200"
-    write_run(reference, platform="NVIDIA-H200", elapsed=(4.0, 0.5, 0.5, 0.5), schema2=H200)
-    return logs
+def observation(**fields: object) -> Observation:
+    values: dict[str, object] = {
+        "workload": "mnist_mlp", "backend": "jax", "machine": "b200", "batch": 128, "origin": "measured",
+        "group": "g", "variant": "", "where": "reference NVIDIA-B200-jax", "samples": 60000, "epochs": 4,
+        "first_s": 4.0, "steady_s": 0.5, "total_s": 5.5,
+    }  # fmt: skip
+    return Observation(**(values | fields))  # type: ignore[arg-type]
 
 
-def test_accelerator_names() -> None:
-    assert [accelerator_model(t) for t in ("nvidia-h100-80gb", "NVIDIA H200", "Tesla K80", "A10G", None)] == [
-        "h100",
-        "h200",
-        "k80",
-        "a10g",
-        "cpu",
-    ]
+def target(**fields: object) -> Target:
+    values: dict[str, object] = {
+        "workload": "mnist_mlp", "backend": "jax", "machine": "b200", "batch": 128, "samples": 6000, "epochs": 3,
+    }  # fmt: skip
+    return Target(**(values | fields))  # type: ignore[arg-type]
+
+
+def test_machine_names() -> None:
+    names = ("nvidia-h100-80gb", "NVIDIA H200", "Tesla K80", "A10G", "GeForce GTX 1070 Ti 8 GB", "Quadro P6000", None)
+    assert [accelerator_model(t) for t in names] == ["h100", "h200", "k80", "a10g", "gtx1070ti", "p6000", "cpu"]
     # A CPU machine's description names machine families (n1, e2), not accelerators; an instance family (p2)
-    # does not hide the GPU named after it; a GPU of no known model is named as written.
+    # does not hide the GPU named after it.
     assert accelerator_model("GCE preemptible n1-highcpu-32 (Skylake)") == "cpu"
     assert accelerator_model("AWS p2.xlarge: half a Tesla K80") == "k80"
-    assert accelerator_model("GeForce GTX 1070 Ti 8 GB") == "geforce gtx 1070 ti 8 gb"
-    # CPU machines of one family but another size are not "the same accelerator".
     assert cpu_machine("GCE preemptible n1-highcpu-16 (Skylake)") == "cpu:n1-highcpu-16"
     assert cpu_machine("aws-c5.4xlarge") == "cpu:c5.4xlarge" and cpu_machine("local") == "cpu"
 
 
-def test_estimate_from_the_closest_run(h200_logs: Path) -> None:
-    catalog = load_catalog()
-    items = [("mnist_mlp", "jax"), ("twitter_sentiment_bilstm", "jax")]
-    lines = estimate_lines(catalog["runpod-h200"], "quick", items, False, 3600, h200_logs)
-    # The quick suite: 3 epochs of 6,000 samples; the run had 60,000: 4 s + 2 x 0.5 s x 0.1 = 4.1 s.
-    assert any("mnist_mlp [jax]: 4 s (x/÷ 1.5): reference NVIDIA-H200-jax" in line for line in lines)
-    assert any("twitter_sentiment_bilstm [jax]: not estimated" in line for line in lines)
-    assert any("1 run(s) not estimated: the totals are lower bounds" in line for line in lines)
-    assert 4.1 * SAME_ACCELERATOR_FACTOR < 60  # so the whole range is billed the profile's 60 s minimum:
-    assert any("about $0.08 ($0.08 to $0.08) at $4.5900/h" in line for line in lines)
-    assert not any(line.startswith("warning") for line in lines)
-    other = estimate_lines(catalog["gce-t4"], "quick", items[:1], False, 3600, h200_logs)
-    assert f"(x/÷ {OTHER_ACCELERATOR_FACTOR:g})" in other[1] and "(a h200, not a t4)" in other[1]
+def test_throughput_is_scaled_to_the_planned_slice_with_the_compilation_apart() -> None:
+    # 60,000 samples in 0.5 s steady epochs: 120,000 samples/s; the first epoch compiled for 4 - 0.5 = 3.5 s.
+    found = predict(target(), [observation()], {})
+    assert found is not None and found.basis == "measured"
+    assert found.seconds == pytest.approx(3.5 + 3 * 6000 / 120000)
+    assert "reference NVIDIA-B200-jax, 1 run of 60,000 samples" in found.where
 
 
-def test_warning_when_the_estimate_outlives_the_machine(h200_logs: Path) -> None:
-    profile = load_catalog()["runpod-h200"]
-    # The full suite: 20 epochs of all 60,000 samples: 4 + 19 x 0.5 = 13.5 s, up to 20.25 s with the range.
-    lines = estimate_lines(profile, "full", [("mnist_mlp", "jax")] * 3, False, 60, h200_logs)
-    assert "mnist_mlp [jax] x3: 14 s (x/÷ 1.5)" in lines[1]  # three repeats: 40.5 s, up to 60.75 s
-    assert lines[-1].startswith("warning: the estimate reaches 1.0 min, beyond --max-lifetime 1 min")
-    assert not estimate_lines(profile, "full", [("mnist_mlp", "jax")] * 3, False, 61, h200_logs)[-1].startswith("warn")
+def test_the_nearest_sample_count_and_the_configuration_measured_most_are_used() -> None:
+    slice_run = observation(group="s", samples=5000, steady_s=0.25, first_s=2.25)  # 20,000 samples/s
+    generic = observation(group="v", variant="generic LSTM", steady_s=5.0, first_s=6.0)
+    pool = [observation(), observation(group="g2"), slice_run, generic]
+    assert predict(target(samples=6000), pool, {}).seconds == pytest.approx(2.0 + 3 * 6000 / 20000)  # type: ignore[union-attr]
+    assert predict(target(samples=60000), pool, {}).seconds == pytest.approx(3.5 + 3 * 0.5)  # type: ignore[union-attr]
+    named = predict(target(samples=60000, variant="generic LSTM"), pool, {})
+    assert named is not None and named.seconds == pytest.approx(1.0 + 3 * 5.0)
 
 
-def test_dry_run_prints_the_estimate(h200_logs: Path, tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "orchestrate", "run", "--profile", "runpod-h200", "--host", "root@pod.invalid"]
-    command += ["--suite", "quick", "--backends", "jax", "--workloads", "mnist_mlp", "--logs", str(h200_logs)]
-    done = subprocess.run(
-        [*command, "--dry-run", "--max-lifetime", "1"], cwd=REPO, capture_output=True, text=True, timeout=300
+def test_bases_in_order_measured_published_hardware_else_nothing() -> None:
+    published = observation(origin="published", group="p", where="published k80-tensorflow", machine="k80")
+    measured = observation(machine="k80", group="m", steady_s=1.0, first_s=1.5)
+    assert predict(target(machine="k80"), [published, measured], {}).basis == "measured"  # type: ignore[union-attr]
+    assert predict(target(machine="k80"), [published], {}).basis == "published"  # type: ignore[union-attr]
+    # A T4 (8.1 TFLOP/s) from the K80 (4.37) with an exponent of 1: 1.85x the throughput.
+    related = predict(target(machine="t4"), [published], {"gpu": 1.0})
+    assert related is not None and related.basis == "hardware" and "(k80, scaled x1.85 for a t4)" in related.where
+    assert related.seconds == pytest.approx(3.5 + 3 * 6000 / (120000 * 8.1 / 4.37))
+    # No exponent for the kind, a machine with no speed figure, a GPU for a CPU: nothing comparable, no figure.
+    assert predict(target(machine="t4"), [published], {}) is None
+    assert predict(target(machine="nvidia"), [published], {"gpu": 1.0}) is None
+    assert predict(target(machine="cpu:n2-highcpu-16"), [published], {"gpu": 1.0, "cpu": 0.5}) is None
+
+
+def test_the_quick_suite_on_a_t4_is_minutes_and_slices_are_scaled(tmp_path: Path) -> None:
+    """The published K80 epochs ran the whole data set: the quick suite's 1,000 IMDB reviews take seconds."""
+    profile = load_catalog()["gce-t4"]
+    items = [(w, b) for b in ("tensorflow", "jax", "torch") for w in get_suite("quick").workloads]
+    found = estimate_suite(profile, "quick", items, tmp_path)
+    assert len(found.estimated) == 27
+    assert 6 * 60 <= found.seconds <= 25 * 60
+    assert max(i.seconds or 0 for i in found.items) < 120
+    assert found.low < found.seconds < found.high
+    assert found.start.seconds == machine_start(profile, 3).seconds > 0
+
+
+def test_the_home_server_study_on_a_g4dn_is_tens_of_minutes(tmp_path: Path) -> None:
+    """20 epochs of 300,000 pairs took 23 min on the study's GTX 1070 Ti: a T4 is a machine of that class."""
+    profile = load_catalog()["aws-g4dn.xlarge"]
+    found = estimate_suite(profile, "home-server-2018", [("siamese_lstm", "tensorflow")], tmp_path)
+    (item,) = found.items
+    assert item.basis == "hardware" and "gtx1070ti-home-tensorflow" in item.where
+    assert 10 * 60 <= found.runs <= 40 * 60 and found.high < 60 * 60
+
+
+def test_the_cpu_schedule_fits_its_own_max_lifetime(tmp_path: Path) -> None:
+    profile = load_catalog()["gce-n1-highcpu-8"]
+    spec = check_spec("cpu-weekly", profile, "0 4 * * 1", "UTC", "quick", None, None, True, 240, "me@box")
+    found = estimate(spec, tmp_path, [])
+    text = estimate_text(spec, found)
+    assert found.high_s < spec.max_lifetime_s and not any("mid-suite" in line for line in text)
+    # TensorFlow from the study's own n1-highcpu-8; no JAX or PyTorch run on any CPU: said, not invented.
+    assert "from published runs" in text[1] and "20 item(s) not estimated: a lower bound" in text[1]
+
+
+def test_nothing_comparable_is_said_and_the_totals_are_lower_bounds(logs: Path) -> None:
+    lines = estimate_lines(load_catalog()["local"], "quick", [("mnist_mlp", "jax")], False, 3600, logs)
+    assert (
+        "mnist_mlp [jax]: not estimated: nothing comparable (no run of it on cpu, nor on a CPU to relate to)"
+        in (lines[2])
     )
+    assert lines[-1].endswith("1 run(s) not estimated: the totals are lower bounds")
+
+
+def test_range_is_the_backtests_and_warns_when_it_outlives_the_machine(logs: Path) -> None:
+    write_run(logs / "reference" / "NVIDIA-B200", platform="NVIDIA-B200", elapsed=(4.0, 0.5, 0.5, 0.5), schema2=B200)
+    profile = load_catalog()["runpod-b200"]
+    found = estimate_suite(profile, "full", [("mnist_mlp", "jax")] * 3, logs)
+    (item,) = found.items
+    band = committed_bands()["measured"]
+    assert item.basis == "measured" and item.count == 3 and "NVIDIA-B200-jax" in item.where
+    outside = item.seconds - (3.5 + 20 * 0.5)  # type: ignore[operator]
+    assert item.low == pytest.approx(13.5 * band.low + outside) and item.high == pytest.approx(
+        13.5 * band.high + outside
+    )
+    lines = estimate_lines(profile, "full", [("mnist_mlp", "jax")] * 3, False, found.high - 1, logs)
+    assert lines[-1].startswith("warning: the estimate reaches") and "the machine would end itself" in lines[-1]
+    assert "mid-suite" not in estimate_lines(profile, "full", [("mnist_mlp", "jax")] * 3, False, found.high, logs)[-1]
+
+
+def test_a_dry_run_imports_no_framework_and_prints_no_framework_log(tmp_path: Path) -> None:
+    command = [sys.executable, "-X", "importtime", "-m", "orchestrate", "run", "--profile", "gce-t4", "--dry-run"]
+    done = subprocess.run([*command, "--logs", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "mnist_mlp [jax]: 4 s (x/÷ 1.5)" in done.stdout
+    modules = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert modules and not [m for m in modules if re.match(r"(keras|tensorflow|jax|torch)(\.|$)", m)]
+    log_lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
+    assert not [line for line in log_lines if re.search(r"oneDNN|absl|cpu_feature_guard|TensorFlow", line)]
+    assert "imdb_bidirectional_lstm [tensorflow]" in done.stdout

@@ -1,0 +1,66 @@
+"""The estimator against the committed runs: every reference and published run predicted from the others with its
+group left out. Run on the real committed data, so a change that makes the estimates worse fails here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+
+from report_helpers import REPO
+
+from report.backtest import backtest, committed_outcomes, covered, summaries
+from report.estimate_model import COMMITTED_REFERENCE, published_observations, reference_observations
+
+MAX_MEDIAN_ABS_PCT = 25.0
+MIN_COVERAGE = 0.80
+
+
+def test_every_committed_and_published_run_is_predicted_with_its_group_left_out() -> None:
+    observations = reference_observations(COMMITTED_REFERENCE) + published_observations()
+    outcomes = committed_outcomes()
+    assert Counter(o.observation for o in outcomes) == Counter(observations)
+    assert {o.origin for o in observations} == {"measured", "published"} and len(observations) > 300
+    # Left out means left out: a group alone has nothing to be predicted from.
+    (alone,) = backtest(observations[:1])
+    assert alone.prediction is None
+
+
+def test_the_backtest_meets_its_goal() -> None:
+    rows = {s.label: s for s in summaries(committed_outcomes())}
+    overall = rows["all"]
+    assert overall.median_abs_pct <= MAX_MEDIAN_ABS_PCT
+    assert overall.coverage is not None and overall.coverage >= MIN_COVERAGE
+    assert set(rows) == {"measured", "published", "hardware", "all"}
+    assert all(s.coverage is not None and s.coverage >= MIN_COVERAGE for s in rows.values())
+
+
+def test_coverage_is_judged_on_ranges_made_without_the_runs_group() -> None:
+    outcomes = list(committed_outcomes())
+    flags = covered(outcomes)
+    # One predicted outcome of its own basis: nothing else to make its range from, so it is not judged.
+    only = next(o for o in outcomes if o.prediction is not None)
+    assert covered([only]) == [None]
+    # Its range made from the other groups alone: the run's own repeats would widen it in their favour.
+    same = [o for o in outcomes if o.observation.group == only.observation.group]
+    assert covered(same) == [None] * len(same)
+    assert sum(f is True for f in flags) / sum(f is not None for f in flags) >= MIN_COVERAGE
+
+
+def test_the_command_prints_the_error_distribution_and_coverage() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "report", "backtest"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("backtest: ") and "each predicted from the others with its group left out" in lines[0]
+    assert [line.split()[0] for line in lines[2:6]] == ["measured", "published", "hardware", "all"]
+    assert "range (5-95% of actual/predicted)" in lines[1] and "coverage" in lines[1]
+    wrong = subprocess.run(
+        [sys.executable, "-m", "report", "backtest", "--reference", "no-such-folder"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert wrong.returncode == 2 and wrong.stderr == "error: --reference no-such-folder: no such folder\n"
