@@ -24,13 +24,14 @@ from report.estimate_model import (
     Observation,
     Prediction,
     Target,
-    exponents,
+    fits,
     predict,
     published_observations,
     reference_observations,
 )
 
 RANGE_QUANTILES = (0.05, 0.95)
+FIGURES = {"gpu": "FP32 TFLOP/s", "cpu": "vCPUs"}
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def backtest(observations: Sequence[Observation]) -> list[Outcome]:
     outcomes = []
     for group, members in groups.items():
         pool = [o for o in observations if o.group != group]
-        fitted = exponents(pool)
+        fitted = fits(pool)
         outcomes += [Outcome(o, predict(target_of(o), pool, fitted)) for o in members]
     return outcomes
 
@@ -185,6 +186,12 @@ def report_lines(outcomes: Sequence[Outcome]) -> list[str]:
             "(nothing comparable once their group is left out)"
         )
     lines.append("  coverage: share of runs inside the range made from the other groups' errors of their basis")
+    for kind, fit in sorted(fits(observations).items()):
+        figure = FIGURES[kind]
+        lines.append(
+            f"  hardware relation, {kind}: throughput ~ {figure} ^ {fit.exponent:.2f} (median of {fit.pairs} pairs "
+            f"of machines, at most {fit.widest:.1f}x apart)"
+        )
     return lines
 
 

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING
 
 from report.backtest import Band, committed_bands
 from report.estimate_model import (
+    Fit,
     Observation,
     Target,
     accelerator_model,
     cpu_machine,
-    exponents,
+    fits,
     machine_kind,
     measured,
     outside_epochs_s,
@@ -120,7 +121,7 @@ def machine_start(profile: Profile, backends: int) -> Start:
 
 
 def estimate_item(
-    target: Target, pool: Sequence[Observation], fitted: dict[str, float], bands: dict[str, Band]
+    target: Target, pool: Sequence[Observation], fitted: dict[str, Fit], bands: dict[str, Band]
 ) -> ItemEstimate:
     found = predict(target, pool, fitted)
     if found is None:
@@ -140,7 +141,7 @@ def estimate_item(
 
 def estimate_suite(profile: Profile, suite: str, items: Sequence[tuple[str, str]], logs: Path) -> SuiteEstimate:
     pool = measured(logs) + published_observations()
-    fitted = exponents(pool)
+    fitted = fits(pool)
     bands = committed_bands()
     machine = profile_machine(profile)
     counts = Counter(items)  # in plan order; a workload repeated N times is estimated once, counted N times

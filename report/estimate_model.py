@@ -11,7 +11,8 @@ comparable runs are, in this order of bases:
 2. published: the same, from the published studies' runs (report.studies);
 3. hardware: the same workload, backend and batch on the nearest machine of the same kind (GPU or CPU) with a
    speed figure in data/estimate.toml, its throughput scaled by (figure ratio) ^ exponent, the exponent fitted on
-   the workloads that ran on two such machines.
+   the workloads that ran on two such machines (`fits`); a ratio wider than any fitted on is said to be
+   extrapolated.
 
 Among comparable runs, those whose sample count is nearest the target's are used (epochs of small slices carry
 fixed costs that larger ones spread), and their medians taken. Nothing comparable: no figure.
@@ -253,27 +254,40 @@ def published_observations() -> list[Observation]:
 # ---- prediction -----------------------------------------------------------------------------------------------
 
 
-def exponents(pool: Sequence[Observation]) -> dict[str, float]:
-    """Per machine kind, how throughput grows with the speed figure: the median over every workload, backend,
-    batch and sample count run on two machines of that kind of log(throughput ratio) / log(figure ratio)."""
-    medians: dict[tuple[str, str, int, int], dict[str, float]] = defaultdict(dict)
+@dataclass(frozen=True)
+class Fit:
+    """How throughput grows with a kind of machine's speed figure: as (figure ratio) ^ exponent."""
+
+    exponent: float
+    pairs: int  # the workload x backend x batch x sample-count pairs of machines it was fitted on
+    widest: float  # the largest figure ratio among them: beyond it the relation is extrapolated
+
+
+def fits(pool: Sequence[Observation]) -> dict[str, Fit]:
+    """Per machine kind, the median over every workload, backend, batch and sample count run on two machines of
+    that kind of log(throughput ratio) / log(figure ratio)."""
     by_key: dict[tuple[str, str, int, int, str], list[float]] = defaultdict(list)
     for o in pool:
         if speed_figure(o.machine) is not None:
             by_key[(o.workload, o.backend, o.batch, o.samples, o.machine)].append(o.throughput)
-    for (*key, machine), values in by_key.items():
-        medians[(key[0], key[1], key[2], key[3])][machine] = statistics.median(values)
-    slopes: dict[str, list[float]] = defaultdict(list)
+    medians: dict[tuple[str, str, int, int], dict[str, float]] = defaultdict(dict)
+    for (workload, backend, batch, samples, machine), values in by_key.items():
+        medians[(workload, backend, batch, samples)][machine] = statistics.median(values)
+    slopes: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for machines in medians.values():
         for (a, ta), (b, tb) in itertools.combinations(sorted(machines.items()), 2):
             fa, fb = speed_figure(a), speed_figure(b)
             assert fa is not None and fb is not None
-            if machine_kind(a) == machine_kind(b) and max(fa, fb) / min(fa, fb) >= MIN_FIGURE_RATIO:
-                slopes[machine_kind(a)].append(math.log(ta / tb) / math.log(fa / fb))
-    return {kind: statistics.median(values) for kind, values in slopes.items()}
+            ratio = max(fa, fb) / min(fa, fb)
+            if machine_kind(a) == machine_kind(b) and ratio >= MIN_FIGURE_RATIO:
+                slopes[machine_kind(a)].append((math.log(ta / tb) / math.log(fa / fb), ratio))
+    return {
+        kind: Fit(statistics.median(s for s, _ in found), len(found), max(r for _, r in found))
+        for kind, found in slopes.items()
+    }
 
 
-def predict(target: Target, pool: Sequence[Observation], exponent: Mapping[str, float]) -> Prediction | None:
+def predict(target: Target, pool: Sequence[Observation], fitted: Mapping[str, Fit]) -> Prediction | None:
     comparable = [
         o for o in pool if o.workload == target.workload and o.backend == target.backend and o.batch == target.batch
     ]
@@ -282,14 +296,12 @@ def predict(target: Target, pool: Sequence[Observation], exponent: Mapping[str, 
         chosen = _configuration([o for o in same_machine if o.origin == origin], target.variant)
         if chosen:
             return _from(target, chosen, origin, 1.0, "")
-    return _from_hardware(target, comparable, exponent)
+    return _from_hardware(target, comparable, fitted)
 
 
-def _from_hardware(
-    target: Target, comparable: Sequence[Observation], exponent: Mapping[str, float]
-) -> Prediction | None:
+def _from_hardware(target: Target, comparable: Sequence[Observation], fitted: Mapping[str, Fit]) -> Prediction | None:
     kind, figure = machine_kind(target.machine), speed_figure(target.machine)
-    if figure is None or kind not in exponent:
+    if figure is None or kind not in fitted:
         return None
     others = [
         o
@@ -308,8 +320,10 @@ def _from_hardware(
     same = [o for o in others if o.machine == nearest.machine and o.origin == nearest.origin]
     other_figure = speed_figure(nearest.machine)
     assert other_figure is not None
-    scale = (figure / other_figure) ** exponent[kind]
-    note = f" ({nearest.machine}, scaled x{scale:.2f} for a {target.machine})"
+    fit, ratio = fitted[kind], max(figure, other_figure) / min(figure, other_figure)
+    scale = (figure / other_figure) ** fit.exponent
+    beyond = f"; extrapolated: fitted on machines at most {fit.widest:.1f}x apart" if ratio > fit.widest else ""
+    note = f" ({nearest.machine}, scaled x{scale:.2f} for a {target.machine}{beyond})"
     return _from(target, _configuration(same, target.variant), "hardware", scale, note)
 
 

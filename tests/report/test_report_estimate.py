@@ -16,8 +16,9 @@ from orchestrate.catalog import load_catalog
 from orchestrate.schedule import check_spec, estimate, estimate_text
 from report.backtest import committed_bands
 from report.estimate import estimate_lines, estimate_suite, machine_start
-from report.estimate_model import Observation, Target, accelerator_model, cpu_machine, predict
+from report.estimate_model import Fit, Observation, Target, accelerator_model, cpu_machine, predict
 
+FIT = Fit(exponent=1.0, pairs=1, widest=2.0)
 B200 = {"hardware": {"cpu_model": "Xeon", "accelerator": "gpu", "gpus": [{"name": "NVIDIA B200"}]}}
 
 
@@ -72,13 +73,13 @@ def test_bases_in_order_measured_published_hardware_else_nothing() -> None:
     assert predict(target(machine="k80"), [published, measured], {}).basis == "measured"  # type: ignore[union-attr]
     assert predict(target(machine="k80"), [published], {}).basis == "published"  # type: ignore[union-attr]
     # A T4 (8.1 TFLOP/s) from the K80 (4.37) with an exponent of 1: 1.85x the throughput.
-    related = predict(target(machine="t4"), [published], {"gpu": 1.0})
+    related = predict(target(machine="t4"), [published], {"gpu": FIT})
     assert related is not None and related.basis == "hardware" and "(k80, scaled x1.85 for a t4)" in related.where
     assert related.seconds == pytest.approx(3.5 + 3 * 6000 / (120000 * 8.1 / 4.37))
     # No exponent for the kind, a machine with no speed figure, a GPU for a CPU: nothing comparable, no figure.
     assert predict(target(machine="t4"), [published], {}) is None
-    assert predict(target(machine="nvidia"), [published], {"gpu": 1.0}) is None
-    assert predict(target(machine="cpu:n2-highcpu-16"), [published], {"gpu": 1.0, "cpu": 0.5}) is None
+    assert predict(target(machine="nvidia"), [published], {"gpu": FIT}) is None
+    assert predict(target(machine="cpu:n2-highcpu-16"), [published], {"gpu": FIT, "cpu": FIT}) is None
 
 
 def test_the_quick_suite_on_a_t4_is_minutes_and_slices_are_scaled(tmp_path: Path) -> None:
