@@ -4,9 +4,9 @@ Each planned workload x backend is one run: its training time (report.estimate_m
 to the planned samples and epochs, the first epoch's compilation apart; from measured, published or related
 hardware runs, in that order), plus the time a measured run of it spent outside its epochs (data, model). Its
 range is the 5th to 95th percentile of actual / predicted that `python -m report backtest` finds for the basis
-the figure came from. The machine's start (boot, host preparation, image pull, one container per backend) is
-added once, from the assumed figures of data/estimate.toml. Nothing comparable: no figure, and the totals are
-lower bounds.
+the figure came from. The machine's start (boot, host preparation, image pull, and a container start per run:
+each workload x backend runs in its own container) is added once, from the assumed figures of data/estimate.toml.
+Nothing comparable: no figure, and the totals are lower bounds.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def profile_machine(profile: Profile) -> str:
     return accelerator_model(profile.accelerator) if profile.has_gpu else cpu_machine(profile.machine_type)
 
 
-def machine_start(profile: Profile, backends: int) -> Start:
+def machine_start(profile: Profile, runs: int) -> Start:
     data = estimate_data()["start"]
     parts: list[tuple[str, float]] = []
     if profile.provider not in OWN_HOSTS:
@@ -116,7 +116,7 @@ def machine_start(profile: Profile, backends: int) -> Start:
             ("host preparation", float(data["prepare_s"].get(profile.provider, max(data["prepare_s"].values())))),
             (f"image pull ({image_gb:g} GB at {data['pull_mb_per_s']} MB/s)", image_gb * 1000 / data["pull_mb_per_s"]),
         ]
-    parts.append((f"{backends} container start(s)", float(backends * data["backend_start_s"])))
+    parts.append((f"{runs} container start(s)", float(runs * data["run_start_s"])))
     return Start(tuple(parts), str(data["source"]))
 
 
@@ -151,7 +151,7 @@ def estimate_suite(profile: Profile, suite: str, items: Sequence[tuple[str, str]
         target = Target(workload, backend, machine, planned_spec(workload).batch_size, samples, epochs)
         found = estimate_item(target, pool, fitted, bands)
         estimates.append(ItemEstimate(**{**found.__dict__, "count": count}))
-    return SuiteEstimate(tuple(estimates), machine_start(profile, len({b for _, b in counts})))
+    return SuiteEstimate(tuple(estimates), machine_start(profile, len(items)))
 
 
 def estimate_lines(
@@ -163,7 +163,7 @@ def estimate_lines(
     start = estimate.start
     lines = [
         f"  {'estimate':<12} {_minutes(estimate.seconds)} ({_minutes(estimate.low)} to {_minutes(estimate.high)}): "
-        f"{_minutes(estimate.runs)} of runs, {_minutes(start.seconds)} to start",
+        f"{_minutes(estimate.runs)} of runs, {_minutes(start.seconds)} to start the machine and containers",
         f"  {'':<12} start: " + ", ".join(f"{name} {seconds:,.0f} s" for name, seconds in start.parts)
         + f" ({start.source})",
     ]  # fmt: skip
