@@ -11,6 +11,7 @@ from markupsafe import Markup
 
 from report import format as fmt
 from report.build import Report, draw_charts, safe_name
+from report.claims import report_claims
 from report.owned import break_even_table, load_owned, machines_table
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -89,6 +90,7 @@ def render_page(report: Report, files: list[str]) -> str:
         "partial_table": fmt.partial_display(report.partial),
         "workload_tables": {s.workload: fmt.results_display(s.results) for s in report.sections},
         "study": study,
+        "claims": report_claims(report),
         "differences": report.differences(),
         "published_setups": fmt.setups_display(
             report.study.published.setups, derived_prices=study is not None and study.kind == "provider-table"

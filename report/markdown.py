@@ -8,6 +8,7 @@ import pandas as pd
 
 from report import format as fmt
 from report.build import Chart, Report, draw_charts
+from report.claims import claims_markdown
 from report.owned import break_even_table, load_owned, machines_table
 
 
@@ -69,7 +70,7 @@ def render_markdown(report: Report) -> str:
     if report.trends is not None:
         parts += _trends_markdown(report)
     if report.study is not None:
-        parts += _study_markdown(report)
+        parts += _study_markdown(report) + claims_markdown(report)
     parts += _owned_markdown(report) + _machines_markdown(report)
     return "\n".join(parts).rstrip() + "\n"
 
