@@ -267,9 +267,9 @@ def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> Month
         missing = len(suite.items) - len(suite.estimated)
         bases = ", ".join(sorted({i.basis for i in suite.estimated}))
         basis = (
-            f"{seconds / 60:.1f} min ({low / 60:.1f}-{high / 60:.1f}): {suite.runs / 60:.1f} min of runs from "
-            f"{bases or 'no'} runs (python -m orchestrate run --dry-run itemises them) + "
-            f"{suite.start.seconds / 60:.1f} min to start the machine ({suite.start.source})"
+            f"{seconds / 60:.1f} min ({low / 60:.1f}-{high / 60:.1f}): {suite.runs / 60:.1f} min of runs (basis: "
+            f"{bases or 'none'}; `run --dry-run` itemises them) + {suite.start.seconds / 60:.1f} min to start the "
+            f"machine and containers ({suite.start.source})"
             + (f"; {missing} item(s) not estimated: a lower bound" if missing else "")
         )
     items = len(spec.items)

@@ -110,7 +110,7 @@ def test_the_cpu_schedule_fits_its_own_max_lifetime(tmp_path: Path) -> None:
     text = estimate_text(spec, found)
     assert found.high_s < spec.max_lifetime_s and not any("mid-suite" in line for line in text)
     # TensorFlow from the study's own n1-highcpu-8; no JAX or PyTorch run on any CPU: said, not invented.
-    assert "from published runs" in text[1] and "20 item(s) not estimated: a lower bound" in text[1]
+    assert "min of runs (basis: published;" in text[1] and "20 item(s) not estimated: a lower bound" in text[1]
 
 
 def test_nothing_comparable_is_said_and_the_totals_are_lower_bounds(logs: Path) -> None:
