@@ -58,6 +58,7 @@ class Rival:
     speedup: float | None  # how many times faster the owned machine is; None: not known
     speedup_source: str
     published: Mapping[str, float]  # published_days / published_day / ... as the post gave them
+    rounded_within: float = 0.0  # how far off a figure the post called rough ("roughly $20/day") may be
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,7 @@ def _rival(path: Path, where: str, entry: Mapping[str, Any]) -> Rival:
         speedup=speedup,
         speedup_source=str(entry.get("speedup_source") or "not stated"),
         published={k: float(v) for k in ("published_days", *PERIODS) if (v := entry.get(k)) is not None},
+        rounded_within=_number(path, where, entry, "published_rounded_within") or 0.0,
     )
 
 
@@ -295,15 +297,18 @@ def _break_even_row(machine: Owned, rival: Rival) -> dict[str, str]:
                         published,
                         recomputed,
                         f"{published:,.0f} {currency} is {published / adjusted:,.0f} h of renting",
+                        rival.rounded_within,
                     )
                 )
     row["check"] = "; ".join(checks)
     return row
 
 
-def _verdict(arithmetic: str, published: float, recomputed: float, implied: str) -> str:
+def _verdict(arithmetic: str, published: float, recomputed: float, implied: str, rounded_within: float = 0.0) -> str:
     if abs(published - recomputed) <= FOLLOWS_WITHIN * recomputed:
         return f"{arithmetic}: the published figure follows"
+    if abs(published - recomputed) <= rounded_within * published:
+        return f"{arithmetic}: the published {published:,.0f} holds, rounded (the post gives it as rough)"
     return f"{arithmetic}: the published {published:,.0f} does not follow ({implied})"
 
 

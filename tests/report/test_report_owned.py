@@ -56,7 +56,7 @@ def test_canadian_build_speed_adjusted_cost(owned: dict[str, Owned]) -> None:
     rival = canada.rivals[0]
     assert rival.price_per_hour * (rival.speedup or 0) == pytest.approx(0.90)  # "$0.45/h, half as fast"
     check = break_even_table(owned).iloc[-1]["check"]
-    assert "21.60 USD a day: the published 20 does not follow" in check
+    assert "21.60 USD a day: the published 20 holds, rounded" in check  # the post: "roughly $20/day"
     assert "657.00 USD a month" in check and "7,884.00 USD a year" in check
     assert "1,971.00 USD a year at a quarter of the time" in check
     assert canada.break_even_days(rival) is None  # the quoted inputs have no purchase price: said in words
