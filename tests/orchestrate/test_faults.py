@@ -3,6 +3,7 @@ workloads' logs kept, and nothing left running. Bad inputs fail before anything 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -13,6 +14,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks.logs import read_epoch_log
+from orchestrate.ledger import Ledger
+from orchestrate.lifecycle import Lifecycle
+from orchestrate.plan import WorkItem
+from orchestrate.progress import Reporter
+from orchestrate.providers.local import LocalProvider
 from orchestrate.testing.sshd import SSHServer, free_port
 from tests.orchestrate.orchestrate_helpers import (
     ROOT,
@@ -20,6 +26,7 @@ from tests.orchestrate.orchestrate_helpers import (
     Workspace,
     ledger_items,
     orchestrate,
+    plan_on_image,
     ssh_run_args,
     start_orchestrate,
     wait_for,
@@ -250,3 +257,33 @@ def test_a_killed_fanout_leaves_its_runs_to_finish_and_collect_makes_the_report(
     table = collected.stdout[collected.stdout.index(f"Fan-out {base}: 2 profiles") :]
     assert [line.split()[:2] for line in table.splitlines()[2:4]] == [["local", "complete"], ["ssh", "complete"]]
     assert (tmp_path / "report" / "fanout.md").exists()
+
+
+def test_a_run_whose_output_closes_mid_run_finishes_and_tears_down(tmp_path: Path) -> None:
+    """The reader of the run's output goes away after the first workload (a closed terminal, `| head`): every
+    later write is a real EPIPE. The run goes on silently, tears down and records its end."""
+    image = build_mechanics_image(tmp_path / "mechanics")
+    run_id = "20260101T000000Z-pipe"
+    reader, writer = os.pipe()
+
+    class ReaderLeaves(Reporter):
+        def item_finished(self, label: str, status: str, seconds: float, detail: str = "") -> None:
+            super().item_finished(label, status, seconds, detail)
+            with contextlib.suppress(OSError):
+                os.close(reader)
+
+    items = (WorkItem("mnist_mlp", "torch"), WorkItem("imdb_fasttext", "torch"))
+    plan = plan_on_image(tmp_path, image, run_id, items)
+    with os.fdopen(writer, "w") as stream:
+        try:
+            outcome = Lifecycle(plan, LocalProvider(), Ledger(tmp_path / "l.jsonl"), ReaderLeaves(stream)).run()
+        finally:
+            leftovers = containers_of_run(run_id)
+            remove_containers_of_run(run_id)
+            with contextlib.suppress(OSError):
+                os.close(reader)
+        with contextlib.suppress(BrokenPipeError):
+            stream.close()
+    record = Ledger(tmp_path / "l.jsonl").runs()[run_id]
+    assert (outcome.exit_code, record.status, leftovers) == (0, "complete", []), record.message
+    assert "teardown" in [s.name for s in record.stages] and not (tmp_path / "host" / "runs" / run_id).exists()
