@@ -17,7 +17,13 @@ from report.costs import PriceBook
 from report.loading import REFERENCE_FOLDER, LoadResult, Run, Skipped, assign_variants, load_runs
 from report.machines import machine_table, read_ledger
 from report.owned import Owned, with_measured_rivals
-from report.reproducibility import fingerprint_table, reproducibility_table
+from report.reproducibility import (
+    MachineCheck,
+    fingerprint_table,
+    machine_check,
+    machine_spread_table,
+    reproducibility_table,
+)
 from report.scaling import PUBLISHED_STUDY, ScalingSection
 from report.scaling import draw_chart as draw_scaling_chart
 from report.scaling import section as scaling_section
@@ -102,6 +108,8 @@ class Report:
     summary: pd.DataFrame = field(default_factory=pd.DataFrame)  # fastest and cheapest per workload
     fingerprints: pd.DataFrame = field(default_factory=pd.DataFrame)
     reproducibility: pd.DataFrame = field(default_factory=pd.DataFrame)
+    machine_check: MachineCheck | None = None  # leave one machine out, over configurations run on several
+    machine_spread: pd.DataFrame = field(default_factory=pd.DataFrame)  # between machines beside within one
     owned: Mapping[str, Owned] = field(default_factory=dict)  # with rivals measured beside them, if any
     trends: TrendSection | None = None  # one profile's runs on several dates (a schedule's): price-performance
 
@@ -164,6 +172,7 @@ def build(request: Request) -> Report:
     results = with_energy_cost(summarize(groups, base, request.prices.pricing), request.usd_per_kwh)
     study = _study_section(request.study, results, loaded) if request.study else None
     ledger, ledger_note = read_ledger(request.ledger)
+    check = machine_check(groups)
     return Report(
         request=request,
         base_label=base.label,
@@ -179,6 +188,8 @@ def build(request: Request) -> Report:
         summary=summary_table(results, _repeat_samples(groups)),
         fingerprints=fingerprint_table(loaded.complete_runs),
         reproducibility=reproducibility_table(groups),
+        machine_check=check,
+        machine_spread=machine_spread_table(check),
         owned=with_measured_rivals(
             request.owned, results, {p: request.prices.market_prices(p) for p in set(results["platform"])}
         ),

@@ -24,7 +24,10 @@ def seconds(value: Any) -> str:
 
 
 def ratio(value: Any) -> str:
-    return NA if missing(value) else f"{value:.2f}x"
+    """Two decimals, three significant digits below 0.1 (a GPU against a laptop: 0.0275x, not 0.03x)."""
+    if missing(value):
+        return NA
+    return f"{value:.2f}x" if abs(value) >= 0.1 else f"{value:.3g}x"
 
 
 def usd(value: Any) -> str:
@@ -51,7 +54,8 @@ def interval(row: pd.Series, prefix: str, value_key: str, n_key: str = "n_runs")
         low=None if missing(low) else float(low),
         high=None if missing(high) else float(high),
         coverage=None if missing(row.get(f"{prefix}_coverage")) else float(row[f"{prefix}_coverage"]),
-        method="order-statistic",
+        method="order-statistic" if missing(row.get(f"{prefix}_method")) else str(row[f"{prefix}_method"]),
+        machines=1 if missing(row.get("machines")) else int(row["machines"]),
     )
     return estimate.interval_text("{:,.3g}" if estimate.value < 10 else "{:,.1f}")
 
@@ -91,6 +95,33 @@ def energy(row: pd.Series) -> str:
     return text + ("" if missing(cost) else f" = {usd(cost)}")
 
 
+TOO_FEW_TEXT = "too few repeats to tell"
+FOLDED = "too few repeats †"
+FOLD_NOTE = (
+    "† too few repeats to tell a difference beyond noise: a verdict needs an interval on both sides (3 or more "
+    "repeats each) and enough of them for the rank-sum test to reach p < 0.05 (4 against 4, or 3 against 5)"
+)
+
+
+def fold_verdicts(table: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, str]:
+    """The same "too few repeats to tell" on every row said once: each such cell becomes a mark, and the note
+    that explains it is returned ("" where no cell was folded)."""
+    folded = table.copy()
+    hits = 0
+    for column in (c for c in columns if c in folded):
+        mask = folded[column].astype(str).str.contains(TOO_FEW_TEXT, regex=False)
+        hits += int(mask.sum())
+        folded.loc[mask, column] = FOLDED
+    return folded, FOLD_NOTE if hits else ""
+
+
+def fold_uniform(table: pd.DataFrame, column: str) -> tuple[pd.DataFrame, str]:
+    """A column with one value on every row, said once ("compared on: ...") instead of on each row."""
+    if column not in table or table.empty or table[column].nunique() != 1:
+        return table, ""
+    return table.drop(columns=column), f"{column[:1].upper()}{column[1:]}: {table[column].iloc[0]}."
+
+
 def _notes_without_prices(notes: str) -> str:
     """Row notes minus the missing-price reasons, which the page lists once."""
     return "; ".join(n for n in str(notes or "").split("; ") if n and not n.startswith("no price"))
@@ -114,8 +145,9 @@ def results_display(results: pd.DataFrame) -> pd.DataFrame:
                 "final accuracy": accuracy(r["final_acc"], r["final_acc_metric"]),
                 "GPU util": NA if missing(r["gpu_util_pct"]) else f"{r['gpu_util_pct']:.0f}%",
                 "stability": marks(r) or (r.get("stability") if isinstance(r.get("stability"), str) else NA),
+                "throughput (samples/s)": NA if missing(r.get("samples_per_s")) else f"{r['samples_per_s']:,.0f}",
                 "time vs base": relative(r, "rel_time"),
-                "steady epoch vs base": relative(r, "rel_steady"),
+                "steady vs base": _steady_relative(r),
                 "verdict": r.get("verdict") if isinstance(r.get("verdict"), str) else "",
                 "cost": usd(r["cost_usd"]),
                 "cost per epoch": usd(r.get("cost_per_epoch_usd")),
@@ -125,6 +157,13 @@ def results_display(results: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return _without_empty(pd.DataFrame(rows), ["GPU util", "stability", "verdict", "energy per run"])
+
+
+def _steady_relative(row: pd.Series) -> str:
+    """The steady-epoch ratio, saying when it is per training sample (the sample counts differ)."""
+    text = relative(row, "rel_steady")
+    basis = row.get("steady_basis")
+    return f"{text} per sample" if isinstance(basis, str) and basis.startswith("time per sample") else text
 
 
 def comparison_display(comparison: pd.DataFrame) -> pd.DataFrame:

@@ -13,6 +13,10 @@ from report import format as fmt
 from report.build import Report, draw_charts, safe_name
 from report.claims import report_claims
 from report.owned import break_even_table, load_owned, machines_table
+from report.summary import leaders
+
+# How to add a price, as the header says it when the report has none (both spellings run as printed).
+PRICE_HINT = '--price PLATFORM=USD_PER_HOUR (make report PRICES="PLATFORM=USD_PER_HOUR")'
 
 TEMPLATES = Path(__file__).parent / "templates"
 PAGE = "index.html"
@@ -42,6 +46,7 @@ def write_tables(report: Report, out: Path) -> list[str]:
         tables["machines.csv"] = report.machines
         tables["fingerprints.csv"] = report.fingerprints
         tables["reproducibility.csv"] = report.reproducibility
+        tables["machine_spread.csv"] = report.machine_spread
     if report.trends is not None:
         tables["trends.csv"] = report.trends.table
     if report.scaling is not None:
@@ -65,8 +70,18 @@ def write_tables(report: Report, out: Path) -> list[str]:
 
 
 def _html_table(table: pd.DataFrame) -> Markup:
-    # pandas escapes cell text (escape=True); the markup it returns is therefore safe to insert.
-    return Markup(table.to_html(index=False, border=0, classes="data", na_rep=fmt.NA, escape=True))
+    # pandas escapes cell text (escape=True); the markup it returns is therefore safe to insert. A wide table
+    # scrolls inside its own box rather than widening the page.
+    html = table.to_html(index=False, border=0, classes="data", na_rep=fmt.NA, escape=True)
+    return Markup(f'<div class="table-box">{html}</div>')
+
+
+def _folded(table: pd.DataFrame, columns: list[str], uniform: str = "") -> dict[str, object]:
+    """A table with its repeated "too few repeats" verdicts (and a column with one value throughout) folded, and
+    the notes that say them once."""
+    folded, note = fmt.fold_verdicts(table, columns)
+    folded, said = fmt.fold_uniform(folded, uniform)
+    return {"table": folded, "note": " ".join(n for n in (said, note) if n)}
 
 
 def render_page(report: Report, files: list[str]) -> str:
@@ -88,7 +103,7 @@ def render_page(report: Report, files: list[str]) -> str:
         "unpriced": report.unpriced_reasons,
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "partial_table": fmt.partial_display(report.partial),
-        "workload_tables": {s.workload: fmt.results_display(s.results) for s in report.sections},
+        "workload_tables": {s.workload: _folded(fmt.results_display(s.results), ["verdict"]) for s in report.sections},
         "study": study,
         "claims": report_claims(report),
         "differences": report.differences(),
@@ -102,13 +117,17 @@ def render_page(report: Report, files: list[str]) -> str:
         "study_charts": report.study.charts if report.study else {},
         "files": files,
         "machines_table": fmt.machines_display(report.machines),
-        "summary_table": report.summary,
+        "summary": _folded(report.summary, ["fastest: verdict", "cheapest: verdict"], "compared on"),
+        "leaders": leaders(report.summary),
+        "price_hint": PRICE_HINT,
         "owned_table": machines_table(owned),
         "break_even_table": break_even_table(owned),
         "energy_table": _or_none(fmt.energy_display(report.results)),
         "energy_note": fmt.energy_note(report),
         "fingerprint_table": report.fingerprints,
-        "reproducibility_table": _or_none(report.reproducibility),
+        "reproducibility": _folded(report.reproducibility, ["test"]) if not report.reproducibility.empty else None,
+        "machine_check": report.machine_check,
+        "machine_spread": _or_none(report.machine_spread),
         "trends": report.trends,
         "scaling": report.scaling,
     }

@@ -9,7 +9,9 @@ import pandas as pd
 from report import format as fmt
 from report.build import Chart, Report, draw_charts
 from report.claims import claims_markdown
+from report.html import PRICE_HINT
 from report.owned import break_even_table, load_owned, machines_table
+from report.summary import leaders
 
 
 def markdown_table(table: pd.DataFrame) -> str:
@@ -50,7 +52,10 @@ def render_markdown(report: Report) -> str:
             + "; ".join(report.request.replacements)
             + ".",
         ]
-    parts += ["", "Cost rule: " + ("; ".join(report.cost_rules) or "no prices"), ""]
+    if report.cost_rules:
+        parts += ["", "Cost rule: " + "; ".join(report.cost_rules), ""]
+    else:
+        parts += ["", f"Prices: none, so no cost is shown. Add one with `{PRICE_HINT}`.", ""]
     parts += [f"- {reason}" for reason in report.unpriced_reasons]
     parts += [f"- skipped: {s.reason}" for s in report.skipped]
     parts += [
@@ -59,9 +64,11 @@ def render_markdown(report: Report) -> str:
         "figures are ratios of those medians. Synthetic-data rows are marked *(synthetic)*.",
         "",
     ]
-    parts += ["## Summary: where to train, and what it costs", "", markdown_table(report.summary), ""]
+    parts += ["## Summary: where to train, and what it costs", "", *_glance(report), ""]
+    summary, compared = fmt.fold_uniform(report.summary, "compared on")
+    parts += [*([compared, ""] if compared else []), *_folded_table(summary, ["fastest: verdict", "cheapest: verdict"])]
     for section in report.sections:
-        parts += [f"## {section.workload}", "", markdown_table(fmt.results_display(section.results)), ""]
+        parts += [f"## {section.workload}", "", *_folded_table(fmt.results_display(section.results), ["verdict"])]
         if section.partial:
             parts += ["Partial, left out: " + "; ".join(section.partial), ""]
         parts += [_image(section.time_chart), _image(section.cost_chart), ""]
@@ -73,6 +80,20 @@ def render_markdown(report: Report) -> str:
         parts += _study_markdown(report) + claims_markdown(report)
     parts += _owned_markdown(report) + _machines_markdown(report)
     return "\n".join(parts).rstrip() + "\n"
+
+
+def _glance(report: Report) -> list[str]:
+    """One line per workload: the fastest, and the cheapest with its price."""
+    lines = []
+    for fastest, cheapest in leaders(report.summary):
+        cost = f"cheapest {cheapest.config} at {cheapest.price} ({cheapest.figure})" if cheapest else "no price"
+        lines.append(f"- **{fastest.workload}**: fastest {fastest.config} ({fastest.figure}); {cost}")
+    return lines
+
+
+def _folded_table(table: pd.DataFrame, verdicts: list[str]) -> list[str]:
+    folded, note = fmt.fold_verdicts(table, verdicts)
+    return [markdown_table(folded), "", *([note, ""] if note else [])]
 
 
 def _owned_markdown(report: Report) -> list[str]:
@@ -95,10 +116,23 @@ def _owned_markdown(report: Report) -> list[str]:
 def _machines_markdown(report: Report) -> list[str]:
     if not report.measured:
         return []
-    parts = ["## Machines and reproducibility", "", markdown_table(report.fingerprints), ""]
+    parts = ["## Machines and reproducibility", ""]
+    if report.machine_check is not None:
+        parts += [report.machine_check.text(), ""]
+    if not report.machine_spread.empty:
+        parts += [
+            "What to expect from the next machine, per configuration run on two or more machines: the spread of runs "
+            "within one machine beside the spread of the machines' medians, the median with its interval resampling "
+            "machines then runs, the 95% interval for the next machine's median, and for host-bound configurations "
+            "how a run's steady epoch follows the host's single-thread score.",
+            "",
+            markdown_table(report.machine_spread),
+            "",
+        ]
+    parts += [markdown_table(report.fingerprints), ""]
     if report.reproducibility.empty:
         return [*parts, "No configuration here ran on two machines: nothing to compare across machines.", ""]
-    return [*parts, markdown_table(report.reproducibility), ""]
+    return [*parts, *_folded_table(report.reproducibility, ["test"])]
 
 
 def _scaling_markdown(report: Report) -> list[str]:

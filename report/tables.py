@@ -26,8 +26,8 @@ PricingLookup = Callable[[str], Pricing | Unpriced]
 RESULT_COLUMNS = (
     "workload", "config", "platform", "backend", "variant", "data_source", "is_base", "cut_down",
     "n_runs", "run_ids", "epochs", "train_samples",
-    "total_s", "total_low", "total_high", "total_coverage",
-    "steady_epoch_s", "steady_low", "steady_high", "steady_coverage",
+    "total_s", "total_low", "total_high", "total_coverage", "total_method",
+    "steady_epoch_s", "steady_low", "steady_high", "steady_coverage", "steady_method",
     "first_epoch_s", "final_acc", "final_acc_metric", "gpu_util_pct",
     "rel_time", "rel_time_low", "rel_time_high", "rel_steady", "rel_steady_low", "rel_steady_high", "steady_basis",
     "samples_per_s", "machines",
@@ -295,7 +295,7 @@ def _row(group: Group, pricing: Pricing | Unpriced) -> dict[str, object]:
     return row
 
 
-def _estimate_columns(prefix: str, estimate: Estimate | None, value_key: str) -> dict[str, float | None]:
+def _estimate_columns(prefix: str, estimate: Estimate | None, value_key: str) -> dict[str, float | str | None]:
     if estimate is None:
         return {value_key: None, f"{prefix}_low": None, f"{prefix}_high": None, f"{prefix}_coverage": None}
     return {
@@ -303,6 +303,7 @@ def _estimate_columns(prefix: str, estimate: Estimate | None, value_key: str) ->
         f"{prefix}_low": estimate.low,
         f"{prefix}_high": estimate.high,
         f"{prefix}_coverage": estimate.coverage,
+        f"{prefix}_method": estimate.method or None,
     }
 
 
