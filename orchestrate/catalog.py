@@ -185,6 +185,24 @@ def get_profile(catalog: Mapping[str, Profile], name: str, allow_retired: bool =
     return profile
 
 
+def runs_as(catalog: Mapping[str, Profile], name: str, allow_retired: bool = False) -> Profile:
+    """The profile that runs when `name` is asked for, on `run --profile` and `run --profiles` alike: the profile
+    itself, or, when its machine type is retired, its catalog `replacement` (today's nearest machine) unless
+    `allow_retired`. The caller says so before anything is launched (`retired_notice`)."""
+    profile = get_profile(catalog, name, allow_retired=True)
+    if profile.retired and not allow_retired:
+        return get_profile(catalog, profile.replacement or "")
+    return profile
+
+
+def retired_notice(profile: Profile) -> str:
+    """One line saying that a retired profile's replacement runs in its place, and how to try it anyway."""
+    return (
+        f"{profile.name} (retired {profile.retired_on}) -> {profile.replacement}: {profile.provider} no longer offers "
+        f"{profile.name}, so its catalog replacement runs in its place (--allow-retired tries {profile.name} anyway)"
+    )
+
+
 # ---- parsing ---------------------------------------------------------------------------------------------
 
 _SCALARS: dict[str, tuple[type, ...]] = {

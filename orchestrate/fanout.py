@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from benchmarks.suites import get_suite
 from benchmarks.workloads import spec
-from orchestrate.catalog import CatalogError, Profile, get_profile
+from orchestrate.catalog import CatalogError, Profile, get_profile, runs_as
 from orchestrate.ledger import STATUS_COMPLETE, RunRecord
 from orchestrate.plan import RunPlan
 
@@ -65,11 +65,8 @@ def resolve_candidates(catalog: Mapping[str, Profile], text: str, allow_retired:
         raise CatalogError(f"--profiles {text!r}: expected comma-separated profile names")
     candidates: list[Candidate] = []
     for name in names:
-        profile = get_profile(catalog, name, allow_retired=True)
-        if profile.retired and not allow_retired:
-            candidate = Candidate(name, get_profile(catalog, profile.replacement or ""), profile.retired_on)
-        else:
-            candidate = Candidate(name, profile)
+        profile = runs_as(catalog, name, allow_retired)  # the same rule as `run --profile`
+        candidate = Candidate(name, profile, catalog[name].retired_on if profile.name != name else None)
         if all(c.profile.name != candidate.profile.name for c in candidates):
             candidates.append(candidate)
     return candidates

@@ -166,7 +166,6 @@ def test_sigterm_tears_down_too(sshd: SSHServer, ws: Workspace, tmp_path: Path) 
     ("args", "message"),
     [
         (["--profile", "gce-t5"], "error: unknown profile 'gce-t5'; did you mean gce-t4"),
-        (["--profile", "gce-k80"], "error: profile 'gce-k80' is retired (gce retired it on 2024-05-01); use 'gce-t4'"),
         (["--profile", "local", "--suite", "quik"], "error: unknown suite 'quik'; choose from quick"),
         (["--profile", "local", "--backends", "cntk"], "error: unknown backend cntk for suite quick"),
         (["--profile", "local", "--workloads", "mnist"], "error: unknown workload mnist for suite quick"),
