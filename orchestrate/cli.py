@@ -51,6 +51,7 @@ from orchestrate.fanout import (
     candidates_of,
     collect_result,
     estimate_candidate,
+    estimate_shape,
     estimate_table,
     fanout_run_id,
     manifest_path,
@@ -310,7 +311,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         from report.estimate import estimate_lines  # lazily: the report package reads logs, the orchestrator writes
 
         items = [(i.workload, i.backend) for i in plan.items]
-        print("\n".join(estimate_lines(profile, plan.suite, items, plan.spot, plan.max_lifetime_s, plan.logs_dir)))
+        shape = estimate_shape(plan)
+        lines = estimate_lines(profile, plan.suite, items, plan.spot, plan.max_lifetime_s, plan.logs_dir, shape)
+        print("\n".join(lines))
         return 0
     if credentials != "ok":
         raise UsageError(credentials)

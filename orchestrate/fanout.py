@@ -36,6 +36,7 @@ from orchestrate.ledger import STATUS_COMPLETE, RunRecord
 from orchestrate.plan import RunPlan
 
 if TYPE_CHECKING:
+    from report.estimate import Shape
     from report.loading import Run
 
 SUMMARY = "fanout.md"
@@ -98,11 +99,21 @@ class CandidateEstimate:
     unestimated: int  # planned runs with no measured or published run to estimate from
 
 
+def estimate_shape(plan: RunPlan) -> Shape:
+    """The runner flags of `plan` that change its runs' time: epochs, sample cap, devices and batch policy."""
+    from report.estimate import Shape  # lazily, as estimate_suite
+
+    devices = plan.profile.accelerator_count if plan.gpus == "all" else int(plan.gpus or 1)
+    per_device = plan.batch_policy == "per-device"
+    return Shape(plan.epochs, plan.train_limit, max(devices, 1), per_device)
+
+
 def estimate_candidate(candidate: Candidate, plan: RunPlan, billable: bool) -> CandidateEstimate:
     from report.estimate import estimate_suite  # lazily: the report package reads logs, the orchestrator writes
 
     profile = plan.profile
-    estimate = estimate_suite(profile, plan.suite, [(i.workload, i.backend) for i in plan.items], plan.logs_dir)
+    items = [(i.workload, i.backend) for i in plan.items]
+    estimate = estimate_suite(profile, plan.suite, items, plan.logs_dir, estimate_shape(plan))
     priced = billable and profile.hourly_price(plan.spot) is not None
 
     def cost(seconds: float) -> float | None:

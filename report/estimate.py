@@ -36,8 +36,24 @@ from report.workload_plan import estimate_data, planned, planned_spec
 if TYPE_CHECKING:
     from orchestrate.catalog import Profile
 
-__all__ = ["accelerator_model", "cpu_machine", "estimate_lines", "estimate_suite", "profile_machine"]
+__all__ = ["Shape", "accelerator_model", "cpu_machine", "estimate_lines", "estimate_suite", "profile_machine"]
 OWN_HOSTS = ("ssh", "local")  # nothing boots or pulls: the image is built or loaded before the suite
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the runner is told beyond the suite (its --epochs, --train-limit, --gpus and --batch-policy flags)."""
+
+    epochs: int | None = None
+    train_limit: int | None = None
+    devices: int = 1
+    per_device_batch: bool = False  # --batch-policy per-device: each device takes the published batch
+
+    def machine(self, model: str) -> str:
+        return f"{model}x{self.devices}" if self.devices > 1 else model
+
+    def batch(self, published: int) -> int:
+        return published * self.devices if self.per_device_batch else published
 
 
 @dataclass(frozen=True)
@@ -139,27 +155,36 @@ def estimate_item(
     )  # fmt: skip
 
 
-def estimate_suite(profile: Profile, suite: str, items: Sequence[tuple[str, str]], logs: Path) -> SuiteEstimate:
+def estimate_suite(
+    profile: Profile, suite: str, items: Sequence[tuple[str, str]], logs: Path, shape: Shape = Shape()
+) -> SuiteEstimate:
     pool = measured(logs) + published_observations()
     fitted = fits(pool)
     bands = committed_bands()
-    machine = profile_machine(profile)
+    machine = shape.machine(profile_machine(profile))
     counts = Counter(items)  # in plan order; a workload repeated N times is estimated once, counted N times
     estimates = []
     for (workload, backend), count in counts.items():
-        epochs, samples = planned(suite, workload)
-        target = Target(workload, backend, machine, planned_spec(workload).batch_size, samples, epochs)
+        epochs, samples = planned(suite, workload, shape.epochs, shape.train_limit)
+        batch = shape.batch(planned_spec(workload).batch_size)
+        target = Target(workload, backend, machine, batch, samples, epochs)
         found = estimate_item(target, pool, fitted, bands)
         estimates.append(ItemEstimate(**{**found.__dict__, "count": count}))
     return SuiteEstimate(tuple(estimates), machine_start(profile, len(items)))
 
 
 def estimate_lines(
-    profile: Profile, suite: str, items: Sequence[tuple[str, str]], spot: bool, max_lifetime_s: float, logs: Path
+    profile: Profile,
+    suite: str,
+    items: Sequence[tuple[str, str]],
+    spot: bool,
+    max_lifetime_s: float,
+    logs: Path,
+    shape: Shape = Shape(),
 ) -> list[str]:
     """The dry run's estimate: time and cost with their range, what each figure came from, and a warning when
     the high end would outlive the machine's self-destruct."""
-    estimate = estimate_suite(profile, suite, items, logs)
+    estimate = estimate_suite(profile, suite, items, logs, shape)
     start = estimate.start
     lines = [
         f"  {'estimate':<12} {_minutes(estimate.seconds)} ({_minutes(estimate.low)} to {_minutes(estimate.high)}): "

@@ -80,11 +80,11 @@ def train_samples(workload: str, limit: int | None = None) -> int:
     return min(limit, entry["train_samples"]) if limit else entry["train_samples"]
 
 
-def planned(suite: str, workload: str) -> tuple[int, int]:
-    """Epochs and training samples per epoch that `suite` runs `workload` with."""
+def planned(suite: str, workload: str, epochs: int | None = None, train_limit: int | None = None) -> tuple[int, int]:
+    """Epochs and training samples per epoch that `suite` runs `workload` with; `epochs` and `train_limit` are the
+    runner's flags, which take precedence over the suite's cut as they do in the runner."""
     spec = planned_spec(workload)
     cut_name = get_suite(suite).cut
     cut = spec.cuts.get(cut_name) if cut_name else None
-    if cut is None:
-        return spec.epochs, train_samples(workload)
-    return cut.epochs, train_samples(workload, cut.train_limit)
+    limit = train_limit or (cut.train_limit if cut else None)
+    return epochs or (cut.epochs if cut else spec.epochs), train_samples(workload, limit)

@@ -13,9 +13,10 @@ from report_helpers import REPO, write_run
 
 from benchmarks.suites import get_suite
 from orchestrate.catalog import load_catalog
+from orchestrate.cli import main
 from orchestrate.schedule import check_spec, estimate, estimate_text
 from report.backtest import committed_bands
-from report.estimate import estimate_lines, estimate_suite, machine_start
+from report.estimate import Shape, estimate_lines, estimate_suite, machine_start
 from report.estimate_model import Fit, Observation, Target, accelerator_model, cpu_machine, predict
 
 FIT = Fit(exponent=1.0, pairs=1, widest=2.0)
@@ -147,3 +148,23 @@ def test_a_dry_run_imports_no_framework_and_prints_no_framework_log(tmp_path: Pa
     log_lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
     assert not [line for line in log_lines if re.search(r"oneDNN|absl|cpu_feature_guard|TensorFlow", line)]
     assert "imdb_bidirectional_lstm [tensorflow]" in done.stdout
+
+
+def test_the_runner_flags_shape_the_planned_runs(tmp_path: Path) -> None:
+    profile = load_catalog()["runpod-h200-x2"]
+    one = estimate_suite(profile, "short", [("mnist_mlp", "jax")], tmp_path).items[0]
+    same = estimate_suite(profile, "short", [("mnist_mlp", "jax")], tmp_path, Shape(devices=2)).items[0]
+    split = estimate_suite(profile, "short", [("mnist_mlp", "jax")], tmp_path, Shape(devices=2, per_device_batch=True))
+    assert "NVIDIA-H200-jax" in one.where and "2 devices same-global" in same.where
+    assert "2 devices per-device" in split.items[0].where
+    longer = estimate_suite(profile, "short", [("mnist_mlp", "jax")], tmp_path, Shape(epochs=10)).items[0]
+    assert longer.seconds is not None and one.seconds is not None and longer.seconds > one.seconds
+
+
+def test_a_dry_run_on_two_gpus_is_estimated_from_two_gpu_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "--profile", "runpod-h200-x2", "--host", "root@pod.invalid", "--gpus", "2", "--backends", "jax"]
+    argv += ["--workloads", "mnist_mlp", "--suite", "short", "--dry-run", "--logs", str(tmp_path)]
+    assert main([*argv, "--ledger", str(tmp_path / "ledger.jsonl")]) == 0
+    assert "mnist_mlp [jax]: " in (out := capsys.readouterr().out) and "NVIDIA-H200-x2-jax [jit on, 2 devices" in out

@@ -46,6 +46,9 @@ def test_planned_samples_are_those_the_runs_recorded() -> None:
         if suite == "short":
             assert planned(suite, workload)[1] == samples, workload
     assert planned("home-server-2018", "siamese_lstm") == (20, 300000)
+    # The runner's --epochs and --train-limit take precedence over the suite's cut, as in the runner.
+    assert planned("quick", "mnist_mlp", epochs=7, train_limit=100) == (7, 100)
+    assert planned("quick", "lstm_text_generation", train_limit=3040) == (3, 1000)
 
 
 def test_an_unknown_workload_is_refused() -> None:
