@@ -158,7 +158,7 @@ def estimate_item(
 def estimate_suite(
     profile: Profile, suite: str, items: Sequence[tuple[str, str]], logs: Path, shape: Shape = Shape()
 ) -> SuiteEstimate:
-    pool = measured(logs) + published_observations()
+    pool = [*measured(logs), *published_observations()]
     fitted = fits(pool)
     bands = committed_bands()
     machine = shape.machine(profile_machine(profile))

@@ -30,10 +30,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from benchmarks.workloads import WORKLOADS
 from report.loading import REFERENCE_FOLDER, Run, load_runs
-from report.studies import load_studies, published_results
+from report.studies import Study, load_studies, published_results
 from report.workload_plan import estimate_data, planned_spec, train_samples
 
 BASES = ("measured", "published", "hardware")
@@ -135,41 +136,40 @@ class Prediction:
 
 
 def measured_observations(runs: Iterable[Run], origin_text: str) -> list[Observation]:
-    found = []
-    for run in runs:
-        steady, first = run.steady_median_s, run.first_epoch_s
-        data = run.metadata.get("data") or {}
-        samples = data.get("train_samples")
-        if not run.complete or not steady or first is None or not isinstance(samples, int) or samples <= 0:
-            continue
-        if run.workload not in WORKLOADS:
-            continue
-        gpus = (run.metadata.get("hardware") or {}).get("gpus") or []
-        name = gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None
-        distribution = run.metadata.get("distribution") or {}
-        devices = int(distribution.get("devices") or 1)
-        machine = accelerator_model(name) if name else cpu_machine(run.config.platform)
-        machine = f"{machine}x{devices}" if devices > 1 else machine
-        batch = int(distribution.get("global_batch_size") or planned_spec(run.workload).batch_size)
-        found.append(
-            Observation(
-                workload=run.workload,
-                backend=run.config.backend,
-                machine=machine,
-                batch=batch,
-                origin="measured",
-                group=f"{run.workload}|{run.config.label}|{machine}|{batch}|{samples}|{run.epochs_planned}",
-                variant=run.config.variant,
-                where=f"{origin_text} {run.config.label}",
-                samples=samples,
-                epochs=run.epochs_completed,
-                first_s=first,
-                steady_s=steady,
-                total_s=run.total_s,
-                outside_s=_outside_s(run),
-            )
-        )
-    return found
+    return [o for o in (_observation(run, origin_text) for run in runs) if o is not None]
+
+
+def _observation(run: Run, origin_text: str) -> Observation | None:
+    """A complete run of one of our workloads that recorded its sample count; None for any other."""
+    steady, first = run.steady_median_s, run.first_epoch_s
+    samples = (run.metadata.get("data") or {}).get("train_samples")
+    if not run.complete or not steady or first is None or not isinstance(samples, int) or samples <= 0:
+        return None
+    if run.workload not in WORKLOADS:
+        return None
+    gpus = (run.metadata.get("hardware") or {}).get("gpus") or []
+    name = gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None
+    distribution = run.metadata.get("distribution") or {}
+    devices = int(distribution.get("devices") or 1)
+    machine = accelerator_model(name) if name else cpu_machine(run.config.platform)
+    machine = f"{machine}x{devices}" if devices > 1 else machine
+    batch = int(distribution.get("global_batch_size") or planned_spec(run.workload).batch_size)
+    return Observation(
+        workload=run.workload,
+        backend=run.config.backend,
+        machine=machine,
+        batch=batch,
+        origin="measured",
+        group=f"{run.workload}|{run.config.label}|{machine}|{batch}|{samples}|{run.epochs_planned}",
+        variant=run.config.variant,
+        where=f"{origin_text} {run.config.label}",
+        samples=samples,
+        epochs=run.epochs_completed,
+        first_s=first,
+        steady_s=steady,
+        total_s=run.total_s,
+        outside_s=_outside_s(run),
+    )
 
 
 def _outside_s(run: Run) -> float | None:
@@ -194,11 +194,9 @@ def measured(logs: Path) -> list[Observation]:
 
 
 @cache
-def reference_observations(folder: Path) -> list[Observation]:
-    found: list[Observation] = []
-    for child in sorted(folder.iterdir()) if folder.is_dir() else []:
-        found += measured_observations(load_runs(child).runs, "reference")
-    return found
+def reference_observations(folder: Path) -> tuple[Observation, ...]:
+    children = sorted(folder.iterdir()) if folder.is_dir() else []
+    return tuple(o for child in children for o in measured_observations(load_runs(child).runs, "reference"))
 
 
 def _published_machine(hardware: str) -> str:
@@ -208,47 +206,49 @@ def _published_machine(hardware: str) -> str:
 
 
 @cache
-def published_observations() -> list[Observation]:
+def published_observations() -> tuple[Observation, ...]:
     """Every published run of a workload of ours, on the published (full) data and batch."""
     found = []
     for study in load_studies().values():
-        configs = {c.name: c for c in study.configs}
         for row in published_results(study).results.itertuples():
-            workload = str(row.workload)
-            if workload not in WORKLOADS:
-                continue
-            if study.kind == "provider-table":
-                machine = accelerator_model(str(row.config).rsplit(" x", 1)[0])
-                if " x" in str(row.config):  # trained on several GPUs with multi_gpu_model
-                    continue
-                steady = first = float(row.total_s) / int(row.epochs)  # totals only: no first epoch apart
-                total = float(row.total_s)
-            else:
-                config = configs[str(row.platform)]
-                machine = _published_machine(config.hardware)
-                steady, first = float(row.steady_epoch_s), float(row.first_epoch_s)
-                if steady != steady:  # NaN: a single-epoch log
-                    continue
-                # Where the study published whole-run times (data loading included), the epochs are the training.
-                total = float(row.total_s) if config.wall_seconds is None else first + (row.epochs - 1) * steady
-            found.append(
-                Observation(
-                    workload=workload,
-                    backend=str(row.backend),
-                    machine=machine,
-                    batch=planned_spec(workload).batch_size,
-                    origin="published",
-                    group=f"{workload}|{row.config}|{study.name}",
-                    variant="",
-                    where=f"published {row.config} ({study.name})",
-                    samples=train_samples(workload),
-                    epochs=int(row.epochs),
-                    first_s=first,
-                    steady_s=steady,
-                    total_s=total,
-                )
-            )
-    return found
+            observation = _published(study, row)
+            found += [observation] if observation is not None else []
+    return tuple(found)
+
+
+def _published(study: Study, row: Any) -> Observation | None:
+    workload, config = str(row.workload), str(row.config)
+    if workload not in WORKLOADS:
+        return None
+    if study.kind == "provider-table":
+        if " x" in config:  # trained on several GPUs with multi_gpu_model
+            return None
+        machine = accelerator_model(config)
+        steady = first = float(row.total_s) / int(row.epochs)  # totals only: no first epoch apart
+        total = float(row.total_s)
+    else:
+        published = next(c for c in study.configs if c.name == str(row.platform))
+        machine = _published_machine(published.hardware)
+        steady, first = float(row.steady_epoch_s), float(row.first_epoch_s)
+        if math.isnan(steady):  # a single-epoch log
+            return None
+        # Where the study published whole-run times (data loading included), the epochs are the training.
+        total = float(row.total_s) if published.wall_seconds is None else first + (row.epochs - 1) * steady
+    return Observation(
+        workload=workload,
+        backend=str(row.backend),
+        machine=machine,
+        batch=planned_spec(workload).batch_size,
+        origin="published",
+        group=f"{workload}|{config}|{study.name}",
+        variant="",
+        where=f"published {config} ({study.name})",
+        samples=train_samples(workload),
+        epochs=int(row.epochs),
+        first_s=first,
+        steady_s=steady,
+        total_s=total,
+    )
 
 
 # ---- prediction -----------------------------------------------------------------------------------------------
