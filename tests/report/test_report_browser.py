@@ -38,6 +38,26 @@ window.addEventListener("load", () => {
 });
 </script>"""
 BROKEN = '<img src="charts/no-such-chart.png" alt="deliberately missing">'
+# After load, with every <details> section open or left as the page has it: the document's width against the
+# window's, and where the first summary line sits and what it says.
+LAYOUT = r"""<script>
+window.addEventListener("load", () => {
+  if (OPEN) document.querySelectorAll("details").forEach((d) => { d.open = true; });
+  const first = document.querySelector("#glance li");
+  const out = document.createElement("pre");
+  out.id = "layout-check";
+  out.textContent = JSON.stringify({
+    documentWidth: document.documentElement.scrollWidth,
+    windowWidth: window.innerWidth,
+    windowHeight: window.innerHeight,
+    height: document.documentElement.scrollHeight,
+    firstLine: first ? first.textContent.replace(/\s+/g, " ").trim() : null,
+    firstLineBottom: first ? first.getBoundingClientRect().bottom : null,
+  });
+  document.body.appendChild(out);
+});
+</script>"""
+WINDOW = (1366, 768)  # the most common laptop screen
 
 
 def _chromium() -> str:
@@ -136,3 +156,41 @@ def test_summary_break_even_and_energy_render(own_or_rent_pages: dict[str, Path]
     with Image.open(shot) as image:
         colours = image.convert("L").getextrema()
     assert colours[1] - colours[0] > 200, "the screenshot is blank"
+
+
+def _layout(page: Path, profile: Path, open_sections: bool) -> dict[str, object]:
+    probe = page.with_name("layout-probe.html")  # beside the page: the same relative links
+    script = LAYOUT.replace("OPEN", "true" if open_sections else "false")
+    probe.write_text(page.read_text().replace("</body>", script + "</body>"))
+    size = f"--window-size={WINDOW[0]},{WINDOW[1]}"
+    dom = _browse(probe, profile, size, "--dump-dom", "--virtual-time-budget=10000").stdout
+    found = re.search(r'<pre id="layout-check">(.*?)</pre>', dom, re.S)
+    assert found, "the page's scripts did not run to the end of load"
+    return json.loads(html.unescape(found.group(1)))
+
+
+@pytest.mark.parametrize("open_sections", [False, True])
+def test_the_reference_report_fits_a_1366_px_window(
+    own_or_rent_pages: dict[str, Path], tmp_path: Path, open_sections: bool
+) -> None:
+    """No column cut off: with every section open too, the document is no wider than the window (wide tables scroll
+    in their own box). The first screen names the fastest and the cheapest configuration, with its price."""
+    layout = _layout(own_or_rent_pages["h200"], tmp_path / "profile", open_sections)
+    assert layout["windowWidth"] == WINDOW[0]
+    assert layout["documentWidth"] <= WINDOW[0], layout
+    first = str(layout["firstLine"])
+    assert re.search(r"^cifar10_cnn: fastest (and cheapest )?NVIDIA-H200-\S+ .*\([\d,]+ samples/s\)", first), first
+    assert re.search(r"at \$\d+\.\d+/h \(\$[\d.]+ per 1M training samples\)", first), first
+    assert float(layout["firstLineBottom"]) <= WINDOW[1], "the first summary line is below the first screen"
+    if not open_sections:
+        assert int(layout["height"]) < 20_000, "the folded page is still very long"
+    shot = tmp_path / "first-screen.png"
+    _browse(
+        own_or_rent_pages["h200"],
+        tmp_path / "profile",
+        f"--screenshot={shot}",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+    )
+    with Image.open(shot) as image:
+        assert image.size == WINDOW
+    print(f"screenshot: {shot}")
