@@ -239,7 +239,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except DistributionError as exc:
         return _usage_error(str(exc))
     if _schedules_repeats(args):
-        return _run_repeats(args, names, [args.backend], args.suite, args.allow_synthetic)
+        return _run_repeats(args, names, [args.backend], args.suite, args.allow_synthetic, set())
     os.environ["KERAS_BACKEND"] = args.backend
     signal.signal(signal.SIGTERM, _raise_interrupt)
     from benchmarks.data.files import DatasetUnavailable, FileLocations
@@ -295,7 +295,12 @@ def _schedules_repeats(args: argparse.Namespace) -> bool:
 
 
 def _run_repeats(
-    args: argparse.Namespace, names: Sequence[str], backends: Sequence[str], suite: str | None, synthetic: bool
+    args: argparse.Namespace,
+    names: Sequence[str],
+    backends: Sequence[str],
+    suite: str | None,
+    synthetic: bool,
+    seen_notes: set[str],
 ) -> int:
     """Every (workload, backend) item in fresh processes, round robin; then the table of medians."""
     from benchmarks.repeats import Item, RepeatPolicy, run_repeats
@@ -311,7 +316,6 @@ def _run_repeats(
     items = [Item(name, backend) for backend in backends for name in names]
     plan = f"{policy.repeats} repeats" if not policy.adaptive else f"until +-{policy.target_ci_pct:g}% (95% CI)"
     print(f"{len(items)} items x {plan}, each a fresh process, round robin; logs in {run_dir}", flush=True)
-    seen_notes: set[str] = set()
 
     def launch(item: Item, index: int) -> int:
         command = _runner_command(args, (item.workload,), item.backend, run_id, suite, synthetic)
@@ -322,6 +326,7 @@ def _run_repeats(
     outcome = run_repeats(items, policy, run_dir, run_id, launch)
     print_table(summarize(run_dir))
     print(f"repeats: {outcome.rounds} round(s) in {outcome.elapsed_s:.0f} s, stopped: {outcome.stopped}")
+    _print_next_steps(run_dir)
     if EXIT_INTERRUPTED in outcome.exit_codes:
         return EXIT_INTERRUPTED
     return EXIT_FAILED if any(outcome.exit_codes) else 0
@@ -377,12 +382,13 @@ def cmd_suite(args: argparse.Namespace) -> int:
             check_request(backend, args.gpus, args.batch_policy)
     except DistributionError as exc:
         return _usage_error(str(exc))
+    seen_notes = _fetch_once(args, names)
+    args.offline = True  # every file is in place or said missing: the backends' processes only look
     if _schedules_repeats(args):
-        return _run_repeats(args, names, backends, suite.name, not args.strict_data)
+        return _run_repeats(args, names, backends, suite.name, not args.strict_data, seen_notes)
     run_id = args.run_id or new_run_id()
     run_dir = args.out / args.platform / run_id
     print(f"suite {suite.name}: {len(names)} workloads x {', '.join(backends)}; logs in {run_dir}")
-    seen_notes: set[str] = set()
     codes = {}
     for backend in backends:
         command = _runner_command(args, names, backend, run_id, suite.name, not args.strict_data)
@@ -390,7 +396,34 @@ def cmd_suite(args: argparse.Namespace) -> int:
         if codes[backend] == EXIT_INTERRUPTED:
             break
     print_table(summarize(run_dir))
+    _print_next_steps(run_dir)
     return max(codes.values(), default=0) if any(codes.values()) else 0
+
+
+def _fetch_once(args: argparse.Namespace, names: Sequence[str]) -> set[str]:
+    """Every dataset file the workloads need, resolved here once, before any backend's process starts: downloaded
+    (Keras says so once per file), or, where it cannot be had, one note per file. The processes then run --offline,
+    so they neither download again nor repeat the note: the returned prefixes silence their notes on those files."""
+    from benchmarks.data.files import FILES, DatasetUnavailable, FileLocations, resolve
+    from benchmarks.workloads import spec
+
+    where = FileLocations.from_env(args.data_dir, offline=args.offline or None)
+    datasets = {_preferred(name, args.prefer_dataset) or spec(name).datasets[0] for name in names}
+    silenced: set[str] = set()
+    for file in sorted({f for d in datasets & FILES.keys() for f in FILES[d]}, key=lambda f: f.relpath):
+        try:
+            resolve(file, where)
+        except DatasetUnavailable as exc:
+            silenced.add(f"note: {file.relpath}: ")
+            if not args.strict_data:  # strict: each workload that needs it fails with the error itself
+                print(f"note: {exc}; the workloads that need it run on labelled synthetic data", flush=True)
+    return silenced
+
+
+def _print_next_steps(run_dir: Path) -> None:
+    """Where the logs are and how to report them, as the suite's last lines."""
+    print(f"logs: {run_dir}/ (a CSV and a metadata JSON per workload and backend)")
+    print(f"report: python -m report {run_dir.parent} --out report-out  (or make report: every run under logs/)")
 
 
 def _installed(backends: Sequence[str]) -> list[str]:
@@ -402,13 +435,14 @@ def _installed(backends: Sequence[str]) -> list[str]:
 
 
 def _stream(command: list[str], seen_notes: set[str]) -> int:
-    """Run a backend's process, passing its output through; a data notice is shown once per suite."""
+    """Run a backend's process, passing its output through; a data notice is shown once per suite (`seen_notes`
+    holds the notes said so far, and the prefixes of those to keep silent)."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     assert process.stdout is not None
     try:
         for line in process.stdout:
             if line.startswith("note: "):
-                if line in seen_notes:
+                if line.startswith(tuple(seen_notes)):  # said already, by this process or another backend's
                     continue
                 seen_notes.add(line)
             sys.stdout.write(line)
