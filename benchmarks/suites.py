@@ -63,7 +63,7 @@ SUITES: dict[str, Suite] = {
             WORKLOADS,
             BACKENDS,
             cut="bounded",
-            description="published epochs; sample counts capped only where a full run takes hours (GPU sessions)",
+            description="published epochs; fewer samples only where a full run takes hours (tweets, VoxCeleb pairs)",
         ),
         Suite(
             "short",

@@ -1,11 +1,11 @@
 """Run the suite on a GPU machine that has the frameworks but not this project's other dependencies.
 
-Such machines (a rented GPU box with a deep-learning image, a shared accelerator with no internet) have JAX,
+Such machines (a rented GPU box with a deep-learning image, a GPU machine without internet access) have JAX,
 PyTorch and CUDA but not Keras, and sometimes no route to PyPI or the dataset hosts. So:
 
     # here, with internet: wheels for the GPU machine's Python, and the real datasets from the Keras cache
     python -m orchestrate.gpu_session pack .carry --python-version 3.12
-    # there, one call per phase, each ending within its time budget and leaving a tarball of logs
+    # on the GPU machine, one command per phase, each ending within --budget-s and leaving a tarball of logs
     python3 -m orchestrate.gpu_session run --carry .carry --phase sweep --backends jax,torch --out OUT --budget-s 540
     python3 -m orchestrate.gpu_session run --carry .carry --phase suite --backends jax --out OUT --budget-s 540
     python3 -m orchestrate.gpu_session run --carry .carry --phase scaling --backends jax --device-counts 2 \
