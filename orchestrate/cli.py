@@ -65,7 +65,15 @@ from orchestrate.fanout import (
 )
 from orchestrate.fanout import Manifest as FanoutManifest
 from orchestrate.images import IMAGE_SOURCES, default_build_spec, default_image_ref, is_registry_ref
-from orchestrate.ledger import STATUS_COMPLETE, STATUS_DETACHED, Ledger, RunRecord, StageRecord, default_ledger_path
+from orchestrate.ledger import (
+    STATUS_COMPLETE,
+    STATUS_DETACHED,
+    STATUS_FAILED,
+    Ledger,
+    RunRecord,
+    StageRecord,
+    default_ledger_path,
+)
 from orchestrate.lifecycle import Interrupted, Lifecycle, Outcome, raise_interrupted
 from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.progress import make_reporter
@@ -76,7 +84,7 @@ from orchestrate.schedule import ScheduleError, ScheduleFailure
 from orchestrate.schedule import add_commands as add_schedule_commands
 from orchestrate.schedule import run_command as run_schedule_command
 from orchestrate.storage import StorageError, StorageURL
-from orchestrate.sweep import SweepContext, SweepReport, run_sweep
+from orchestrate.sweep import SweepContext, SweepReport, run_sweep, settle_ledger
 
 EXIT_USAGE = 2
 STALE_PRICE_DAYS = 365
@@ -261,6 +269,8 @@ def _silence_stdout() -> None:
 def _dispatch(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if getattr(args, "ledger", None) is not None:
+            _check_ledger_path(args.ledger)
         if args.command == "run":
             return cmd_run(args)
         if args.command == "profiles":
@@ -282,6 +292,14 @@ def _dispatch(argv: Sequence[str] | None) -> int:
     except ScheduleFailure as exc:  # the cloud refused part of a create or delete; what was undone is said
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def _check_ledger_path(path: Path) -> None:
+    """`--ledger` names a file, existing or to be made in an existing folder."""
+    if path.is_dir():
+        raise UsageError(f"--ledger {path}: is a folder; give the ledger's file, e.g. {path / 'ledger.jsonl'}")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise UsageError(f"--ledger {path}: {path.parent} is not a folder")
 
 
 # ---- run ---------------------------------------------------------------------------------------------------
@@ -1041,7 +1059,10 @@ def cmd_providers(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    names = [args.provider] if args.provider else provider_names()
+    known = provider_names()
+    if args.provider is not None and args.provider not in known:
+        raise UsageError(f"--provider {args.provider}: no such provider; registered: {', '.join(known)}")
+    names = [args.provider] if args.provider else known
     settings = _sweep_settings(args.provider_setting, names)
     catalog = _catalog_or_empty(args.catalog)
     ledger = Ledger(args.ledger)
@@ -1054,9 +1075,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         profile_of=catalog.get,
     )
     report = SweepReport()
+    settle_ledger(context, report)
+    # before the providers' sweeps, so that they find these runs final and delete what the runs left
+    assumed = _finalise_unlaunched(names, settings, catalog, context, report)
+    context = replace(context, assumed=assumed)
     for name in names:
         _sweep_one(name, settings.get(name, {}), context, report)
-    _finalise_unlaunched(names, settings, catalog, context, report)
     _print_sweep(report, args.dry_run)
     return 1 if report.errors else 0
 
@@ -1081,15 +1105,19 @@ def _finalise_unlaunched(
     catalog: Mapping[str, Profile],
     context: SweepContext,
     report: SweepReport,
-) -> None:
-    """Detached runs whose orchestrator died before it launched a machine (a kill -9 during the image upload): no
-    instance carries their tag, so only the ledger finds them. `collect` finalises each and aborts its upload."""
+) -> dict[str, RunRecord]:
+    """Detached runs whose orchestrator died before it recorded a machine (a kill -9 during the image upload or
+    the launch): only the ledger finds them. `collect` finalises each (a machine it did launch is found by its
+    tags) and aborts its upload. A dry run returns each such run as `collect` would leave it: failed."""
+    assumed: dict[str, RunRecord] = {}
     for run in context.ledger.runs().values():
         unlaunched = run.status == STATUS_DETACHED and not run.instances and run.pid and run.provider in names
         if not unlaunched or run.final or run.owner != context.owner or context.alive(run):
             continue
         if context.dry_run:
-            report.recovered.append((run.run_id, "would finalise it: its orchestrator died before the launch"))
+            report.recovered.append((run.run_id, "would finalise it: its orchestrator died before it recorded a "
+                                                 "machine"))  # fmt: skip
+            assumed[run.run_id] = replace(run, status=STATUS_FAILED)
             continue
         try:
             profile = get_profile(catalog, run.profile, allow_retired=True)
@@ -1099,6 +1127,7 @@ def _finalise_unlaunched(
             report.errors.append(f"could not finalise run {run.run_id}: {type(exc).__name__}: {exc}")
             continue
         report.recovered.append((run.run_id, done.record.message or done.action))
+    return assumed
 
 
 def _sweep_settings(texts: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, str]]:
@@ -1133,9 +1162,11 @@ def _print_sweep(report: SweepReport, dry_run: bool) -> None:
         print(f"{'kept':<12} {label}: {reason}")
     for line in report.skipped_providers:
         print(f"{'skipped':<12} {line}")
+    for line in report.set_aside:
+        print(f"{'ledger':<12} {line}")
     for line in report.errors:
         print(f"error: {line}", file=sys.stderr)
-    if not (report.deleted or report.kept or report.recovered):
+    if not (report.deleted or report.kept or report.recovered or report.set_aside):
         print("nothing of this project is running")
 
 

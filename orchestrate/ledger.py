@@ -5,16 +5,23 @@ workload and at the end. A crash between launch and the end therefore still leav
 its instances and its owner process: the sweep uses that to find machines nobody is tearing down. The last
 line of a run id is its current state.
 
+A line that cannot be read (torn by a crash or a full disk, cut by hand) is named in a warning by every command
+that reads the ledger; `orchestrate sweep` moves it to `<ledger>.torn` beside the ledger and settles its run
+(from the run's own `run.json`, else from the provider), so a lost final state is never silent.
+
 Location: `--ledger PATH`, else `$KCB_LEDGER`, else `~/.keras-cloud-bench/ledger.jsonl`: one ledger per user
 and machine, so runs started from any checkout are seen by `orchestrate sweep` and `orchestrate cost`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,11 @@ STATUS_COMPLETE = "complete"  # every workload finished
 STATUS_FAILED = "failed"  # a workload or a stage failed; finished workloads' logs are kept
 STATUS_INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM; torn down
 FINAL_STATUSES = frozenset({STATUS_COMPLETE, STATUS_FAILED, STATUS_INTERRUPTED})
+
+
+# How a machine's termination time was learnt, when not from the orchestrator that terminated it.
+TERMINATED_BY_PROVIDER = "provider"  # the machine ended itself (max lifetime, power-off) or was ended elsewhere;
+# terminated_at is the provider's own record of it (EC2's state transition time, GCE's lastStopTimestamp)
 
 
 class LedgerError(ValueError):
@@ -54,6 +66,7 @@ class InstanceRecord:
     billed_seconds: int | None = None
     cost_usd: float | None = None
     preempted: bool = False
+    terminated_by: str | None = None  # TERMINATED_BY_PROVIDER, or None: this project terminated it
 
 
 @dataclass
@@ -177,32 +190,95 @@ def _asdict(record: RunRecord) -> dict[str, Any]:
     return data
 
 
+@dataclass(frozen=True)
+class TornLine:
+    """A ledger line that is not a record: where it was, whose run it seems to be, why it cannot be read."""
+
+    number: int
+    run_id: str | None
+    reason: str
+    text: bytes
+
+    def describe(self) -> str:
+        return f"{self.number} (run {self.run_id or 'unknown'}: {self.reason})"
+
+
+RUN_ID_FIELD = re.compile(rb'"run_id":\s*"([^"\\]+)"')
+
+
 class Ledger:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or default_ledger_path()
         self._warned: set[str] = set()  # a command reads the ledger many times: each problem is said once
 
+    @property
+    def quarantine_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".torn")
+
     def append(self, record: RunRecord) -> None:
         """Append the record's current state and fsync it: the line survives a crash right after.
 
-        One `write` of the whole line on an O_APPEND descriptor, so lines of concurrent runs never interleave.
+        One `write` of the whole line, under the ledger's lock, so lines of concurrent runs never interleave.
         A torn last line (a crash mid-write) first gets its newline, so it stays one unreadable line of its own
         instead of swallowing this one.
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps(record.to_json(), sort_keys=True, default=str) + "\n"
-        descriptor = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
+        with self._locked() as descriptor:
             if not _ends_with_newline(descriptor):
                 line = "\n" + line
             os.write(descriptor, line.encode())
             os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
 
     def runs(self) -> dict[str, RunRecord]:
         """The latest state of every run, by run id, in the order runs were first written."""
         return latest_runs(read_lines(self.path, self._warn_once))
+
+    def torn_lines(self) -> list[TornLine]:
+        """The lines that are not records, as they are now."""
+        return _torn_lines(self.path.read_bytes().splitlines(keepends=True)) if self.path.exists() else []
+
+    def quarantine(self) -> list[TornLine]:
+        """Move every unreadable line to `<ledger>.torn` (appended, fsynced first) and rewrite the ledger without
+        them, atomically and under the lock appenders take; the lines moved."""
+        if not self.path.exists():
+            return []
+        with self._locked() as descriptor:
+            with open(descriptor, "rb", closefd=False) as handle:
+                handle.seek(0)
+                lines = handle.read().splitlines(keepends=True)
+            torn = list(_torn_lines(lines))
+            if not torn:
+                return []
+            with self.quarantine_path.open("ab") as quarantine:
+                quarantine.write(b"".join(t.text.rstrip(b"\n") + b"\n" for t in torn))
+                quarantine.flush()
+                os.fsync(quarantine.fileno())
+            numbers = {t.number for t in torn}
+            kept = b"".join(line for number, line in enumerate(lines, start=1) if number not in numbers)
+            temporary = self.path.with_name(self.path.name + ".rewrite")
+            with temporary.open("wb") as rewrite:
+                rewrite.write(kept)
+                rewrite.flush()
+                os.fsync(rewrite.fileno())
+            os.chmod(temporary, 0o600)
+            os.replace(temporary, self.path)
+        return torn
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[int]:
+        """The ledger open for appending, under an exclusive lock: of the file the path names now (a quarantine
+        may have replaced it while this process waited)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            descriptor = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX)
+                with contextlib.suppress(FileNotFoundError):
+                    if os.fstat(descriptor).st_ino == os.stat(self.path).st_ino:
+                        yield descriptor
+                        return
+            finally:
+                os.close(descriptor)  # closing releases the lock
 
     def _warn_once(self, message: str) -> None:
         if message not in self._warned:
@@ -217,22 +293,40 @@ def _ends_with_newline(descriptor: int) -> bool:
 
 def read_lines(path: Path, warn: Callable[[str], None] | None = None) -> Iterable[RunRecord]:
     """Every readable record in the file. Lines that are not records (torn by a crash, edited by hand) are
-    skipped and named in one warning line (stderr by default): the ledger stays usable after any crash."""
+    skipped and named, with the run each seems to belong to, in one warning line (stderr by default): the ledger
+    stays usable after any crash, and the user learns that a run's latest state may be lost."""
     if not path.exists():
         return
-    skipped: list[str] = []
-    with path.open(errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield RunRecord.from_json(json.loads(line))
-            except (json.JSONDecodeError, LedgerError) as exc:
-                if line.endswith("\n"):  # a last line without its newline may be another run's write in flight
-                    skipped.append(f"{number} ({exc})")
-    if skipped:
-        message = f"warning: {path}: skipped {len(skipped)} unreadable line(s): {'; '.join(skipped)}"
-        (warn or _to_stderr)(message[:500])
+    with path.open("rb") as handle:
+        lines = handle.read().splitlines(keepends=True)
+    torn: list[TornLine] = []
+    for entry in _parsed(lines):
+        if isinstance(entry, TornLine):
+            torn.append(entry)
+        else:
+            yield entry
+    if torn:
+        named = "; ".join(t.describe() for t in torn)
+        message = f"warning: {path}: skipped {len(torn)} unreadable line(s): {named}"
+        hint = " -- `python -m orchestrate sweep` sets them aside and settles their runs"
+        (warn or _to_stderr)(message[: 500 - len(hint)] + hint)
+
+
+def _parsed(lines: Iterable[bytes]) -> Iterator[RunRecord | TornLine]:
+    """Each non-blank line as its record, or as a TornLine naming the run its text mentions."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield RunRecord.from_json(json.loads(line))
+        except (json.JSONDecodeError, UnicodeDecodeError, LedgerError) as exc:
+            found = RUN_ID_FIELD.search(line)
+            run_id = found.group(1).decode(errors="replace") if found else None
+            yield TornLine(number, run_id, str(exc)[:120], line)
+
+
+def _torn_lines(lines: Iterable[bytes]) -> list[TornLine]:
+    return [entry for entry in _parsed(lines) if isinstance(entry, TornLine)]
 
 
 def _to_stderr(message: str) -> None:

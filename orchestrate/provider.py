@@ -159,6 +159,12 @@ class Provider(abc.ABC):
     def list_instances(self) -> list[Instance]:
         """Every live machine this project launched (found by its project tag/label), for the sweep."""
 
+    def ended_at(self, instance: Instance) -> float | None:
+        """When the machine ended without this project terminating it (it ended itself at its max lifetime, was
+        powered off, or was deleted elsewhere), as the provider records it, in epoch seconds; None while it runs,
+        or when the provider no longer knows it. The sweep bills such a machine up to this time."""
+        return None
+
     def release_run(self, run_id: str) -> None:  # noqa: B027 - optional hook, nothing to do by default
         """Delete per-run resources that outlive instances (key pairs, security groups). Idempotent."""
 

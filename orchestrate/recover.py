@@ -18,7 +18,7 @@ from orchestrate.ledger import STATUS_COMPLETE, RunRecord
 from orchestrate.plan import WorkItem
 from orchestrate.provider import SSHTarget
 from orchestrate.remote import Host, LocalHost, RemoteError, SSHHost, wait_for_ssh
-from orchestrate.sweep import SweepContext, SweepReport, finalise
+from orchestrate.sweep import SweepContext, SweepReport, finalise, why
 
 CONNECT_TIMEOUT_S = 30.0
 
@@ -34,7 +34,7 @@ def recover_dead_runs(provider: str, runs_locally: bool, context: SweepContext, 
         try:
             done = recover_run(run, runs_locally)
         except (RemoteError, OSError, KeyError, ValueError) as exc:
-            report.errors.append(f"could not recover run {run.run_id}: {type(exc).__name__}: {exc}")
+            report.errors.append(f"could not recover run {run.run_id}: {why(exc)}")
             continue
         report.recovered.append((run.run_id, done))
         finalise(run, context, f"recovered by the sweep: {done}", billable=False)

@@ -7,6 +7,11 @@ files, even with no machine left) and has usable credentials, acts on the decisi
 in the ledger. Each provider is swept in isolation: one that fails is one line of the report.
 Dead runs on persistent hosts (ssh, local) are recovered by `orchestrate.recover`.
 
+The ledger is settled first: unreadable lines go to `<ledger>.torn` (`settle_ledger`), and a dead run whose last
+line was lost gets back the final state its orchestrator wrote beside its logs (`orchestrate/run.json`). A machine
+that ended without this project (its max lifetime, a power-off) is billed up to the time the provider recorded
+(`Provider.ended_at`), marked `terminated_by: provider` in the ledger.
+
 Rules, in order, for each instance carrying the project tag:
 1. past its `expiry` tag: delete (it should have ended itself; whoever launched it).
 2. launched by another owner (`owner` tag): keep; their sweep decides.
@@ -21,13 +26,24 @@ Rules, in order, for each instance carrying the project tag:
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from orchestrate.accounting import close_accounts
 from orchestrate.catalog import Profile
-from orchestrate.ledger import STATUS_DETACHED, STATUS_FAILED, InstanceRecord, Ledger, RunRecord
+from orchestrate.ledger import (
+    STATUS_DETACHED,
+    STATUS_FAILED,
+    TERMINATED_BY_PROVIDER,
+    InstanceRecord,
+    Ledger,
+    LedgerError,
+    RunRecord,
+)
 from orchestrate.provider import Capability, CredentialsError, Instance, Provider, ProviderError
 
 
@@ -76,6 +92,12 @@ def _decide(
     return SweepDecision(instance, False, f"run {run_id} is in progress (pid {run.pid})")
 
 
+def why(exc: BaseException) -> str:
+    """An exception in one line: a provider's own message as it is, anything else (a bug) with its type, since
+    `KeyError: 'x'` says what `'x'` alone does not."""
+    return str(exc) if isinstance(exc, ProviderError) else f"{type(exc).__name__}: {exc}"
+
+
 def _as_float(text: str | None) -> float | None:
     try:
         return float(text) if text is not None else None
@@ -107,6 +129,7 @@ class SweepReport:
     skipped_providers: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     recovered: list[tuple[str, str]] = field(default_factory=list)  # (run id, what was done)
+    set_aside: list[str] = field(default_factory=list)  # ledger lines moved to the quarantine file
 
 
 @dataclass(frozen=True)
@@ -121,6 +144,11 @@ class SweepContext:
     profile_of: Callable[[str], Profile | None]  # catalog lookup for billing; None when unknown
     # Before a dead run's machine is deleted: pull what its containers wrote (orchestrate.recover); what was done.
     salvage: Callable[[RunRecord], str] | None = None
+    # A dry run: runs the sweep would have finalised before looking at the providers, as it would leave them.
+    assumed: Mapping[str, RunRecord] = field(default_factory=dict)
+
+    def runs(self) -> dict[str, RunRecord]:
+        return {**self.ledger.runs(), **self.assumed}
 
     @property
     def alive(self) -> Callable[[RunRecord], bool]:
@@ -138,7 +166,7 @@ def run_sweep(
         try:
             _sweep_provider(provider, context, report)
         except Exception as exc:  # broad on purpose: a broken plug-in must not stop the sweep of the others
-            report.errors.append(f"{provider.name}: sweep failed: {type(exc).__name__}: {exc}")
+            report.errors.append(f"{provider.name}: sweep failed: {why(exc)}")
     return report
 
 
@@ -151,7 +179,7 @@ def _sweep_provider(provider: Provider, context: SweepContext, report: SweepRepo
     except ProviderError as exc:
         report.errors.append(f"{provider.name}: {exc}")
         return
-    runs = context.ledger.runs()
+    runs = context.runs()
     try:
         instances = provider.list_instances()
     except ProviderError as exc:
@@ -160,6 +188,8 @@ def _sweep_provider(provider: Provider, context: SweepContext, report: SweepRepo
     decisions = plan_sweep(instances, runs, context.now, context.owner, context.alive)
     kept_runs = {d.instance.tags.get("run-id") for d in decisions if not d.delete}
     dead = _act(provider, decisions, context, report)
+    _bill_machines_that_ended(provider, context, report)
+    runs = context.runs()
     for run_id, tags in provider.leftover_runs().items():
         if run_id in kept_runs or run_id in dead:
             continue
@@ -181,7 +211,7 @@ def _sweep_provider(provider: Provider, context: SweepContext, report: SweepRepo
         try:
             provider.release_run(run_id)
         except Exception as exc:  # broad on purpose: one run's failure must not stop the others' release
-            report.errors.append(f"could not release {provider.name} resources of run {run_id}: {exc}")
+            report.errors.append(f"could not release {provider.name} resources of run {run_id}: {why(exc)}")
             continue
         report.deleted.append((f"{provider.name} resources of run {run_id}", reason))
         billable = provider.has(Capability.BILLABLE)
@@ -209,12 +239,13 @@ def _act(
             continue
         if not context.dry_run:
             _salvage(instance, context, report)
+            ended = _ended_at(provider, instance, report)  # before terminate: a deleted machine's time is gone
             try:
                 provider.terminate(instance)
             except Exception as exc:  # broad on purpose: one machine's failure must not stop the others' deletion
-                report.errors.append(f"could not terminate {label}: {exc}")
+                report.errors.append(f"could not terminate {label}: {why(exc)}")
                 continue
-            _record_termination(instance, context, provider.has(Capability.BILLABLE))
+            _record_termination(instance, context, provider.has(Capability.BILLABLE), ended)
         report.deleted.append((label, decision.reason))
         run_id = instance.tags.get("run-id")
         if run_id and run_id not in kept_runs:
@@ -230,13 +261,49 @@ def _salvage(instance: Instance, context: SweepContext, report: SweepReport) -> 
     try:
         report.recovered.append((run.run_id, context.salvage(run)))
     except Exception as exc:  # broad on purpose: the machine is deleted whether or not its logs could be read
-        report.recovered.append((run.run_id, f"its logs could not be pulled from {instance.instance_id}: {exc}"))
+        report.recovered.append((run.run_id, f"its logs could not be pulled from {instance.instance_id}: {why(exc)}"))
         return
     context.ledger.append(run)  # the items it settled
 
 
-def _record_termination(instance: Instance, context: SweepContext, billable: bool) -> None:
-    """The ledger learns that the sweep ended this machine, so `cost` bills it and stops showing it running."""
+def _ended_at(provider: Provider, instance: Instance, report: SweepReport) -> float | None:
+    try:
+        return provider.ended_at(instance)
+    except Exception as exc:  # broad on purpose: a provider's failure is one line, and the sweep goes on
+        report.errors.append(f"{provider.name}: could not read when {instance.instance_id} ended: "
+                             f"{why(exc)}")  # fmt: skip
+        return None
+
+
+def _bill_machines_that_ended(provider: Provider, context: SweepContext, report: SweepReport) -> None:
+    """Machines of finished or dead runs that the ledger never saw end (they ended themselves, or their
+    orchestrator died first): billed up to the time the provider recorded."""
+    for run in context.ledger.runs().values():
+        unended = [i for i in run.instances if i.terminated_at is None and i.provider == provider.name]
+        watched = run.status == STATUS_DETACHED or (not run.final and context.alive(run))
+        if not unended or run.owner != context.owner or watched:
+            continue
+        ended = []
+        for record in unended:
+            at = _ended_at(provider, Instance(provider.name, record.instance_id, record.zone, None), report)
+            if at is not None:
+                record.terminated_at, record.terminated_by = at, TERMINATED_BY_PROVIDER
+                ended.append(f"{record.instance_id} at {_utc(at)}")
+        if not ended:
+            continue
+        what = f"billed {', '.join(ended)}, when {provider.name} recorded its end"
+        report.recovered.append((run.run_id, ("would have " if context.dry_run else "") + what))
+        if not context.dry_run:
+            finalise(run, context, f"its machine ended on its own ({what})", provider.has(Capability.BILLABLE), True)
+
+
+def _utc(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _record_termination(instance: Instance, context: SweepContext, billable: bool, ended: float | None) -> None:
+    """The ledger learns that the sweep ended this machine, so `cost` bills it and stops showing it running;
+    up to when the machine ended itself, where the provider says it did."""
     run = context.ledger.runs().get(instance.tags.get("run-id") or "")
     if run is None:
         return
@@ -253,7 +320,9 @@ def _record_termination(instance: Instance, context: SweepContext, billable: boo
         ]
         run.instances.extend(records)
     for record in records:
-        record.terminated_at = record.terminated_at or context.now
+        if record.terminated_at is None and ended is not None:
+            record.terminated_by = TERMINATED_BY_PROVIDER
+        record.terminated_at = record.terminated_at or ended or context.now
     finalise(run, context, f"the sweep terminated {instance.instance_id}", billable, force=True)
 
 
@@ -271,3 +340,36 @@ def finalise(run: RunRecord | None, context: SweepContext, why: str, billable: b
     run.ended_at = run.ended_at or context.now
     close_accounts(run, context.profile_of(run.profile), billable)
     context.ledger.append(run)
+
+
+def settle_ledger(context: SweepContext, report: SweepReport) -> None:
+    """Set the ledger's unreadable lines aside, then give each dead run whose final state was lost (its last line
+    torn) the final record its orchestrator wrote beside its logs."""
+    if context.dry_run:
+        torn = [f"would set aside line {t.describe()}" for t in context.ledger.torn_lines()]
+    else:
+        moved = context.ledger.quarantine()
+        torn = [f"line {t.describe()} moved to {context.ledger.quarantine_path}" for t in moved]
+    report.set_aside.extend(torn)
+    for run in context.ledger.runs().values():
+        if run.final or run.owner != context.owner or context.alive(run):
+            continue
+        summary = _final_summary(run)
+        if summary is None:
+            continue
+        if not context.dry_run:
+            context.ledger.append(summary)
+        verb = "would restore" if context.dry_run else "restored"
+        report.recovered.append((run.run_id, f"{verb} its final state ({summary.status}) from {run.logs_dir}/"
+                                             "orchestrate/run.json: its last ledger line was lost"))  # fmt: skip
+
+
+def _final_summary(run: RunRecord) -> RunRecord | None:
+    """The run's own final record (`run.json`, written after its last ledger line), when there is one."""
+    if not run.logs_dir:
+        return None
+    try:
+        summary = RunRecord.from_json(json.loads((Path(run.logs_dir) / "orchestrate" / "run.json").read_text()))
+    except (OSError, ValueError, LedgerError):
+        return None
+    return summary if summary.run_id == run.run_id and summary.final else None

@@ -21,12 +21,14 @@ import ipaddress
 import json
 import math
 import os
+import re
 import threading
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import boto3
@@ -508,6 +510,14 @@ class AWSProvider(Provider):
             return InstanceState.TERMINATED
         return InstanceState.UNKNOWN
 
+    def ended_at(self, instance: Instance) -> float | None:
+        """From the time in the StateTransitionReason of a stopped or terminated machine, e.g. `User initiated
+        (2026-01-10 21:49:56 GMT)` (EC2 keeps a terminated instance listed for about an hour)."""
+        described = self._describe(instance)
+        if described is None or described["State"]["Name"] not in ("stopped", "terminated"):
+            return None
+        return transition_time(described.get("StateTransitionReason", ""))
+
     def _describe(self, instance: Instance) -> dict[str, Any] | None:
         """The instance as DescribeInstances reports it; None once AWS no longer lists it."""
         ec2 = self._client("ec2", region_of(instance.zone or ""))
@@ -635,6 +645,17 @@ class AWSProvider(Provider):
             if key not in self._clients:
                 self._clients[key] = self._session.client(service, region_name=region, config=RETRY_CONFIG)
             return self._clients[key]
+
+
+TRANSITION_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
+
+
+def transition_time(reason: str) -> float | None:
+    """The time in an EC2 StateTransitionReason, in epoch seconds; None when it names none."""
+    found = TRANSITION_TIME.search(reason)
+    if found is None:
+        return None
+    return datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
 
 
 def caller_cidr() -> str:

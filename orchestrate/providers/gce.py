@@ -430,6 +430,13 @@ class GCEProvider(Provider):
             return InstanceState.PREEMPTED if self._was_preempted(instance) else InstanceState.TERMINATED
         return InstanceState.UNKNOWN
 
+    def ended_at(self, instance: Instance) -> float | None:
+        """A stopped VM's `lastStopTimestamp` (a VM that deleted itself is gone, and its time with it)."""
+        found = self._get(instance)
+        if found is None or found.status != "TERMINATED" or not found.last_stop_timestamp:
+            return None
+        return _epoch(found.last_stop_timestamp)
+
     def _was_preempted(self, instance: Instance) -> bool:
         """Whether Compute Engine recorded a `compute.instances.preempted` operation for this VM.
 

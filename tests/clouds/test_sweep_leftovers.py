@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import boto3
 import pytest
 
 from orchestrate.cli import main, owner_id
@@ -14,9 +15,11 @@ from orchestrate.ledger import InstanceRecord, Ledger, RunRecord
 from orchestrate.provider import LaunchRequest
 from orchestrate.providers.aws import AWSProvider
 from orchestrate.providers.cloud import ensure_run_key, run_key_path
+from orchestrate.providers.gce import GCEProvider
 from tests.clouds.aws_faults import FaultyMotoServer
 from tests.clouds.gce_fake import GCEFake
 from tests.clouds.test_aws_provider import assert_nothing_left, launch_request
+from tests.clouds.test_gce_provider import launch_request as gce_request
 
 DEAD_PID = 2**22 + 12345  # above Linux's default pid_max: never a live process
 
@@ -99,3 +102,58 @@ def test_gce_local_key_files_of_dead_runs_are_swept(
     assert f"deleted      gce resources of run {run_id}" in out
     assert not run_key_path(run_id).exists()
     assert ledger.runs()[run_id].status == "failed"
+
+
+def test_an_aws_machine_that_ended_itself_is_billed_to_the_time_ec2_recorded(
+    aws: FaultyMotoServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The machine ended itself (its max lifetime, a power-off) and its orchestrator is gone: no live instance
+    leads the sweep to it, only its key pair. The sweep bills it up to the time in EC2's StateTransitionReason."""
+    request = my_launch_request("20250101T000000Z-self")
+    instance = AWSProvider().launch(request)
+    run = dead_run(request.run_id, "aws", "aws-g4dn.xlarge")
+    launched = time.time() - 300
+    run.instances.append(InstanceRecord("aws", instance.instance_id, instance.zone, False, launched))
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append(run)
+    before = time.time()
+    boto3.client("ec2", region_name="us-east-1").terminate_instances(InstanceIds=[instance.instance_id])  # itself
+    after = time.time()
+
+    code, out = sweep(ledger.path, "aws", capsys)
+    assert code == 0, out
+    assert f"recovered    run {request.run_id}: billed {instance.instance_id} at " in out
+    assert "when aws recorded its end" in out
+    record = ledger.runs()[request.run_id]
+    [billed] = record.instances
+    assert billed.terminated_by == "provider" and billed.terminated_at is not None
+    assert int(before) - 1 <= billed.terminated_at <= after + 1  # EC2's time, to the second
+    assert billed.billed_seconds is not None and 295 <= billed.billed_seconds <= 310
+    assert record.estimated_cost_usd is not None and record.status == "failed"
+    assert_nothing_left("us-east-1")
+
+
+def test_a_gce_vm_that_powered_off_is_billed_to_its_last_stop(
+    gce: GCEFake, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A VM that shut itself down stays, TERMINATED: the sweep deletes it and bills it to its lastStopTimestamp,
+    not to the sweep's own time."""
+    run_id = "20250101T000000Z-goff"
+    request = replace(gce_request(), run_id=run_id, tags={"owner": owner_id(), "expiry": "1900000000"})
+    provider = GCEProvider()
+    instance = provider.wait_until_running(provider.launch(request), 30)
+    run = dead_run(run_id, "gce", "gce-t4")
+    run.instances.append(InstanceRecord("gce", instance.instance_id, instance.zone, False, time.time() - 300))
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append(run)
+    gce.power_off(instance.zone or "", instance.instance_id)
+    stopped = time.time()
+    time.sleep(2)  # the sweep comes later: its own time must not be billed
+
+    code, out = sweep(ledger.path, "gce", capsys)
+    assert code == 0, out
+    assert f"deleted      gce {instance.instance_id} in {instance.zone} (run {run_id})" in out
+    [billed] = ledger.runs()[run_id].instances
+    assert billed.terminated_by == "provider" and billed.terminated_at is not None
+    assert stopped - 1 <= billed.terminated_at <= stopped + 1
+    assert gce.live_instances() == [] and not run_key_path(run_id).exists()

@@ -120,3 +120,40 @@ def test_one_warning_however_often_a_command_reads(tmp_path: Path, capsys: pytes
     for _ in range(3):
         assert list(ledger.runs()) == ["r1"]
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_a_torn_final_line_is_named_then_set_aside_and_its_run_settled_by_the_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The last line of a finished run is cut (a full disk, a crash mid-write): `cost` names the run and says its
+    state may be stale; the sweep moves the line beside the ledger and restores the run's final state from the
+    run.json its orchestrator wrote beside its logs."""
+    from orchestrate.cli import main, owner_id
+
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    run = record("r1", "running")
+    run.owner, run.pid, run.provider = owner_id(), 2**22 + 12345, "local"  # a pid no live process has
+    run.logs_dir = str(tmp_path / "logs" / "local" / "r1")
+    ledger.append(run)
+    run.status, run.ended_at, run.message = STATUS_COMPLETE, 1100.0, "all 1 container runs complete"
+    summary = Path(run.logs_dir) / "orchestrate" / "run.json"
+    summary.parent.mkdir(parents=True)
+    summary.write_text(json.dumps(run.to_json()))
+    ledger.append(run)
+    whole = ledger.path.read_bytes()
+    first, _, last = whole.partition(b"\n")
+    torn = last[: last.index(b'"run_id"') + 20]  # cut within the final line
+    ledger.path.write_bytes(first + b"\n" + torn)
+
+    assert main(["cost", "--ledger", str(ledger.path)]) == 0
+    err = capsys.readouterr().err
+    assert "skipped 1 unreadable line(s): 2 (run r1: " in err and "`python -m orchestrate sweep` sets them" in err
+
+    assert main(["sweep", "--provider", "local", "--ledger", str(ledger.path)]) == 0
+    out = capsys.readouterr().out
+    assert "ledger       line 2 (run r1: " in out and f"moved to {ledger.quarantine_path}" in out
+    assert "recovered    run r1: restored its final state (complete) from " in out
+    assert ledger.quarantine_path.read_bytes() == torn + b"\n"
+    warnings: list[str] = []
+    assert read_runs(ledger.path)["r1"].status == STATUS_COMPLETE
+    assert list(latest_runs(read_lines(ledger.path, warnings.append))) == ["r1"] and warnings == []
