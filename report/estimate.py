@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -146,13 +146,13 @@ def estimate_item(
         return ItemEstimate(target.workload, target.backend, None, None, None, why)
     outside = outside_epochs_s(target.workload, target.backend, pool)
     band = bands.get(found.basis)
-    low, high = (
-        (found.seconds, found.seconds) if band is None else (found.seconds * band.low, found.seconds * band.high)
-    )
+    if band is None:  # the backtest had too few runs of this basis to give it a range
+        low, high, where = found.seconds, found.seconds, f"{found.where}; no range: too few backtested runs"
+    else:
+        low, high, where = found.seconds * band.low, found.seconds * band.high, found.where
     return ItemEstimate(
-        target.workload, target.backend, found.seconds + outside, low + outside, high + outside, found.basis,
-        found.where,
-    )  # fmt: skip
+        target.workload, target.backend, found.seconds + outside, low + outside, high + outside, found.basis, where
+    )
 
 
 def estimate_suite(
@@ -169,7 +169,7 @@ def estimate_suite(
         batch = shape.batch(planned_spec(workload).batch_size)
         target = Target(workload, backend, machine, batch, samples, epochs)
         found = estimate_item(target, pool, fitted, bands)
-        estimates.append(ItemEstimate(**{**found.__dict__, "count": count}))
+        estimates.append(replace(found, count=count))
     return SuiteEstimate(tuple(estimates), machine_start(profile, len(items)))
 
 
