@@ -7,7 +7,9 @@ the profile and the field, so a bad entry fails before anything is launched.
 ship through the entry-point group `keras_cloud_bench.catalogs` (the entry point names a path, or a function
 returning one), the user's `$XDG_CONFIG_HOME/keras-cloud-bench/catalog.toml` (default `~/.config/...`), the files
 in `$KCB_CATALOG` (separated by `:`) and `--catalog FILE`. A profile name defined twice is an error naming both
-files: a catalog adds profiles, it never silently replaces one.
+files: a catalog adds profiles, it never silently replaces one. A plug-in's catalog that cannot be used (its
+entry point fails to load, its file is invalid, a name clashes) is left out with one warning line naming the
+plug-in and its package, so a broken package never stops runs on the other profiles.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import difflib
 import math
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -122,13 +125,34 @@ def load_catalogs(extra: Iterable[Path | str] = ()) -> dict[str, Profile]:
     """The project's catalog merged with plug-in, user, $KCB_CATALOG and `extra` (--catalog) ones."""
     merged = load_catalog()
     origin = dict.fromkeys(merged, DEFAULT_CATALOG)
+    for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            path = _plugin_catalog(entry)
+            _merge(merged, origin, path, _read_catalog(path))
+        except CatalogError as exc:  # the plug-in's fault: its profiles are left out, the others work
+            _warn_once(f"warning: {exc}; {_package_of(entry)}'s profiles are left out")
     for path in catalog_sources(extra):
-        for name, profile in _read_catalog(path).items():
-            if name in merged:
-                raise CatalogError(f"profile '{name}' is defined in both {origin[name]} and {path}: rename one of them")
-            merged[name], origin[name] = profile, path
+        _merge(merged, origin, path, _read_catalog(path))
     _check_replacements(Path("the merged catalogs"), merged)
     return merged
+
+
+def _merge(merged: dict[str, Profile], origin: dict[str, Path], path: Path, profiles: dict[str, Profile]) -> None:
+    """Add `profiles` (all or none) from `path`; a name already defined is an error naming both files."""
+    for name in profiles:
+        if name in merged:
+            raise CatalogError(f"profile '{name}' is defined in both {origin[name]} and {path}: rename one of them")
+    merged.update(profiles)
+    origin.update(dict.fromkeys(profiles, path))
+
+
+_warned: set[str] = set()  # a command loads the catalogs more than once: each warning is said once
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        print(message, file=sys.stderr)
 
 
 def user_catalog_path() -> Path:
@@ -137,10 +161,9 @@ def user_catalog_path() -> Path:
 
 
 def catalog_sources(extra: Iterable[Path | str] = ()) -> list[Path]:
-    """The catalog files beyond the project's, in merge order (see the module docstring)."""
-    sources = [_plugin_catalog(entry) for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)]
-    if user_catalog_path().is_file():
-        sources.append(user_catalog_path())
+    """The user's catalog files beyond the project's and the plug-ins', in merge order (see the module
+    docstring): an error in one of these is the user's to fix, and stops the command."""
+    sources = [user_catalog_path()] if user_catalog_path().is_file() else []
     sources += [Path(text).expanduser() for text in os.environ.get(CATALOG_ENV, "").split(os.pathsep) if text]
     return sources + [Path(path).expanduser() for path in extra]
 
@@ -150,7 +173,14 @@ def _plugin_catalog(entry: Any) -> Path:
         value = entry.load()
         return Path(value() if callable(value) else value)
     except Exception as exc:  # broad on purpose: any plug-in failure is one line naming the plug-in
-        raise CatalogError(f"catalog plug-in '{entry.name}' ({entry.value}) cannot be loaded: {exc}") from exc
+        raise CatalogError(
+            f"catalog plug-in '{entry.name}' ({entry.value}) cannot be loaded: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _package_of(entry: Any) -> str:
+    dist = getattr(entry, "dist", None)
+    return f"package {dist.name} {dist.version}" if dist is not None else f"plug-in '{entry.name}'"
 
 
 def _read_catalog(path: Path) -> dict[str, Profile]:

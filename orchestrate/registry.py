@@ -42,6 +42,10 @@ def load_provider_class(name: str) -> type[Provider]:
         cls = EntryPoint(name=name, group=ENTRY_POINT_GROUP, value=target).load()
     except (ImportError, AttributeError) as exc:
         raise ProviderError(f"provider '{name}' ({target}) cannot be loaded: {exc}. Is its package installed?") from exc
+    except Exception as exc:  # broad on purpose: a package whose import fails is one line naming it, never more
+        raise ProviderError(
+            f"provider '{name}' ({target}) fails on import: {type(exc).__name__}: {exc}; {provider_source(name)}"
+        ) from exc
     if not (isinstance(cls, type) and issubclass(cls, Provider)):
         raise ProviderError(f"provider '{name}' ({target}) is not a subclass of orchestrate.provider.Provider")
     if getattr(cls, "name", None) != name:

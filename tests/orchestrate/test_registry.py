@@ -201,3 +201,41 @@ def test_user_env_and_flag_catalogs_merge_and_clash_clearly(tmp_path: Path, monk
     twice.write_text('[profiles.lab-a100]\nprovider = "ssh"\n')
     with pytest.raises(CatalogError, match=r"'lab-a100' is defined in both .*env.toml and .*twice.toml: rename one"):
         load_catalogs([twice])
+
+
+def test_a_plugin_that_fails_on_import_is_one_line_and_the_rest_works(tmp_path: Path) -> None:
+    """A provider package whose import raises (not ImportError) and a catalog plug-in that does: `providers`
+    lists every other provider, `profiles` every other profile, each fault one line naming the package."""
+    (tmp_path / "kcb_boom.py").write_text('raise RuntimeError("half-installed")\n')
+    dist = tmp_path / "kcb_boom-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kcb-boom\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        f"[{ENTRY_POINT_GROUP}]\nboomcloud = kcb_boom:BoomProvider\n\n"
+        "[keras_cloud_bench.catalogs]\nboomcloud = kcb_boom:catalog\n"
+    )
+    env = {"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    providers = subprocess.run(
+        [sys.executable, "-m", "orchestrate", "providers"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert providers.returncode == 0 and "Traceback" not in providers.stdout + providers.stderr
+    broken = [line for line in providers.stdout.splitlines() if line.startswith("boomcloud")]
+    assert broken == [
+        "boomcloud BROKEN: provider 'boomcloud' (kcb_boom:BoomProvider) fails on import: RuntimeError: "
+        "half-installed; kcb_boom:BoomProvider (kcb-boom 0.1)"
+    ]
+    assert {"aws", "gce", "local", "ssh"} <= {
+        line.split()[0] for line in providers.stdout.splitlines() if line[:1].strip()
+    }
+    profiles = subprocess.run(
+        [sys.executable, "-m", "orchestrate", "profiles", "--names"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert profiles.returncode == 0 and "local" in profiles.stdout.split()
+    assert profiles.stderr.strip().splitlines() == [
+        "warning: catalog plug-in 'boomcloud' (kcb_boom:catalog) cannot be loaded: RuntimeError: half-installed; "
+        "package kcb-boom 0.1's profiles are left out"
+    ]
