@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import functools
 import math
+import re
 import statistics
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
@@ -263,17 +264,22 @@ def _rival_field(machine: str, rival: str, field: str) -> float:
     return float(value)
 
 
-def _measured_namespace(results: pd.DataFrame) -> dict[str, Any]:
-    """Today's runs by platform (the log folder: a catalog profile) and backend, median figures."""
+def _measured_namespace(results: pd.DataFrame, stand_ins: Mapping[str, str], used: set[str]) -> dict[str, Any]:
+    """Today's runs by platform (the log folder: a catalog profile) and backend, median figures. A profile that
+    ran in place of a retired one (`stand_ins`: requested -> used, a fan-out's replacements) stands for it; each
+    stand-in used is added to `used`."""
 
     def column(name: str) -> Callable[..., float]:
         def value(platform: str, workload: str, backend: str = "tensorflow") -> float:
+            ran = platform if platform in set(results["platform"]) else stand_ins.get(platform, platform)
             rows = results[
-                (results["platform"] == platform) & (results["workload"] == workload) & (results["backend"] == backend)
+                (results["platform"] == ran) & (results["workload"] == workload) & (results["backend"] == backend)
             ]
             rows = rows[rows["data_source"] == "real"]
             if rows.empty or pd.isna(rows.iloc[0][name]):
                 raise Unavailable(f"no {backend} run of {workload} on {platform} in these logs")
+            if ran != platform:
+                used.add(f"{ran} in place of {platform}")
             return float(rows.iloc[0][name])
 
         return value
@@ -332,13 +338,21 @@ def verdict(claim: Claim, figure: Figure | None, measured: Figure | None) -> tup
 
 
 def check_claims(
-    claims: Iterable[Claim], measured_results: pd.DataFrame | None = None, data: _Published | None = None
+    claims: Iterable[Claim],
+    measured_results: pd.DataFrame | None = None,
+    data: _Published | None = None,
+    stand_ins: Mapping[str, str] | None = None,
 ) -> list[Checked]:
-    """Every claim recomputed and judged; `measured_results`: the report's results of today's runs, if any."""
+    """Every claim recomputed and judged; `measured_results`: the report's results of today's runs, if any;
+    `stand_ins`: requested profile -> the profile that ran in its place."""
     data = data or _Published()
-    measured_space = _measured_namespace(measured_results) if measured_results is not None else None
+    used: set[str] = set()
+    measured_space = None
+    if measured_results is not None:
+        measured_space = _measured_namespace(measured_results, stand_ins or {}, used)
     checked = []
     for claim in claims:
+        used.clear()
         space = _study_namespace(claim.study, data)
         figure = None
         try:
@@ -348,6 +362,8 @@ def check_claims(
             untestable = f"the bundled data lack a figure it needs: {exc}"
         details = tuple(_detail(claim, label, expression, unit, space) for label, expression, unit in claim.details)
         today, today_text = _today(claim, measured_space)
+        if used:
+            today_text += f" ({'; '.join(sorted(used))})"
         if figure is None and not claim.untestable:
             claim = replace(claim, untestable=untestable)
         result, reason = verdict(claim, figure, today)
@@ -449,16 +465,18 @@ class ClaimsSection:
         return len(self.own) + len(self.others)
 
 
-def claims_section(study: str, measured_results: pd.DataFrame | None = None) -> ClaimsSection:
+def claims_section(
+    study: str, measured_results: pd.DataFrame | None = None, stand_ins: Mapping[str, str] | None = None
+) -> ClaimsSection:
     claims = load_claims()
     pages = set(load_studies())
     data = _Published()
-    own = check_claims(claims.get(study, []), measured_results, data)
+    own = check_claims(claims.get(study, []), measured_results, data, stand_ins)
     others = [c for name, items in claims.items() if name not in pages for c in items]
     return ClaimsSection(
         study=study,
         own=claims_table(own),
-        others=claims_table(check_claims(others, measured_results, data)),
+        others=claims_table(check_claims(others, measured_results, data, stand_ins)),
         other_titles=", ".join(name for name in claims if name not in pages),
     )
 
@@ -467,7 +485,14 @@ def report_claims(report: Any) -> ClaimsSection | None:
     """The claims section of a report with a study (a `report.build.Report`); today's runs are its results."""
     if report.study is None:
         return None
-    return claims_section(report.study.study.name, report.results if report.measured else None)
+    results = report.results if report.measured else None
+    return claims_section(report.study.study.name, results, stand_ins(report.request.replacements))
+
+
+def stand_ins(replacements: Iterable[str]) -> dict[str, str]:
+    """A fan-out's replacements ("gce-t4 ran in place of gce-k80 (retired ...)") as requested -> used."""
+    found = (re.match(r"(\S+) ran in place of (\S+)", line) for line in replacements)
+    return {m.group(2): m.group(1) for m in found if m}
 
 
 def claims_markdown(report: Any) -> list[str]:

@@ -158,14 +158,14 @@ def _claims_rows(page_html: str) -> list[list[str]]:
     return [c for c in cells if c]
 
 
-def _measured_verdict(tmp_path: Path, p100_seconds: float) -> list[str]:
+def _measured_verdict(tmp_path: Path, p100_seconds: float, k80: str = "gce-k80", *flags: str) -> list[str]:
     logs = tmp_path / "logs"
     for workload in ("mnist_mlp", "mnist_cnn"):
-        write_run(logs, platform="gce-k80", workload=workload, backend="tensorflow", elapsed=(6.0, 4.0, 4.0))
+        write_run(logs, platform=k80, workload=workload, backend="tensorflow", elapsed=(6.0, 4.0, 4.0))
         elapsed = (p100_seconds,) * 3
         write_run(logs, platform="gce-p100", workload=workload, backend="tensorflow", elapsed=elapsed)
     out = tmp_path / "report"
-    assert main([str(logs), "--out", str(out), "--study", "benchmark-gpus-2017-11"]) == 0
+    assert main([str(logs), "--out", str(out), "--study", "benchmark-gpus-2017-11", *flags]) == 0
     rows = _claims_rows((out / "index.html").read_text())
     (row,) = [r for r in rows if "P100 is faster than the K80 on every workload" in r[0]]
     return row
@@ -177,6 +177,13 @@ def test_todays_runs_contradict_a_claim(tmp_path: Path) -> None:
     assert row[3:5] == ["no", CONTRADICTED]
     row = _measured_verdict(tmp_path / "faster", p100_seconds=2.0)
     assert row[3:5] == ["yes", HOLDS]
+
+
+def test_a_fan_outs_stand_in_answers_for_the_retired_profile(tmp_path: Path) -> None:
+    # The fan-out's report names the profile that ran in place of a retired one (--replacement): its runs stand
+    # for the published configuration's profile in the claims.
+    row = _measured_verdict(tmp_path, 5.0, "gce-t4", "--replacement", "gce-k80=gce-t4")
+    assert row[3:5] == ["no (gce-t4 in place of gce-k80)", CONTRADICTED]
 
 
 def _chromium() -> str:
