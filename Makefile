@@ -2,15 +2,21 @@
 # Both create the project's virtual environment from the lock files first. Fragments in mk/ add the image,
 # orchestration and report targets.
 
-SHELL := /bin/bash
-PYTHON ?= python3
+# First: command-line variables become data before anything reads them; quote, flag and bool (mk/common.mk).
+include mk/common.mk
+
 VENV ?= .venv
-PY := $(VENV)/bin/python
-# The quick suite by default; e.g. `make bench SUITE=full BACKENDS=jax,torch`. Values are shell-quoted (quote and
-# flag come from mk/orchestrate.mk).
+PY = $(call quote,$(VENV))/bin/python
+# The quick suite by default; e.g. `make bench SUITE=full BACKENDS=jax,torch WORKLOADS=mnist_mlp,imdb_fasttext`.
+# Every value reaches the command verbatim as one shell word.
 SUITE ?= quick
 BACKENDS ?=
+WORKLOADS ?=
 PLATFORM ?= local
+REPEATS ?=
+TARGET_CI ?=
+BUDGET ?=
+# More pytest arguments, as shell words (e.g. PYTEST_ARGS="-k makefile -x").
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -22,7 +28,7 @@ VENV_STAMP := $(VENV)/.installed
 .PHONY: help venv bench test lint format overhead clean-venv
 
 help:
-	@echo "make bench        quick suite on this machine, every backend; logs in logs/ (SUITE=, BACKENDS=, REPEATS=, TARGET_CI=, BUDGET=)"
+	@echo "make bench        quick suite on this machine, every backend; logs in logs/ (SUITE=, BACKENDS=, WORKLOADS=, REPEATS=, TARGET_CI=, BUDGET=)"
 	@echo "make test         lint and the whole test suite"
 	@echo "make overhead     measure the timing harness's overhead against a bare fit"
 	@echo "make image-cpu | image-gpu | image-cpu-compiled | bench-docker     (docs/images.md)"
@@ -33,30 +39,30 @@ venv: $(VENV_STAMP)
 
 # Rebuilt when a lock changes. PIP_TORCH_CPU_ARGS (mk/images.mk) points pip at the PyTorch CPU build.
 $(VENV_STAMP): requirements/bench-cpu.lock requirements/dev.lock pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	test -x $(PY) || $(call quote,$(PYTHON)) -m venv $(call quote,$(VENV))
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --require-hashes $(PIP_TORCH_CPU_ARGS) -r requirements/bench-cpu.lock -r requirements/dev.lock
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
-	touch $@
+	touch $(call quote,$@)
 
 bench: venv
 	$(PY) -m benchmarks suite --suite $(call quote,$(SUITE)) --platform $(call quote,$(PLATFORM)) \
-	  $(call flag,--backends,$(BACKENDS)) $(call flag,--repeats,$(REPEATS)) $(call flag,--target-ci,$(TARGET_CI)) \
-	  $(call flag,--budget,$(BUDGET))
+	  $(call flag,--backends,$(BACKENDS)) $(call flag,--workloads,$(WORKLOADS)) $(call flag,--repeats,$(REPEATS)) \
+	  $(call flag,--target-ci,$(TARGET_CI)) $(call flag,--budget,$(BUDGET))
 
 overhead: venv
 	$(PY) -m benchmarks.overhead --workload mnist_mlp --backend jax --dataset fashion_mnist
 
 lint: venv
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+	$(call quote,$(VENV))/bin/ruff check .
+	$(call quote,$(VENV))/bin/ruff format --check .
 
 format: venv
-	$(VENV)/bin/ruff format .
-	$(VENV)/bin/ruff check --fix .
+	$(call quote,$(VENV))/bin/ruff format .
+	$(call quote,$(VENV))/bin/ruff check --fix .
 
 test: venv lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(call with_words,PYTEST_ARGS,$(PY) -m pytest)
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(call quote,$(VENV))

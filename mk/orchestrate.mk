@@ -11,17 +11,31 @@
 #        provider)  CATALOG=file.toml (an extra catalog)  ARGS="--epochs 1 ..." (any `python -m orchestrate run` flag)
 #        DETACH=1 (aws/gce: the machine runs alone and uploads to a bucket; then `python -m orchestrate status|collect
 #        RUN_ID`)  BUCKET=s3://b/prefix | gs://b/prefix (DETACH's bucket; default: the project's own)
-# Every knob but ARGS reaches the command line as one shell-quoted word: a value is data, never shell syntax.
+# Every knob is data: it reaches the command line verbatim as one shell-quoted word (ARGS: as the shell words it
+# spells, split without a shell), never as make or shell code. DRY_RUN, SPOT and DETACH take 1/true/yes/on/y or
+# 0/false/no/off/n in any case; anything else stops make before anything runs (mk/common.mk).
+
+include $(dir $(lastword $(MAKEFILE_LIST)))common.mk
 
 VENV ?= .venv
-ORCHESTRATE = $(VENV)/bin/python -m orchestrate
-
-# $(call quote,VALUE): VALUE as one single-quoted shell word ('it'\''s').
-quote = '$(subst ','\'',$(1))'
-# $(call flag,--name,VALUE): `--name 'VALUE'` when VALUE is set, else nothing.
-flag = $(if $(2),$(1) $(call quote,$(2)))
+ORCHESTRATE = $(call quote,$(VENV))/bin/python -m orchestrate
 
 SUITE ?= quick
+BACKENDS ?=
+WORKLOADS ?=
+RUN_PLATFORM ?=
+REPEATS ?=
+GPUS ?=
+BATCH_POLICY ?=
+HOST ?=
+PORT ?=
+IDENTITY ?=
+PROVIDER_SETTINGS ?=
+BUCKET ?=
+CATALOG ?=
+RUN ?=
+ARGS ?=
+
 BENCH_FLAGS = --suite $(call quote,$(SUITE)) \
 	$(call flag,--backends,$(BACKENDS)) \
 	$(call flag,--workloads,$(WORKLOADS)) \
@@ -33,13 +47,13 @@ BENCH_FLAGS = --suite $(call quote,$(SUITE)) \
 	$(call flag,--port,$(PORT)) \
 	$(call flag,--identity,$(IDENTITY)) \
 	$(foreach setting,$(PROVIDER_SETTINGS),--provider-setting $(call quote,$(setting))) \
-	$(if $(filter 1 yes true,$(DRY_RUN)),--dry-run) \
-	$(if $(filter 1 yes true,$(SPOT)),--spot) \
-	$(if $(filter 0 no false,$(SPOT)),--on-demand) \
-	$(if $(filter 1 yes true,$(DETACH)),--detach) \
-	$(call flag,--bucket,$(BUCKET)) \
-	$(ARGS)
+	$(dry_run_flag) \
+	$(if $(filter 1,$(SPOT_FLAG)),--spot)$(if $(filter 0,$(SPOT_FLAG)),--on-demand) \
+	$(if $(filter 1,$(DETACH_FLAG)),--detach) \
+	$(call flag,--bucket,$(BUCKET))
 CATALOG_FLAGS = $(call flag,--catalog,$(CATALOG))
+COLLECT_IS_NEVER_DRY = DRY_RUN=1: bench-collect has no dry run (it fetches the logs and relaunches a preempted \
+	machine); make bench-status RUN=<id> shows the run without changing anything
 
 .PHONY: bench-profiles bench-providers bench-sweep bench-cost bench-status bench-collect
 
@@ -50,7 +64,7 @@ bench-providers:  ## list the installed providers, their capabilities and settin
 	$(ORCHESTRATE) providers
 
 bench-sweep:  ## delete what crashed runs left behind, recover dead runs' logs (DRY_RUN=1 to only list)
-	$(ORCHESTRATE) sweep $(if $(filter 1 yes true,$(DRY_RUN)),--dry-run)
+	$(ORCHESTRATE) sweep $(dry_run_flag) $(CATALOG_FLAGS)
 
 bench-cost:  ## estimated cost per run and per profile, from the ledger
 	$(ORCHESTRATE) cost
@@ -59,8 +73,9 @@ bench-status:  ## a detached run's progress, from its bucket: make bench-status 
 	$(ORCHESTRATE) status $(call quote,$(RUN)) $(CATALOG_FLAGS)
 
 bench-collect:  ## a detached run's logs into logs/, ledger finalised, preemption resumed: make bench-collect RUN=<id>
+	$(if $(filter 1,$(DRY)),$(error $(COLLECT_IS_NEVER_DRY)))
 	$(ORCHESTRATE) collect $(call quote,$(RUN)) $(CATALOG_FLAGS)
 
 # Any profile of any catalog: the CLI checks the name (and suggests close ones), so nothing here lists them.
 bench-%:  ## run the suite on catalog profile %
-	$(ORCHESTRATE) run --profile $(call quote,$*) $(CATALOG_FLAGS) $(BENCH_FLAGS)
+	$(call with_words,ARGS,$(ORCHESTRATE) run --profile $(call quote,$*) $(CATALOG_FLAGS) $(BENCH_FLAGS))
