@@ -176,3 +176,34 @@ def test_a_run_killed_before_it_reached_its_host_is_finalised(tmp_path: Path, ca
     runs = ledger.runs()
     assert runs["r-conn"].status == STATUS_FAILED and runs["r-conn"].recovered_by == "sweep"
     assert runs["r-live"].status == STATUS_RUNNING  # its orchestrator is alive: left alone
+
+
+def test_bad_sweep_and_ledger_inputs_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    """An unknown --provider, and a --ledger that names a folder, for each command that reads the ledger."""
+    commands = [
+        (["sweep", "--provider", "nosuch"], "error: --provider nosuch: no such provider; registered: "),
+        (["sweep", "--ledger", str(tmp_path)], f"error: --ledger {tmp_path}: is a folder; give the ledger's file"),
+        (["cost", "--ledger", str(tmp_path)], f"error: --ledger {tmp_path}: is a folder"),
+        (["status", "r1", "--ledger", str(tmp_path)], f"error: --ledger {tmp_path}: is a folder"),
+        (["run", "--profile", "local", "--ledger", str(tmp_path)], f"error: --ledger {tmp_path}: is a folder"),
+    ]
+    for argv, message in commands:
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrate", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
+        assert (done.returncode, done.stdout) == (2, ""), argv
+        assert done.stderr.startswith(message) and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
+    """`orchestrate cost | head -1`: the rest of the table has nowhere to go, and that is not an error to show."""
+    from orchestrate.ledger import Ledger
+
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    for index in range(3000):  # more than a pipe's buffer
+        ledger.append(run(f"r{index}", STATUS_COMPLETE))
+    done = subprocess.run(
+        f"{sys.executable} -m orchestrate cost --ledger {ledger.path} | head -1",
+        shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.stdout.startswith("run ") and done.stderr == ""
