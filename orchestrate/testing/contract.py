@@ -26,7 +26,14 @@ pytest collects every `test_*` method. Each test launches at most one machine an
 - `list_instances` shows a machine it created, by its project tag, and stops showing it once terminated;
 - `terminate` and `release_run` are idempotent: the second call succeeds too, and `leftover_runs` no longer
   names the run once released;
-- a terminated machine is not RUNNING.
+- a terminated machine is not RUNNING;
+- a provider that can leave leftovers (Capability.LEFTOVERS) leaves none the sweep cannot find, whichever step
+  a crash (`kill -9`) cuts short: right after `launch` the machine is listed under the run's tag, and from
+  `launch` until `release_run` `leftover_runs()` names the run (its key pairs, firewall rules, local keys), so
+  the sweep can release them with no machine left; `release_run` then really deletes them (a `release_run`
+  that does nothing fails). `leftover_runs` and `release_run` are therefore required of such a provider. One
+  that truly creates nothing per run beyond the machine sets `creates_run_resources = False` in its contract
+  subclass, and is then held to naming nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +51,9 @@ from orchestrate.provider import PROJECT_TAG, Capability, Instance, InstanceStat
 class ProviderContract:
     boot_timeout_s: float = 120.0
     max_lifetime_s: int = 1800
+    # Whether `launch` creates per-run resources beyond the machine (key pairs, firewall rules, a local key file):
+    # then `leftover_runs` must name the run until `release_run` deletes them.
+    creates_run_resources: bool = True
 
     def make_provider(self) -> Provider:
         raise NotImplementedError("return the provider under test, wired to its test cloud")
@@ -132,17 +142,39 @@ class ProviderContract:
             assert instance.instance_id not in {i.instance_id for i in provider.list_instances()}
         assert request_.run_id not in provider.leftover_runs()  # released: nothing of the run for the sweep
 
-    def test_release_run_clears_what_leftover_runs_reports(self, provider: Provider, request_: LaunchRequest) -> None:
-        """A crash after `terminate` and before `release_run`: what the sweep is shown, and that releasing works."""
-        instance = provider.wait_until_running(provider.launch(request_), self.boot_timeout_s)
+    def test_a_crash_at_any_step_leaves_nothing_the_sweep_cannot_find(
+        self, provider: Provider, request_: LaunchRequest
+    ) -> None:
+        """After each step a `kill -9` may end the orchestrator at: what the sweep is shown must lead to every
+        resource of the run; then `release_run` must delete them all."""
+        if not provider.has(Capability.LEFTOVERS):
+            pytest.skip("the provider declares it leaves nothing behind (no Capability.LEFTOVERS)")
+        run_id = request_.run_id
+        instance = provider.launch(request_)
         try:
+            listed = {i.instance_id: i.tags.get("run-id") for i in provider.list_instances()}
+            assert listed.get(instance.instance_id) == run_id, "killed after launch: the machine must be listed"
+            self._assert_leftovers_named(provider, run_id, "killed after launch")
+            instance = provider.wait_until_running(instance, self.boot_timeout_s)
             provider.terminate(instance)
-            leftovers = provider.leftover_runs()
-            assert all(isinstance(tags, dict) for tags in leftovers.values())
-            assert leftovers.get(request_.run_id, {}).get("run-id", request_.run_id) == request_.run_id
+            self._assert_leftovers_named(provider, run_id, "killed between terminate and release_run")
         finally:
-            provider.release_run(request_.run_id)
-        assert request_.run_id not in provider.leftover_runs()
+            provider.terminate(instance)
+            provider.release_run(run_id)
+        assert run_id not in provider.leftover_runs(), "release_run left resources that leftover_runs still names"
+        assert instance.instance_id not in {i.instance_id for i in provider.list_instances()}
+
+    def _assert_leftovers_named(self, provider: Provider, run_id: str, when: str) -> None:
+        leftovers = provider.leftover_runs()
+        assert all(isinstance(tags, dict) for tags in leftovers.values())
+        if self.creates_run_resources:
+            assert run_id in leftovers, (
+                f"{when}: leftover_runs() does not name run {run_id}, so the sweep cannot release what launch "
+                "created for it (set creates_run_resources = False only if launch creates nothing per run)"
+            )
+            assert leftovers[run_id].get("run-id", run_id) == run_id
+        else:
+            assert run_id not in leftovers
 
 
 class SSHLoginContract:

@@ -6,9 +6,11 @@
 of 127.0.0.1 with its own host key, config and authorized_keys (nothing of the system's sshd is used or
 changed), logs in the user running the tests (root in CI), and returns an `SSHServer`:
 
-- `host`, `port`, `user`, `key_path` (a private key it accepts), `target()` -> orchestrate's SSHTarget;
+- `host`, `port`, `user`, `key_path` (a private key it accepts), `target()` -> orchestrate's SSHTarget,
+  `user_at_host`;
 - `config_path`: an ssh_config file where `Host kcb-sshd` (the `alias`) resolves to that server, and
-  `Host kcb-sshd-jump` reaches it through a ProxyJump via itself (for jump-host tests);
+  `Host kcb-sshd-jump` (the `jump_alias`) reaches it through a ProxyJump via itself (for jump-host tests);
+- `workdir`: the server's own folder (sshd_config, sshd.log, its keys); `process`: sshd, None once stopped;
 - `stop()`, `restart()` (same port and keys), `kill()` (SIGKILL: connections die at once).
 
 SFTP works (Fabric's `get` needs it). The logged-in user can run `docker` when the user running the tests

@@ -65,3 +65,37 @@ class TestGCEContract(ProviderContract):
             image="projects/debian-cloud/global/images/family/debian-12",
             ssh_user=self.server.user,
         )
+
+
+class HidesItsLeftovers(AWSProvider):
+    """Leaks after a crash: the sweep is never told of the key pair and security group a launch created."""
+
+    def leftover_runs(self) -> dict[str, dict[str, str]]:
+        return {}
+
+
+class ReleasesNothing(AWSProvider):
+    def release_run(self, run_id: str) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("leaky", "message"),
+    [
+        (HidesItsLeftovers, "killed after launch: leftover_runs\\(\\) does not name run"),
+        (ReleasesNothing, "release_run left resources that leftover_runs still names"),
+    ],
+)
+def test_the_contract_fails_a_provider_that_can_leak(
+    leaky: type[AWSProvider], message: str, aws: FaultyMotoServer, sshd: SSHServer
+) -> None:
+    contract = TestAWSContract()
+    contract.server = sshd
+    provider = leaky.from_settings({"ssh_address": f"127.0.0.1:{sshd.port}"})
+    request = contract.make_request(contract.make_profile())
+    try:
+        with pytest.raises(AssertionError, match=message):
+            contract.test_a_crash_at_any_step_leaves_nothing_the_sweep_cannot_find(provider, request)
+    finally:
+        AWSProvider().release_run(request.run_id)
+    assert request.run_id not in AWSProvider().leftover_runs()
