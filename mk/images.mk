@@ -56,6 +56,7 @@ BENCH_ARGS ?=
 LOCK_UPGRADE ?=
 
 Q_DOCKER = $(call quote,$(DOCKER))
+comma := ,
 # $(call build_arg,NAME,VALUE): `--build-arg 'NAME=VALUE'`.
 build_arg = --build-arg $(call quote,$(1)=$(2))
 # $(call abs,PATH): PATH made absolute against this folder, as one shell word (docker -v wants absolute paths).
@@ -125,7 +126,7 @@ tf-wheel:
 	DOCKER_BUILDKIT=1 $(Q_DOCKER) build -f Dockerfile.cpu-compiled --target tf-wheel-export \
 	  $(call build_arg,BASE_IMAGE,$(BASE_IMAGE)) $(call build_arg,TARGET_ARCH,$(TARGET_ARCH)) \
 	  $(call build_arg,TF_VERSION,$(TF_VERSION)) $(call build_arg,BAZEL_JOBS,$(BAZEL_JOBS)) \
-	  --output $(call quote,type=local,dest=$(TF_WHEEL_DIR)) .
+	  --output $(call quote,type=local$(comma)dest=$(TF_WHEEL_DIR)) .
 
 image-cpu-compiled: datasets-context
 	$(if $(TF_WHEEL),$(if $(filter $(WHEELHOUSE)/%.whl,$(TF_WHEEL)),,$(error TF_WHEEL must be a .whl under $(WHEELHOUSE)/ (the build context), got '$(TF_WHEEL)')))
@@ -134,8 +135,8 @@ image-cpu-compiled: datasets-context
 	  $(COMMON_BUILD_ARGS) $(CPU_VERSION_ARGS) $(call build_arg,IMAGE_NAME,$(IMAGE_CPU_COMPILED)) \
 	  $(call build_arg,TORCH_INDEX_URL,$(TORCH_CPU_INDEX)) $(call build_arg,TARGET_ARCH,$(TARGET_ARCH)) \
 	  --build-arg TF_WHEEL_SOURCE=prebuilt \
-	  --build-arg TF_WHEEL=$(if $(TF_WHEEL),$(call quote,$(TF_WHEEL)),\
-	  "$$(ls $(call quote,$(TF_WHEEL_DIR))/tensorflow*.whl | head -n 1)") .
+	  --build-arg TF_WHEEL=$(if $(TF_WHEEL),$(call quote,$(TF_WHEEL)),"$$(ls $(call quote,$(TF_WHEEL_DIR))/tensorflow*.whl | head -n 1)") \
+	  .
 
 # The image ID stands in for the digest when the image was never pushed to a registry.
 bench-docker:

@@ -73,7 +73,7 @@ bench-status:  ## a detached run's progress, from its bucket: make bench-status 
 	$(ORCHESTRATE) status $(call quote,$(RUN)) $(CATALOG_FLAGS)
 
 bench-collect:  ## a detached run's logs into logs/, ledger finalised, preemption resumed: make bench-collect RUN=<id>
-	$(if $(filter 1,$(DRY)),$(error $(COLLECT_IS_NEVER_DRY)))
+	$(if $(filter 1,$(DRY)),@echo "error: $(COLLECT_IS_NEVER_DRY)" >&2; exit 2)
 	$(ORCHESTRATE) collect $(call quote,$(RUN)) $(CATALOG_FLAGS)
 
 # Any profile of any catalog: the CLI checks the name (and suggests close ones), so nothing here lists them.
