@@ -18,6 +18,8 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 from matplotlib.transforms import offset_copy
 
+from report.format import ratio
+
 BACKEND_COLOURS = {
     "tensorflow": "#e8710a",
     "jax": "#1a73e8",
@@ -146,7 +148,7 @@ def _draw_bar(ax: plt.Axes, y: int, bar: Bar, reach: float, colour: str, pale: b
     ax.text(
         end + 0.015 * reach,
         y,
-        f"{bar.value:.2f}x",
+        ratio(bar.value),  # three significant digits below 0.1x: a GPU against a laptop is not "0.02x"
         va="center",
         fontsize=9,
         zorder=5,
