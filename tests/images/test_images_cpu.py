@@ -38,7 +38,7 @@ def test_help_is_the_runners(cpu_image: str) -> None:
 
 def test_make_records_the_checked_out_commit() -> None:
     dry_run = run(["make", "-f", "mk/images.mk", "-n", "image-cpu"], cwd=REPO).stdout
-    assert f"--build-arg GIT_COMMIT={expected_git_commit()} " in dry_run
+    assert f"--build-arg 'GIT_COMMIT={expected_git_commit()}' " in dry_run
 
 
 def test_labels_env_and_user(cpu_image: str) -> None:
