@@ -59,6 +59,7 @@ class Claim:
     id: str
     quote: str
     where: str
+    verbatim: bool  # False: the claim in substance, not the post's words
     published: Figure
     published_text: str
     unit: str
@@ -118,6 +119,7 @@ def _claim(path: Path, inputs: Mapping[str, Any], entry: Mapping[str, Any]) -> C
         id=entry["id"],
         quote=entry["quote"],
         where=entry["where"],
+        verbatim=bool(entry.get("verbatim", True)),
         published=_published(where, entry.get("published")),
         published_text=entry["published_text"],
         unit=unit,
@@ -424,17 +426,23 @@ def _number(value: float, unit: str) -> str:
     if unit == "days":
         return f"{value:,.1f}"
     if unit in ("USD", "GBP", "USD/h", "GBP/h") and abs(value) < 1:
-        return f"{value:.4g}"
+        return f"{value:.4f}".rstrip("0").ljust(4, "0")  # cents always, sub-cent digits where there are any
     if abs(value) >= 100 or (unit == "" and value.is_integer()):
         return f"{value:,.0f}"
     return f"{value:.2f}"
+
+
+def _quoted(claim: Claim) -> str:
+    if claim.verbatim:
+        return f"\u201c{claim.quote}\u201d ({claim.where})"
+    return f"{claim.quote} ({claim.where}; in substance, not the post's words)"
 
 
 def claims_table(checked: Iterable[Checked]) -> pd.DataFrame:
     """One row per claim: what was published, what the data give, what today's runs give, and the verdict."""
     rows = [
         {
-            "claim": f"\u201c{c.claim.quote}\u201d ({c.claim.where})",
+            "claim": _quoted(c.claim),
             "published": c.claim.published_text,
             "from the study's data": "; ".join(
                 filter(None, [format_figure(c.figure, c.claim.unit) if c.figure is not None else "", *c.details])

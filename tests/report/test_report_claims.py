@@ -75,7 +75,7 @@ def test_every_claim_has_a_verdict(checked: dict[tuple[str, str], Checked]) -> N
         ("canadian-build-2018", "rent-a-month", ROUNDED, ["657 USD"]),
         ("canadian-build-2018", "rent-a-year", ROUNDED, ["7,884 USD"]),
         ("canadian-build-2018", "rent-a-quarter-of-the-time", ROUNDED, ["1,971 USD"]),
-        ("cron-2018", "functions-daily", HOLDS, ["0.1 USD"]),
+        ("cron-2018", "functions-daily", HOLDS, ["0.10 USD"]),
         ("cron-2018", "hourly-variant", HOLDS, ["1.24 USD", "give the published total: 2"]),
     ],
 )
