@@ -30,6 +30,7 @@ FORBIDDEN = {
     "a console's collection name": r"\bs\d+-call\d+|\bcall\d+-(console|manifest)",
     "what could be carried": r"too large to carry|carried as a\s+wheel",
     "the project's own machines": r"this project's (2-core|test machine|CI|issue)",
+    "a working file's name": r"seed document|\b\d{3}_[0-9a-f]{16}\.txt",
 }
 FILES = sorted(
     {
@@ -71,6 +72,7 @@ def test_the_patterns_catch_what_they_name() -> None:
         "made on a lent single-H200 machine",
         "in `console/s2-call7-*`",
         "its wheel is too large to carry to that machine",
+        'Source: the seed document "X" (000_f8d8b8f03bf3adfd.txt).',
     ):
         assert _hits(text), text
     assert not _hits("python -m orchestrate.gpu_session run; the Keras session is reset; each speaker session")
