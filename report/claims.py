@@ -393,7 +393,7 @@ def _detail(claim: Claim, label: str, expression: str, unit: str, space: Mapping
 
 def _today(claim: Claim, space: Mapping[str, Any] | None) -> tuple[Figure | None, str]:
     if claim.measured is None:
-        return None, "the suite has no runs that test it"
+        return None, "not compared with runs"
     if space is None:
         return None, "no runs of ours on this page"
     try:
