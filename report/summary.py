@@ -70,7 +70,7 @@ def _workload_row(workload: str, rows: pd.DataFrame, samples: Samples) -> dict[s
     else:
         ranked = _comparable(rows).sort_values(["total_s", "config"])
         basis = "total training time of runs of one experiment" + _run_shape(ranked.iloc[0])
-        speed = _per_epoch(ranked.iloc[0])
+        speed = f"{fmt.seconds(ranked.iloc[0]['total_s'])} s a run"
         priced = ranked[ranked["cost_usd"].notna()].sort_values(["cost_usd", "config"])
     fastest = ranked.iloc[0]
     row = {
@@ -93,7 +93,7 @@ def _workload_row(workload: str, rows: pd.DataFrame, samples: Samples) -> dict[s
     cost = (
         f"{fmt.usd(cheapest['_per_million'])} per 1M training samples"
         if "_per_million" in cheapest
-        else f"{fmt.usd(cheapest['cost_per_epoch_usd'])} per epoch"
+        else f"{fmt.usd(cheapest['cost_usd'])} a run"
     )
     return row | {
         "cheapest": str(cheapest["config"]),
@@ -142,12 +142,6 @@ def _run_shape(row: pd.Series) -> str:
     if fmt.missing(epochs) or fmt.missing(samples):
         return ""
     return f"; a run of {int(epochs)} epochs x {int(samples):,} samples, the first compiling"
-
-
-def _per_epoch(row: pd.Series) -> str:
-    if fmt.missing(row["steady_epoch_s"]):
-        return "not published" if row.get("run_ids") == "published" else fmt.NA
-    return f"{fmt.seconds(row['steady_epoch_s'])} s a steady epoch ({fmt.interval(row, 'steady', 'steady_epoch_s')})"
 
 
 def _lead(ranked: pd.DataFrame, samples: Samples, word: str, scale: Callable[[pd.Series], float]) -> str:
