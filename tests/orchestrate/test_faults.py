@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -286,3 +287,48 @@ def test_a_run_whose_output_closes_mid_run_finishes_and_tears_down(tmp_path: Pat
     record = Ledger(tmp_path / "l.jsonl").runs()[run_id]
     assert (outcome.exit_code, record.status, leftovers) == (0, "complete", []), record.message
     assert "teardown" in [s.name for s in record.stages] and not (tmp_path / "host" / "runs" / run_id).exists()
+
+
+def _written_or_ended(ledger: Path, run_id: str, lines: int, process: subprocess.Popen[bytes]) -> bool:
+    """The run has written `lines` ledger lines, or has ended (a run writes fewer lines than the most asked)."""
+    written = sum(f'"run_id": "{run_id}"' in line for line in ledger.read_text().splitlines()) if ledger.exists() else 0
+    return written >= lines or process.poll() is not None
+
+
+@pytest.mark.parametrize("where", ["local", "ssh"])
+def test_kill_9_at_every_ledger_write_then_one_sweep_leaves_nothing(
+    where: str, sshd: SSHServer, ws: Workspace, tmp_path: Path
+) -> None:
+    """The fault campaign on hosts that outlive a run: `kill -9` of the orchestrator right after each of its ledger
+    writes (before the launch, after it, after preparing the host, getting the image, starting and finishing a
+    workload, tearing down), then one sweep. Each time: no container, no run folder on the host, the run final in
+    the ledger, every epoch a finished workload wrote kept here, and no traceback anywhere."""
+    image = build_mechanics_image(tmp_path / "mechanics")
+    selection = ["--workloads", "mnist_mlp", "--backends", "torch", "--image", image, "--image-source", "present"]
+    writes = 7  # starting, launched, host recorded, running, workload started, workload done, final
+    for after in range(1, writes + 1):
+        run_id = f"20260101T000000Z-k{after}{where[0]}"
+        if where == "ssh":
+            args = ssh_run_args(sshd, ws, run_id, *selection)
+        else:
+            args = ["run", "--profile", "local", "--logs", str(ws.logs), "--ledger", str(ws.ledger), "--run-id",
+                    run_id, "--remote-dir", str(ws.remote_dir), "--plain", *selection]  # fmt: skip
+        output = tmp_path / f"{run_id}.out"
+        process = start_orchestrate(*args, output=output)
+        try:
+            wait_for(partial(_written_or_ended, ws.ledger, run_id, after, process), 120, run_id, interval=0.01)
+            process.kill()
+            process.wait(timeout=30)
+            swept = orchestrate("sweep", "--provider", where, "--ledger", str(ws.ledger), timeout=120)
+        finally:
+            leftovers = containers_of_run(run_id)
+            remove_containers_of_run(run_id)
+        said = output.read_text() + swept.stdout + swept.stderr
+        assert swept.returncode == 0 and "Traceback" not in said, said
+        record = ws.run_record(run_id)
+        assert (leftovers, record.final) == ([], True), (after, record.status, said)
+        assert not (ws.remote_dir / "runs" / run_id).exists(), after
+        for item in record.latest_items():
+            if item.status == "complete":  # its epoch is here, whoever pulled it
+                csv = ws.run_logs(where, run_id) / f"{item.workload}_{item.backend}.csv"
+                assert csv.read_text().endswith("1,1.0\n"), (after, csv)
