@@ -109,13 +109,18 @@ def _bootstrap_medians(clusters: Sequence[np.ndarray], rng: np.random.Generator)
     so a machine that ran many repeats cannot pass for many machines."""
     if len(clusters) == 1:
         return np.median(rng.choice(clusters[0], (BOOTSTRAP_RESAMPLES, len(clusters[0]))), axis=1)
-    widest = max(len(c) for c in clusters)
-    runs = np.full((len(clusters), BOOTSTRAP_RESAMPLES, widest), np.nan)  # NaN pads machines with fewer runs
+    sizes = np.array([len(c) for c in clusters])
+    widest = int(sizes.max())
+    padded = np.full((len(clusters), widest), np.nan)  # NaN pads machines with fewer runs
     for k, cluster in enumerate(clusters):
-        runs[k, :, : len(cluster)] = cluster[rng.integers(0, len(cluster), (BOOTSTRAP_RESAMPLES, len(cluster)))]
+        padded[k, : len(cluster)] = cluster
     drawn = rng.integers(0, len(clusters), (BOOTSTRAP_RESAMPLES, len(clusters)))
-    pooled = runs[drawn, np.arange(BOOTSTRAP_RESAMPLES)[:, None]].reshape(BOOTSTRAP_RESAMPLES, -1)
-    return np.nanmedian(pooled, axis=1)
+    runs = sizes[drawn][..., None]  # each drawn machine's run count
+    # Each drawn machine, even one drawn twice, gets its own draw of its runs.
+    picks = (rng.random((BOOTSTRAP_RESAMPLES, len(clusters), widest)) * runs).astype(int)
+    values = padded[drawn[..., None], picks]
+    values[np.arange(widest) >= runs] = np.nan
+    return np.nanmedian(values.reshape(BOOTSTRAP_RESAMPLES, -1), axis=1)
 
 
 def _percentiles(draws: np.ndarray) -> tuple[float, float]:

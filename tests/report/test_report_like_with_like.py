@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from report_helpers import REPO, write_run
 
+from benchmarks.stats import next_machine_interval
 from report.cli import main
 from report.format import FOLD_NOTE
 from report.html import PRICE_HINT
@@ -121,3 +122,12 @@ def test_the_next_machine_interval_holds_the_committed_machines(committed_check)
     assert committed_check.held_out >= 80
     assert committed_check.share >= TARGET_COVERAGE
     assert committed_check.text() in (REPO / "docs" / "results.md").read_text()
+    # The other machines' runs alone, without the spread between machines, predict far worse.
+    naive = [
+        next_machine_interval({m: v for m, v in kind.by_machine[h.configuration].items() if m != h.machine}, 0.0)
+        for kind in committed_check.kinds
+        for h in kind.held_out
+    ]
+    medians = [h.median for kind in committed_check.kinds for h in kind.held_out]
+    inside = sum(n.low <= m <= n.high for n, m in zip(naive, medians, strict=True))
+    assert inside / len(medians) < 0.7
