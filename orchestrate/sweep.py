@@ -217,6 +217,22 @@ def _sweep_provider(provider: Provider, context: SweepContext, report: SweepRepo
         billable = provider.has(Capability.BILLABLE)
         latest = context.ledger.runs().get(run_id)  # the termination of its machine may have been recorded since
         finalise(latest, context, f"its leftovers were deleted by the sweep ({reason})", billable)
+    _finalise_dead_runs(provider, context, report, kept_runs | set(dead))
+
+
+def _finalise_dead_runs(provider: Provider, context: SweepContext, report: SweepReport, kept: set[str | None]) -> None:
+    """Runs of this provider whose orchestrator died with nothing of them left at the provider (killed before the
+    launch, or after a teardown whose last ledger line was lost): final, so that nothing shows them running."""
+    for run in context.runs().values():
+        if run.provider != provider.name or run.final or run.status == STATUS_DETACHED or run.run_id in kept:
+            continue
+        if run.owner != context.owner or context.alive(run):
+            continue
+        if context.dry_run:
+            report.recovered.append((run.run_id, f"would finalise it: nothing of it is left at {provider.name}"))
+            continue
+        finalise(run, context, f"nothing of it was left at {provider.name}", provider.has(Capability.BILLABLE))
+        report.recovered.append((run.run_id, f"finalised: nothing of it was left at {provider.name}"))
 
 
 def _tags_of(run_id: str, tags: dict[str, str], context: SweepContext) -> dict[str, str]:

@@ -378,3 +378,58 @@ def test_gce_missing_credentials_stop_the_run_before_anything_starts(gce_bench: 
     assert "error: no Google credentials found" in done.stderr
     assert gce_fake.requests == []
     assert_nothing_left_in_gce(gce_bench, gce_fake, "20250101T000000Z-gc53")
+
+
+# ---- the kill -9 campaign -------------------------------------------------------------------------------------
+
+
+def _ledger_writes(ledger: Path, run_id: str) -> int:
+    if not ledger.exists():
+        return 0
+    return sum(f'"run_id": "{run_id}"' in line for line in ledger.read_text().splitlines())
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gce"])
+def test_kill_9_after_each_ledger_write_then_one_sweep_leaves_nothing_and_bills_every_machine(
+    cloud: str, request: pytest.FixtureRequest, sshd: SSHServer, tmp_path: Path
+) -> None:
+    """The fault campaign on the clouds: the orchestrator of an attached run is killed (`kill -9`) right after
+    each of its ledger writes, from the first (nothing launched yet) to the last; then one sweep. Each time: no
+    machine, key pair, security group or local key left, no container, the run final in the ledger, every
+    machine it started billed, every finished epoch here, and no traceback. Mechanics image (it sleeps)."""
+    image = build_mechanics_image(tmp_path / "mechanics")
+    if cloud == "aws":
+        server: FaultyMotoServer = request.getfixturevalue("aws")
+        bench = make_bench(tmp_path, sshd, image, aws_environment(server.url, tmp_path))
+        keys, profile = GuestKeys(sshd, ec2_running_instance_keys(AWS_REGIONS)), "aws-e2e"
+    else:
+        fake: GCEFake = request.getfixturevalue("gce_fake")
+        bench = make_bench(tmp_path, sshd, image, gce_environment(fake, tmp_path))
+        keys, profile = GuestKeys(sshd, gce_running_instance_keys(fake)), "gce-e2e"
+    writes = 7  # starting, launched, host recorded, running, workload started, workload done, final
+    with keys:
+        for after in range(1, writes + 1):
+            run_id = f"20250101T000000Z-{cloud}k{after}"
+            process = bench.start(bench.run_args(profile, run_id, "--backends", "torch", "--image-source", "present"))
+            try:
+                written = lambda r=run_id: _ledger_writes(bench.ledger, r) >= after or process.poll() is not None  # noqa: E731,B023
+                wait_for(written, 120, f"ledger write {after}", bench)
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
+                swept = bench.call(bench.command("sweep", "--provider", cloud))
+            finally:
+                remove_containers_of_run(run_id)
+            said = bench.output() + swept.stdout + swept.stderr
+            assert swept.returncode == 0 and "Traceback" not in said, said[-4000:]
+            if cloud == "aws":
+                assert_nothing_left_in_aws(bench, run_id)
+            else:
+                assert_nothing_left_in_gce(bench, fake, run_id)
+            record = bench.record(run_id)
+            assert record.final, (after, record.status, swept.stdout)
+            for machine in record.instances:
+                assert machine.terminated_at is not None and machine.cost_usd is not None, (after, machine)
+            for item in record.latest_items():
+                if item.status == "complete":
+                    csv = run_logs(bench, profile, run_id) / f"{item.workload}_{item.backend}.csv"
+                    assert csv.read_text().endswith("1,1.0\n"), (after, csv)
