@@ -1114,20 +1114,30 @@ def _finalise_unlaunched(
         unlaunched = run.status == STATUS_DETACHED and not run.instances and run.pid and run.provider in names
         if not unlaunched or run.final or run.owner != context.owner or context.alive(run):
             continue
-        if context.dry_run:
-            report.recovered.append((run.run_id, "would finalise it: its orchestrator died before it recorded a "
-                                                 "machine"))  # fmt: skip
-            assumed[run.run_id] = replace(run, status=STATUS_FAILED)
-            continue
         try:
             profile = get_profile(catalog, run.profile, allow_retired=True)
             provider = load_provider_class(profile.provider).from_settings(settings.get(profile.provider, {}))
+            if context.dry_run:
+                _would_collect(run, provider, report, assumed)
+                continue
             done = collect(run, provider, profile, context.ledger, 0, lambda _: None, False)
         except Exception as exc:  # broad on purpose, as for a provider: one error line, and the sweep goes on
             report.errors.append(f"could not finalise run {run.run_id}: {type(exc).__name__}: {exc}")
             continue
         report.recovered.append((run.run_id, done.record.message or done.action))
     return assumed
+
+
+def _would_collect(run: RunRecord, provider: Provider, report: SweepReport, assumed: dict[str, RunRecord]) -> None:
+    """What `collect` would make of a detached run with no machine in the ledger: adopt the machine its
+    orchestrator launched but died before recording (found by its tag), or finalise the run."""
+    machines = [i.instance_id for i in provider.list_instances() if i.tags.get("run-id") == run.run_id]
+    if machines:
+        adopt = f"would adopt {', '.join(machines)}: its orchestrator died after launching it, before recording it"
+        report.recovered.append((run.run_id, f"{adopt}; the run goes on detached"))
+        return
+    report.recovered.append((run.run_id, "would finalise it: its orchestrator died before it launched a machine"))
+    assumed[run.run_id] = replace(run, status=STATUS_FAILED)
 
 
 def _sweep_settings(texts: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, str]]:

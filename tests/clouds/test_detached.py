@@ -285,6 +285,9 @@ def test_aws_orchestrator_killed_after_launch_then_collect_gets_every_log(aws_de
         assert process.wait(timeout=120) == -signal.SIGKILL
         assert bench.record(run_id).instances == []  # it died before it could record the machine
         wait_for(lambda: aws_live(), 60, "the machine", bench)
+        looked = bench.call(bench.command("sweep", "--provider", "aws", "--dry-run", "--ledger", str(bench.ledger)))
+        [said] = [line for line in looked.stdout.splitlines() if run_id in line and "recovered" in line]
+        assert f"would adopt {aws_live()[0]['InstanceId']}: its orchestrator died after launching it" in said, said
         swept = bench.call(bench.command("sweep", "--provider", "aws", "--ledger", str(bench.ledger)))
         assert swept.returncode == 0, swept.stderr
         assert f"detached run {run_id} works on its own" in swept.stdout  # kept: no orchestrator needed
@@ -295,6 +298,25 @@ def test_aws_orchestrator_killed_after_launch_then_collect_gets_every_log(aws_de
         remove_containers_of_run(run_id)
     record = assert_collected(bench, run_id, ("jax", "torch"))
     assert len(record.instances) == 1  # learnt from the machine's own status
+    assert_nothing_left_in_aws(run_id)
+
+
+def test_aws_orchestrator_killed_after_creating_the_runs_role_then_one_sweep_cleans_up(
+    aws_detached: Detached, aws: FaultyMotoServer
+) -> None:
+    """kill -9 once IAM has created the run's role and before any machine: the sweep finalises the run (no machine)
+    and its role goes in the same pass; the sweep never also calls the run one that works on its own."""
+    bench, run_id = aws_detached, "20250101T000000Z-dt03"
+    process = bench.start(bench.run_args(run_id, "--backends", "jax"))
+    aws.injector.after["CreateRole"] = lambda: os.killpg(process.pid, signal.SIGKILL)
+    assert process.wait(timeout=120) == -signal.SIGKILL
+    assert bench.record(run_id).status == "detached" and aws.injector.count("RunInstances") == 0
+    swept = bench.call(bench.command("sweep", "--provider", "aws", "--ledger", str(bench.ledger)))
+    out = swept.stdout + swept.stderr
+    assert swept.returncode == 0 and "Traceback" not in out, out
+    said = [line for line in swept.stdout.splitlines() if run_id in line]
+    assert said == [f"recovered    run {run_id}: no machine was launched: its orchestrator stopped before the launch"]
+    assert bench.record(run_id).status == "failed"
     assert_nothing_left_in_aws(run_id)
 
 
@@ -419,7 +441,9 @@ def test_aws_orchestrator_killed_during_the_image_upload_then_the_sweep_finalise
     assert parts and bench.record(run_id).status == "detached" and bench.record(run_id).instances == []
     assert unfinished_uploads(prefix) == [prefix + "image.tar"] and prefix + "image.tar" not in s3_keys(prefix)
     looked = bench.call(bench.command("sweep", "--provider", "aws", "--dry-run", "--ledger", str(bench.ledger)))
-    assert f"run {run_id}: would finalise it: its orchestrator died before the launch" in looked.stdout, looked.stdout
+    assert f"run {run_id}: would finalise it: its orchestrator died before it launched a machine" in looked.stdout, (
+        looked.stdout
+    )
     assert bench.record(run_id).status == "detached" and unfinished_uploads(prefix) == [prefix + "image.tar"]
     swept = bench.call(bench.command("sweep", "--provider", "aws", "--ledger", str(bench.ledger)))
     out = swept.stdout + swept.stderr
