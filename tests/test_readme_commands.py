@@ -1,0 +1,120 @@
+"""Every command in the README's bash blocks runs as printed, in a copy of this checkout, offline and with no cloud
+credentials. Commands that launch machines run as dry runs (DRY_RUN=1 / --dry-run, which must then say nothing is
+launched); image builds run as `make -n`; `make bench` runs two workloads on two backends. The few that cannot run
+here are listed in EXCEPTIONS with the reason."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.datasets import prefill_keras_cache
+
+ROOT = Path(__file__).resolve().parents[1]
+
+EXCEPTIONS = {
+    "make test": "the whole test suite, this test included",
+    "make bench REPEATS=3": "repeats of make bench take minutes; tests/benchmarks/test_bench_repeats.py runs them",
+    "make bench TARGET_CI=2 BUDGET=30m": "up to 30 minutes; tests/benchmarks/test_bench_repeats.py runs it small",
+    "docker run": "needs the built image; tests/images runs these commands against it",
+    ".venv/bin/python -m benchmarks fetch-data": "downloads every dataset; this machine is offline",
+    ".venv/bin/python -m benchmarks run --workload mnist_cnn --backend jax --gpus 2": "12 full epochs on two GPUs",
+    "python -m orchestrate status RUN_ID": "RUN_ID stands for a detached run of yours",
+    "python -m orchestrate collect RUN_ID": "RUN_ID stands for a detached run of yours",
+    "python -m orchestrate schedule list": "lists the schedules in your AWS and Google Cloud accounts",
+    "python -m orchestrate schedule collect NAME": "NAME stands for a schedule of yours",
+    "python -m orchestrate schedule delete NAME": "NAME stands for a schedule of yours",
+}
+# `make bench` as printed runs 9 workloads x 3 backends (minutes); here two workloads, one of them on real data (the
+# machine has Nietzsche, not MNIST), on the two backends the report commands below name.
+SMALL_BENCH = ["WORKLOADS=mnist_mlp,lstm_text_generation", "BACKENDS=jax,tensorflow"]
+SMALL_SUITE = ["--workloads", "mnist_mlp"]  # `benchmarks suite --suite quick`: one workload of the suite
+LAUNCHERS = ("make bench-", "make reproduce", "python -m orchestrate run", "python -m orchestrate schedule create")
+
+
+def readme_commands() -> list[str]:
+    """Each command of the README's bash blocks, continuation lines joined, comments dropped."""
+    text = (ROOT / "README.md").read_text()
+    commands = []
+    for block in re.findall(r"^```bash\n(.*?)^```", text, flags=re.M | re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words:
+                commands.append(shlex.join(words))
+    return commands
+
+
+def exception(command: str) -> str | None:
+    return next((reason for prefix, reason in EXCEPTIONS.items() if command.startswith(prefix)), None)
+
+
+def as_run_here(command: str) -> tuple[list[str], bool]:
+    """The command as this test runs it, and whether it must be a dry run."""
+    words = shlex.split(command)
+    if words[:2] == ["make", "bench"] and len(words) == 2:
+        return words + SMALL_BENCH, False
+    if words[:2] == ["make", "image-cpu-compiled"] or words[:2] in (["make", "image-cpu"], ["make", "image-gpu"]):
+        return ["make", "-n", *words[1:]], False
+    if words[:2] == ["make", "bench-docker"]:
+        return ["make", "-n", *words[1:]], False
+    if command.startswith(".venv/bin/python -m benchmarks suite"):
+        return words + SMALL_SUITE, False
+    if command.startswith(LAUNCHERS) and words[1:2] not in (["bench-profiles"], ["bench-cost"]):
+        if words[0] == "make":
+            return (words if any(w.startswith("DRY_RUN=") for w in words) else [*words, "DRY_RUN=1"]), True
+        return (words if "--dry-run" in words else [*words, "--dry-run"]), True
+    return words, False
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The working tree's files (tracked and new), with this checkout's .venv: the commands write logs and reports."""
+    copy = tmp_path_factory.mktemp("checkout")
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy / name)  # mtimes kept: the venv stamp stays newer than the locks
+    (copy / ".venv").symlink_to(ROOT / ".venv")
+    return copy
+
+
+@pytest.mark.slow
+def test_every_readme_command_runs_as_printed(checkout: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GOOGLE_", "CLOUDSDK_", "KCB_"))},
+        "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",  # `python` is the project's venv
+        "HOME": str(home),  # an empty ledger, no cloud configuration
+        "KERAS_HOME": str(prefill_keras_cache(tmp_path / "keras").parent),
+        "BENCH_OFFLINE": "1",
+    }
+    commands = readme_commands()
+    assert "make bench" in commands and any(c.startswith("make reproduce") for c in commands)
+    failures = []
+    for command in commands:
+        if exception(command):
+            continue
+        words, dry = as_run_here(command)
+        done = subprocess.run(words, cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
+        out = done.stdout + done.stderr
+        if done.returncode != 0 or (dry and not re.search(r"dry run|nothing is launched|nothing of this", out)):
+            failures.append(f"{shlex.join(words)} -> exit {done.returncode}\n{out[-1500:]}")
+    assert not failures, "\n\n".join(failures)
+
+
+def test_each_exception_names_a_readme_command() -> None:
+    """An exception whose command left the README is stale."""
+    commands = readme_commands()
+    assert all(any(c.startswith(prefix) for c in commands) for prefix in EXCEPTIONS)
