@@ -264,3 +264,12 @@ def test_every_variable_is_data(sandbox: Sandbox, knob: str) -> None:
     else:
         refused = re.search(rf"\*\*\* {knob} must be", done.stderr) is not None
         assert refused or any(value in argument for argument in arguments), f"{knob}: {done.stderr}"
+
+
+def test_make_bench_takes_workloads(sandbox: Sandbox) -> None:
+    """`make bench WORKLOADS=...` runs those workloads (it was ignored without a word)."""
+    _, calls = sandbox.make("bench", "WORKLOADS=mnist_mlp,imdb_fasttext", "BACKENDS=jax")
+    assert calls == [
+        ["python", "-m", "benchmarks", "suite", "--suite", "quick", "--platform", "local", "--backends", "jax",
+         "--workloads", "mnist_mlp,imdb_fasttext"],
+    ]  # fmt: skip
