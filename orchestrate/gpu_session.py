@@ -35,7 +35,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -207,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
         if args.phase == "overhead":
             manifest = _overhead(args, env, console, deadline)
         elif args.phase == "repeats":
-            manifest = [_repeats(args, env, logs, console, deadline)]
+            manifest = _repeats(args, env, logs, console, deadline)
         elif args.phase == "scaling":
             manifest = _scaling(args, env, logs, console, deadline)
         elif args.phase == "variance":
@@ -270,73 +269,86 @@ def _run_until(
     return entry
 
 
-def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console, deadline: float) -> dict:
-    """The short suite with N repeats per workload and backend, started only while the budget lasts."""
+def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console, deadline: float) -> list[dict]:
+    """The short suite's defaults, each repeat a fresh process, raising every (workload, backend) to --repeats
+    counting the repeats already collected in --existing, least measured first, so that calls cut by their
+    budget (or machines given back) end evenly measured rather than the tail of a fixed order never reached."""
+    items = [(w, b) for b in args.backends for w in args.workloads]
+    counts = existing_repeats(args.existing, items)
+    walls: dict[tuple[str, str], float] = {}
+    entries: list[dict] = []
+    for round_index, level in enumerate(fill_levels(counts, args.repeats)):
+        for workload, backend in repeats_round(items, round_index, counts, level):
+            # A process that cannot end before the deadline would leave nothing: start only what fits.
+            if deadline - time.monotonic() < max(REPEATS_MIN_START_S, 1.2 * walls.get((workload, backend), 0)):
+                continue
+            entry = _repeat_process(args, env, logs, console, deadline, workload, backend, counts)
+            walls[workload, backend] = entry["wall_s"]
+            entries.append({**entry, "round": round_index + 1})
+            counts[workload, backend] += 1
+    console.write(f"\nrounds: {json.dumps(round_walls(entries))}\n")
+    return entries
+
+
+# A short-suite process on a GPU takes 10-100 s (torch.compile's first epoch the most); none starts with less left.
+REPEATS_MIN_START_S = 30
+
+
+def existing_repeats(logs: Path | None, items: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """Repeats already collected per (workload, backend), over every machine's gpu-repeats-* folder."""
+    return {(w, b): len(list(logs.glob(f"gpu-repeats-*/{w}_{b}*.r*.csv"))) if logs else 0 for w, b in items}
+
+
+def repeats_round(
+    items: Sequence[tuple[str, str]], round_index: int, counts: dict[tuple[str, str], int], level: int
+) -> list[tuple[str, str]]:
+    """The items below `level` repeats, least measured first, ties in an order rotated each round."""
+    shift = round_index % len(items)
+    rotated = [*items[shift:], *items[:shift]]
+    return sorted((i for i in rotated if counts[i] < level), key=lambda i: counts[i])
+
+
+def _repeat_process(
+    args: argparse.Namespace,
+    env: dict[str, str],
+    logs: Path,
+    console: TextIO,
+    deadline: float,
+    workload: str,
+    backend: str,
+    counts: dict[tuple[str, str], int],
+) -> dict:
     run_id = f"gpu-repeats-{args.tag}"
-    command = [sys.executable, "-m", "benchmarks", "suite", "--suite", "short", "--repeats", str(args.repeats)]
-    command += ["--backends", ",".join(args.backends), "--workloads", ",".join(args.workloads)]
-    command += ["--platform", args.platform, "--out", str(logs), "--run-id", run_id, "--offline"]
-    # Repeats that would start after this still run to their end: leave room for the longest one.
-    command += ["--budget", str(max(1, int(deadline - time.monotonic() - 120)))]
-    if dataset := _preferred_dataset(args.carry):
-        command += ["--prefer-dataset", dataset]
-    started = time.monotonic()
-    console.write(f"\n### {run_id}: {' '.join(command[3:])}\n")
-    console.flush()
-    code, processes = _stream_repeats(command, env, console, deadline - 10)
-    entry = {"phase": "repeats", "run_id": run_id, "returncode": code, "wall_s": time.monotonic() - started}
-    return {**entry, "processes": processes, "rounds": round_walls(processes)}
+    index = counts[workload, backend] + 1  # collect renumbers it after the folder's highest where it is taken
+    runner = RunnerCommand(
+        (workload,),
+        backend,
+        platform=args.platform,
+        run_id=run_id,
+        out=str(logs),
+        suite="short",
+        prefer_dataset=_preferred_dataset(args.carry),
+        offline=True,
+        allow_synthetic=True,
+        repeat_index=index,
+        repeat_group=run_id,
+        repeat_planned=args.repeats,
+    )
+    console.write(f"\n### {run_id} {workload} [{backend}] repeat {index}\n")
+    entry = {"phase": "repeats", "run_id": run_id, "workload": workload, "backend": backend, "repeat": index}
+    command = [sys.executable, "-m", "benchmarks", *runner.argv()]
+    return _run_until(command, env, console, deadline - 10, {**entry, "returncode": None}, "stopped at the time budget")
 
 
-# The suite prints this line before it starts each repeat's fresh process.
-REPEAT_LINE = "--- repeat "
-# ... and this table once the last one has ended (benchmarks.summary.print_table).
-SUITE_TABLE_LINE = ("workload  backend", "no results")
-
-
-def _stream_repeats(
-    command: list[str], env: dict[str, str], console: TextIO, deadline: float
-) -> tuple[int, list[dict]]:
-    """Run the suite into the console; the wall time of each repeat's process, from one start line to the next."""
-    processes: list[dict] = []
-    process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert process.stdout is not None
-    timer = _kill_at(process, deadline)
-    for line in process.stdout:
-        console.write(line)
-        if line.startswith(REPEAT_LINE):
-            _close_last(processes)
-            index, _, rest = line[len(REPEAT_LINE) :].partition(": ")
-            workload, _, backend = rest.strip().partition(" [")
-            processes.append({"repeat": int(index), "workload": workload, "backend": backend.rstrip("]")})
-            processes[-1]["started"] = time.monotonic()
-        elif line.startswith(SUITE_TABLE_LINE):
-            _close_last(processes)  # the suite's closing table: the last process has ended
-    code = process.wait()
-    timer.cancel()
-    _close_last(processes)
-    return (-1 if code < 0 else code), processes
-
-
-def _kill_at(process: subprocess.Popen, deadline: float) -> threading.Timer:
-    timer = threading.Timer(max(0.0, deadline - time.monotonic()), process.kill)
-    timer.start()
-    return timer
-
-
-def _close_last(processes: list[dict]) -> None:
-    if processes and "started" in processes[-1]:
-        processes[-1]["wall_s"] = round(time.monotonic() - processes[-1].pop("started"), 2)
-
-
-def round_walls(processes: Sequence[dict]) -> dict[str, dict]:
-    """Per repeat index: the processes' summed wall seconds, per backend and in all (a round of the defaults)."""
+def round_walls(entries: Sequence[dict]) -> dict[str, dict]:
+    """Per round of this call: the processes' summed wall seconds, per backend and in all (a round of the
+    defaults, where every item was below the same level)."""
     rounds: dict[str, dict] = {}
-    for p in processes:
-        entry = rounds.setdefault(str(p["repeat"]), {"processes": 0, "wall_s": 0.0, "by_backend": {}})
+    for e in entries:
+        entry = rounds.setdefault(str(e["round"]), {"processes": 0, "wall_s": 0.0, "by_backend": {}})
         entry["processes"] += 1
-        entry["wall_s"] = round(entry["wall_s"] + p.get("wall_s", 0.0), 2)
-        entry["by_backend"][p["backend"]] = round(entry["by_backend"].get(p["backend"], 0.0) + p.get("wall_s", 0.0), 2)
+        entry["wall_s"] = round(entry["wall_s"] + e["wall_s"], 2)
+        entry["by_backend"][e["backend"]] = round(entry["by_backend"].get(e["backend"], 0.0) + e["wall_s"], 2)
     return rounds
 
 
@@ -579,7 +591,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device-counts", default="2", help="scaling: device counts beside one, e.g. 2,4")
     p.add_argument("--round-offset", type=int, default=0, help="scaling: rounds an earlier call already ran")
     p.add_argument(
-        "--existing", type=Path, help="scaling: earlier calls' collected logs, counted; least measured first"
+        "--existing",
+        type=Path,
+        help="repeats, scaling: earlier calls' collected logs (the platform's folder), counted; least measured first",
     )
     p.add_argument("--backends", default="jax,torch")
     p.add_argument("--workloads", default=",".join(WORKLOADS))
