@@ -4,8 +4,11 @@ ifndef KCB_COMMON_MK
 KCB_COMMON_MK := 1
 
 # A variable given on the command line (`make X='$(shell ...)'`) would be expanded as make code wherever it is used,
-# and when make exports it to every recipe, even unused. Each becomes a simple variable holding its text verbatim.
-$(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
+# and when make exports it to every recipe, even unused; one from the environment, wherever it is used. Each becomes
+# a simple variable holding its text verbatim (still exported). Make's own (MAKEFLAGS carries the command line to a
+# sub-make) stay as they are.
+is_data = $(or $(filter command line,$(origin $(1))),$(and $(filter environment%,$(origin $(1))),$(findstring $$,$(value $(1)))))
+$(foreach v,$(filter-out MAKE% MFLAGS SHELL,$(.VARIABLES)),$(if $(call is_data,$(v)),$(eval override $(v) := $$(value $(v)))))
 
 SHELL := /bin/bash
 PYTHON ?= python3

@@ -138,9 +138,9 @@ class Sandbox:
     record: Path
     base: list[str]  # variables every call passes: recorders, and folders inside tmp
 
-    def make(self, *args: str) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+    def make(self, *args: str, **environ: str) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
         self.record.write_bytes(b"")
-        env = {**os.environ, "KCB_RECORD": str(self.record), "HOME": str(self.tmp / "home")}
+        env = {**os.environ, **environ, "KCB_RECORD": str(self.record), "HOME": str(self.tmp / "home")}
         for name in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT"):
             env.pop(name, None)  # no credentials: nothing could launch even if a command tried
         done = subprocess.run(
@@ -273,3 +273,12 @@ def test_make_bench_takes_workloads(sandbox: Sandbox) -> None:
         ["python", "-m", "benchmarks", "suite", "--suite", "quick", "--platform", "local", "--backends", "jax",
          "--workloads", "mnist_mlp,imdb_fasttext"],
     ]  # fmt: skip
+
+
+def test_a_variable_from_the_environment_is_data_too(sandbox: Sandbox) -> None:
+    marker = sandbox.tmp / "ran"
+    value = f"me@box $(shell touch {marker}) `touch {marker}`"
+    done, calls = sandbox.make("bench-ssh", "bench-status", DRY_RUN="1", HOST=value, RUN=f"r;touch {marker}")
+    assert not marker.exists(), done.stderr
+    assert [c[c.index("--host") + 1] for c in calls if "--host" in c] == [value]
+    assert ["python", "-m", "orchestrate", "status", f"r;touch {marker}"] in calls
