@@ -62,7 +62,7 @@ else
 	@status=0; \
 	$(call with_words,REPRODUCE_FLAGS,$(PY_VENV) -m orchestrate run --profile $(call quote,$(PROFILE)) \
 	  --suite $(call quote,$(STUDY)) --logs $(call quote,$(REPORT_LOGS))) || status=$$?; \
-	platform=$$($(RUNS_AS) $(call quote,$(PROFILE))) || exit $$status; \
+	platform=$$($(RUNS_AS) $(call quote,$(PROFILE)) 2>/dev/null) || exit $$status; \
 	$(call with_words,REPORT_FLAGS,$(REPORT) $(call quote,$(REPORT_LOGS))/"$$platform" --suite $(call quote,$(STUDY)) \
 	  --study $(call quote,$(STUDY)) --out $(call quote,$(REPORT_OUT)/$(STUDY)) $(_REPORT_ARGS) \
 	  $$(test "$$platform" = $(call quote,$(PROFILE)) || echo --replacement $(call quote,$(PROFILE))="$$platform")) \
