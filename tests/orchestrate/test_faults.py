@@ -32,6 +32,7 @@ from tests.orchestrate.orchestrate_helpers import (
     start_orchestrate,
     wait_for,
 )
+from tests.orchestrate.test_registry import install_outside_package
 from tests.support.docker import (
     build_cpu_image,
     build_mechanics_image,
@@ -295,31 +296,57 @@ def _written_or_ended(ledger: Path, run_id: str, lines: int, process: subprocess
     return written >= lines or process.poll() is not None
 
 
-@pytest.mark.parametrize("where", ["local", "ssh"])
+PLUGIN_CATALOG = """
+[profiles.outside-cpu]
+provider = "outsidecloud"
+description = "a CPU host at outsidecloud"
+"""
+
+
+@pytest.mark.parametrize("where", ["local", "ssh", "plugin"])
 def test_kill_9_at_every_ledger_write_then_one_sweep_leaves_nothing(
     where: str, sshd: SSHServer, ws: Workspace, tmp_path: Path
 ) -> None:
-    """The fault campaign on hosts that outlive a run: `kill -9` of the orchestrator right after each of its ledger
-    writes (before the launch, after it, after preparing the host, getting the image, starting and finishing a
-    workload, tearing down), then one sweep. Each time: no container, no run folder on the host, the run final in
-    the ledger, every epoch a finished workload wrote kept here, and no traceback anywhere."""
+    """The fault campaign on hosts that outlive a run (this machine, an SSH host, and a third-party package's
+    provider installed as a plug-in): `kill -9` of the orchestrator right after each of its ledger writes (before
+    the launch, after it, after preparing the host, getting the image, starting and finishing a workload, tearing
+    down), then one sweep. Each time: no container, no run folder on the host, the run final in the ledger, every
+    epoch a finished workload wrote kept here, and no traceback anywhere."""
     image = build_mechanics_image(tmp_path / "mechanics")
     selection = ["--workloads", "mnist_mlp", "--backends", "torch", "--image", image, "--image-source", "present"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    provider, profile = {"local": ("local", "local"), "ssh": ("ssh", "ssh"), "plugin": ("outsidecloud", "outside-cpu")}[
+        where
+    ]
+    if where == "plugin":
+        site = tmp_path / "site"
+        site.mkdir()
+        install_outside_package(site)
+        (tmp_path / "outside.toml").write_text(PLUGIN_CATALOG)
+        env["PYTHONPATH"] = f"{site}:{ROOT}"
+        selection += ["--catalog", str(tmp_path / "outside.toml")]
     writes = 7  # starting, launched, host recorded, running, workload started, workload done, final
     for after in range(1, writes + 1):
         run_id = f"20260101T000000Z-k{after}{where[0]}"
-        if where == "ssh":
-            args = ssh_run_args(sshd, ws, run_id, *selection)
-        else:
+        if where == "local":
             args = ["run", "--profile", "local", "--logs", str(ws.logs), "--ledger", str(ws.ledger), "--run-id",
                     run_id, "--remote-dir", str(ws.remote_dir), "--plain", *selection]  # fmt: skip
+        else:
+            args = ssh_run_args(sshd, ws, run_id, *selection)
+            args[args.index("--profile") + 1] = profile
         output = tmp_path / f"{run_id}.out"
-        process = start_orchestrate(*args, output=output)
+        with output.open("wb") as handle:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "orchestrate", *args], cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, env=env
+            )
         try:
             wait_for(partial(_written_or_ended, ws.ledger, run_id, after, process), 120, run_id, interval=0.01)
             process.kill()
             process.wait(timeout=30)
-            swept = orchestrate("sweep", "--provider", where, "--ledger", str(ws.ledger), timeout=120)
+            swept = subprocess.run(
+                [sys.executable, "-m", "orchestrate", "sweep", "--provider", provider, "--ledger", str(ws.ledger)],
+                cwd=ROOT, capture_output=True, text=True, env=env, timeout=120,
+            )  # fmt: skip
         finally:
             leftovers = containers_of_run(run_id)
             remove_containers_of_run(run_id)
@@ -330,5 +357,5 @@ def test_kill_9_at_every_ledger_write_then_one_sweep_leaves_nothing(
         assert not (ws.remote_dir / "runs" / run_id).exists(), after
         for item in record.latest_items():
             if item.status == "complete":  # its epoch is here, whoever pulled it
-                csv = ws.run_logs(where, run_id) / f"{item.workload}_{item.backend}.csv"
+                csv = ws.run_logs(profile, run_id) / f"{item.workload}_{item.backend}.csv"
                 assert csv.read_text().endswith("1,1.0\n"), (after, csv)
