@@ -34,6 +34,7 @@ help:
 	@echo "make image-cpu | image-gpu | image-cpu-compiled | bench-docker     (docs/images.md)"
 	@echo "make bench-local | bench-ssh HOST=user@box | bench-<profile>         (docs/orchestrate.md)"
 	@echo "make report | reproduce STUDY=<study> [PROFILE=local]               (docs/report.md)"
+	@echo "DRY_RUN=1 (or true, yes, on, y): plan and estimate only, on every target that launches or deletes"
 
 venv: $(VENV_STAMP)
 
