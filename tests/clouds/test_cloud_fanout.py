@@ -15,7 +15,9 @@ import pytest
 from orchestrate.testing.sshd import SSHServer
 from tests.clouds.aws_faults import Fault, FaultyMotoServer
 from tests.clouds.environments import aws_environment
+from tests.clouds.guests import GuestKeys, ec2_running_instance_keys
 from tests.clouds.test_cloud_runs import (
+    AWS_REGIONS,
     Bench,
     assert_nothing_left_in_aws,
     cpu_image,
@@ -23,7 +25,7 @@ from tests.clouds.test_cloud_runs import (
     make_bench,
     wait_for,
 )
-from tests.support.docker import containers_of_run, remove_containers_of_run
+from tests.support.docker import build_mechanics_image, containers_of_run, remove_containers_of_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.sshd]
 __all__ = ["cpu_image"]  # the module-scoped image fixture, shared with test_cloud_runs
@@ -119,3 +121,44 @@ def test_sigterm_reaches_every_profiles_run_which_tears_itself_down(fan_bench: B
         record = fan_bench.record(run_id)
         assert record.status == "interrupted" and record.message == "interrupted by SIGTERM", fan_bench.output()
         assert containers_of_run(run_id) == []
+
+
+def test_a_killed_fanout_over_a_cloud_and_this_machine_leaves_both_runs_to_finish(
+    aws: FaultyMotoServer, sshd: SSHServer, tmp_path: Path
+) -> None:
+    """`kill -9` of a fan-out over aws-e2e and local once both run their first workload: each run (a session and
+    an output file of its own) finishes its suite, terminates its machine, releases its key pair, security group
+    and local key, and ends complete and billed in the ledger; `collect <base>` then makes the table. Mechanics
+    image (it sleeps)."""
+    image = build_mechanics_image(tmp_path / "mechanics")
+    bench = make_bench(tmp_path, sshd, image, aws_environment(aws.url, tmp_path))
+    base = "20250101T000000Z-fkl"
+    args = bench.run_args("local", base, "--backends", "torch", "--image-source", "present")
+    args[args.index("--profile") : args.index("--profile") + 2] = ["--profiles", "aws-e2e,local"]
+    args[args.index("--workloads") + 1] = "mnist_mlp,imdb_fasttext"
+    args += ["--report-out", str(tmp_path / "report")]
+    run_ids = [f"{base}-aws-e2e", f"{base}-local"]
+    with GuestKeys(sshd, ec2_running_instance_keys(AWS_REGIONS)):
+        process = bench.start(args)
+        try:
+            both_running = lambda: all(containers_of_run(r) for r in run_ids)  # noqa: E731
+            wait_for(both_running, 300, "both profiles' containers", bench)
+            process.kill()  # the fan-out process alone: its children are in sessions of their own
+            process.wait(timeout=30)
+            ended = lambda: all(bench.record(r).final for r in run_ids)  # noqa: E731
+            wait_for(ended, 300, "both runs to end", bench)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            for run_id in run_ids:
+                remove_containers_of_run(run_id)
+    for run_id in run_ids:
+        record = bench.record(run_id)
+        assert record.status == "complete", record.message
+        assert [i.status for i in record.latest_items()] == ["complete", "complete"]
+    [machine] = bench.record(run_ids[0]).instances
+    assert machine.terminated_at is not None and machine.cost_usd is not None
+    assert_nothing_left_in_aws(bench, run_ids[0])
+    collected = bench.call(bench.command("collect", base, "--ledger", str(bench.ledger)))
+    table = collected.stdout[collected.stdout.index(f"Fan-out {base}: 2 profiles") :]
+    assert [line.split()[:2] for line in table.splitlines()[2:4]] == [["aws-e2e", "complete"], ["local", "complete"]]
