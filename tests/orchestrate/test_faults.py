@@ -359,3 +359,29 @@ def test_kill_9_at_every_ledger_write_then_one_sweep_leaves_nothing(
             if item.status == "complete":  # its epoch is here, whoever pulled it
                 csv = ws.run_logs(profile, run_id) / f"{item.workload}_{item.backend}.csv"
                 assert csv.read_text().endswith("1,1.0\n"), (after, csv)
+
+
+def test_a_run_whose_stdout_closes_before_its_summary_ends_as_the_run_did(ws: Workspace, tmp_path: Path) -> None:
+    """The reader of stdout leaves mid-run (`| head`): the summary at the end has nowhere to go, which is no error:
+    no traceback, and the exit status is the run's."""
+    image = build_mechanics_image(tmp_path / "mechanics")
+    run_id = "20260101T000000Z-sout"
+    args = ["run", "--profile", "local", "--logs", str(ws.logs), "--ledger", str(ws.ledger), "--run-id", run_id]
+    args += ["--remote-dir", str(ws.remote_dir), "--plain", "--workloads", "mnist_mlp", "--backends", "torch"]
+    args += ["--image", image, "--image-source", "present"]
+    with (tmp_path / "stderr.txt").open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrate", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+    try:
+        wait_for(lambda: [i["status"] for i in ledger_items(ws.ledger, run_id)] == ["running"], 120, "the workload")
+        assert process.stdout is not None
+        process.stdout.close()
+        code = process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        remove_containers_of_run(run_id)
+    errors = (tmp_path / "stderr.txt").read_text()
+    assert (code, ws.run_record(run_id).status) == (0, "complete") and "Traceback" not in errors, errors
