@@ -319,8 +319,8 @@ def _workload_charts(
         common.append("no interval where a configuration has fewer than 3 repeats")
     if (rows["rel_time"].isna() & rows["rel_steady"].notna()).any():
         common.append(
-            "bars marked (steady epoch) compare median steady epochs (other epochs than the base's); (per sample) "
-            "compare steady-epoch seconds per training sample (other sample counts than the base's)"
+            "bars marked (steady epoch) compare median steady epochs, or their cost (other epochs than the base's); "
+            "(per sample) compare steady-epoch seconds, or their cost, per training sample (other sample counts)"
         )
     if rows.apply(lambda r: bool(fmt.marks(r)), axis=1).any():
         common.append("⚠ marks unstable or host-bound configurations (see the table)")
@@ -376,6 +376,10 @@ def _bar(row: pd.Series, column: str, what: str, published: bool, label: str | N
         # Other epochs than the base's: the steady epochs still compare, per sample where the sample counts differ.
         value, label = row["rel_steady"], f"{label} ({_steady_word(row)})"
         low, high = row.get("rel_steady_low"), row.get("rel_steady_high")
+    elif column == "rel_cost" and fmt.missing(row.get("rel_time")) and not fmt.missing(value):
+        # Its cost ratio is then of a steady epoch or a sample too, with the steady ratio's interval.
+        label = f"{label} ({_steady_word(row)})"
+        low, high = row.get("rel_cost_low"), row.get("rel_cost_high")
     return Bar(
         label=label,
         value=None if fmt.missing(value) else float(value),

@@ -151,7 +151,7 @@ def results_display(results: pd.DataFrame) -> pd.DataFrame:
                 "verdict": r.get("verdict") if isinstance(r.get("verdict"), str) else "",
                 "cost": usd(r["cost_usd"]),
                 "cost per epoch": usd(r.get("cost_per_epoch_usd")),
-                "cost vs base": relative(r, "rel_cost"),
+                "cost vs base": _cost_relative(r),
                 "energy per run": energy(r),
                 "notes": _notes_without_prices(r["notes"]),
             }
@@ -159,11 +159,23 @@ def results_display(results: pd.DataFrame) -> pd.DataFrame:
     return _without_empty(pd.DataFrame(rows), ["GPU util", "stability", "verdict", "energy per run"])
 
 
+def _cost_relative(row: pd.Series) -> str:
+    """The cost ratio; where whole runs do not compare, that of a steady epoch or of a sample, said so."""
+    text = relative(row, "rel_cost")
+    if missing(row.get("rel_cost")) or not missing(row.get("rel_time")):
+        return text
+    return f"{text} {_per(row)}"
+
+
+def _per(row: pd.Series) -> str:
+    basis = row.get("steady_basis")
+    return "per sample" if isinstance(basis, str) and basis.startswith("time per sample") else "per steady epoch"
+
+
 def _steady_relative(row: pd.Series) -> str:
     """The steady-epoch ratio, saying when it is per training sample (the sample counts differ)."""
     text = relative(row, "rel_steady")
-    basis = row.get("steady_basis")
-    return f"{text} per sample" if isinstance(basis, str) and basis.startswith("time per sample") else text
+    return f"{text} per sample" if _per(row) == "per sample" and not row.get("is_base") else text
 
 
 def comparison_display(comparison: pd.DataFrame) -> pd.DataFrame:

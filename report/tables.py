@@ -185,7 +185,7 @@ def _host_altered(run: Run) -> bool:
 def resolve_base(spec: str | None, groups: Sequence[Group]) -> Base:
     """The base named by `--base` (a configuration label or name, or a platform with one backend); by default
     the user's (not reference) real-data TensorFlow runs, as the published studies divided by TensorFlow, else
-    the platform and backend that ran the most workloads."""
+    the platform and backend that ran the most workloads (then on the most machines)."""
     if not groups:
         raise ReportError("no complete runs to report")
     if spec is None:
@@ -212,13 +212,17 @@ def resolve_base(spec: str | None, groups: Sequence[Group]) -> Base:
 
 def _default_base(groups: Sequence[Group]) -> Base:
     workloads: dict[tuple[str, str, bool], set[str]] = defaultdict(set)
+    machines: dict[tuple[str, str, bool], set[str]] = defaultdict(set)
     for g in groups:
         workloads[(g.config.platform, g.config.backend, g.config.reference)].add(g.workload)
+        machines[(g.config.platform, g.config.backend, g.config.reference)].update(g.machines())
     real_tf = {(g.config.platform, g.config.backend, g.config.reference) for g in groups if not g.config.synthetic}
     real_tf = {key for key in real_tf if key[1] == "tensorflow"}
     ranked = sorted(
         workloads,
-        key=lambda key: (key[2], key not in real_tf, -len(workloads[key]), key[1], key[0]),
+        # Ties in workloads go to the one measured on the most machines: the best established, which a newly
+        # measured machine does not displace.
+        key=lambda key: (key[2], key not in real_tf, -len(workloads[key]), -len(machines[key]), key[1], key[0]),
     )
     platform, backend, reference = ranked[0]
     return Base(platform, backend, reference=reference)
@@ -374,9 +378,14 @@ def _relative_row(table: pd.DataFrame, index: int, group: Group, base_group: Gro
     verdict: Comparison | None = None
     basis = ""
     steady, base_steady, steady_basis = _steady_pair(group, base_group)
+    steady_ratio = None
     if steady[0] and base_steady[0]:
-        ratio = ratio_of_medians(steady[0], base_steady[0], steady[1], base_steady[1])
-        table.loc[index, ["rel_steady", "rel_steady_low", "rel_steady_high"]] = [ratio.value, ratio.low, ratio.high]
+        steady_ratio = ratio_of_medians(steady[0], base_steady[0], steady[1], base_steady[1])
+        table.loc[index, ["rel_steady", "rel_steady_low", "rel_steady_high"]] = [
+            steady_ratio.value,
+            steady_ratio.low,
+            steady_ratio.high,
+        ]
         table.at[index, "steady_basis"] = steady_basis
     if (group.epochs, group.train_samples) == (base_group.epochs, base_group.train_samples):
         ratio = ratio_of_medians(group.totals(), base_group.totals(), group.machines(), base_group.machines())
@@ -395,9 +404,10 @@ def _relative_row(table: pd.DataFrame, index: int, group: Group, base_group: Gro
             f"total time not compared: {group.epochs} epochs / {_samples(group)} samples vs the base's "
             f"{base_group.epochs} / {_samples(base_group)}{compared}"
         )
-        if steady[0] and base_steady[0]:
+        if steady_ratio is not None:
             verdict = compare(steady[0], base_steady[0], candidate_machines=steady[1], base_machines=base_steady[1])
             basis = steady_basis
+            _relative_steady_cost(table, index, base_index, steady_ratio)
     if verdict is not None:
         table.at[index, "verdict"] = verdict.text("it", "the base")
         table.at[index, "verdict_basis"] = basis
@@ -430,6 +440,21 @@ def _relative_cost(table: pd.DataFrame, index: int, base_index: int, time_ratio:
     if exact and time_ratio.low is not None and time_ratio.high is not None:
         prices = table.at[index, "usd_per_hour"] / table.at[base_index, "usd_per_hour"]
         table.loc[index, ["rel_cost_low", "rel_cost_high"]] = [time_ratio.low * prices, time_ratio.high * prices]
+
+
+def _relative_steady_cost(table: pd.DataFrame, index: int, base_index: int, steady_ratio: Estimate) -> None:
+    """Where whole runs do not compare, the cost of a steady epoch (or of a training sample) over the base's: the
+    steady ratio x the price ratio, as a steady epoch is billed as training time."""
+    price, base_price = table.at[index, "usd_per_hour"], table.at[base_index, "usd_per_hour"]
+    if pd.isna(price) or pd.isna(base_price) or base_price <= 0:
+        return
+    prices = price / base_price
+    low, high = steady_ratio.low, steady_ratio.high
+    table.loc[index, ["rel_cost", "rel_cost_low", "rel_cost_high"]] = [
+        steady_ratio.value * prices,
+        None if low is None else low * prices,
+        None if high is None else high * prices,
+    ]
 
 
 def _join(*parts: object) -> str:

@@ -58,6 +58,11 @@ def test_the_summary_ranks_every_priced_run_and_names_its_price(logs: Path, tmp_
     assert summary["cheapest"] == "local-tensorflow" and summary["price"] == "$0.1/h"
     assert summary["cost"] == "$0.0556 per 1M training samples"
     assert summary["compared on"].startswith("throughput")
+    # Whole runs do not compare, so neither do their costs: a sample's cost does (the steady ratio x the prices).
+    h200 = pd.read_csv(out / "results.csv").set_index("config").loc[H200]
+    assert h200["rel_cost"] == pytest.approx(0.05 * h200["usd_per_hour"] / 0.10)
+    assert f"{h200['rel_cost']:.2f}x [no interval] per sample" in (out / "index.html").read_text()
+    assert f"{H200} (per sample)" in (out / "charts" / "cifar10_cnn_cost.svg").read_text()
     glance = (out / "index.html").read_text().split('id="glance"')[1].split("</ul>")[0]
     assert f"fastest {H200} (10,000 samples/s)" in glance
     assert "cheapest local-tensorflow at $0.1/h ($0.0556 per 1M training samples)" in glance
