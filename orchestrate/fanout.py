@@ -281,8 +281,7 @@ def _start(member: Member, argv: list[str], prefix: str) -> Child:
 
 def _follow(path: Path, process: subprocess.Popen[bytes], prefix: str) -> None:
     """Show the lines the child appends to its output file until it exits, then the rest."""
-    with path.open("rb") as stream:
-        stream.seek(0, os.SEEK_END)
+    with path.open("rb") as stream:  # from its start: the child may have written before this thread began
         pending = b""
         while True:
             running = process.poll() is None
