@@ -331,7 +331,8 @@ def with_measured_rivals(
 ) -> dict[str, Owned]:
     """Owned machines whose runs are in `results` (their `platform`) get every rented platform measured beside them
     as rivals, on demand and spot where priced: speed-up = the median over shared workloads and backends of the
-    rented machine's median steady epoch over the owned one's. `prices`: platform -> (on-demand, spot) USD/h."""
+    rented machine's median steady-epoch seconds per training sample over the owned one's (runs without a recorded
+    sample count give no ratio). `prices`: platform -> (on-demand, spot) USD/h."""
     measured = {}
     for name, machine in owned.items():
         if machine.platform is None or machine.currency != "USD":
@@ -352,11 +353,15 @@ def _measured_rivals(
     platform: str, on_demand: float | None, spot: float | None, mine: pd.DataFrame, theirs: pd.DataFrame
 ) -> list[Rival]:
     shared = mine.merge(theirs, on=["workload", "backend", "data_source"], suffixes=("_owned", "_rented"))
-    ratios = (shared["steady_epoch_s_rented"] / shared["steady_epoch_s_owned"]).dropna()
+    # Per training sample: an epoch over 500 samples and one over 60,000 are not the same work.
+    per_sample = {
+        side: shared[f"steady_epoch_s_{side}"] / shared[f"train_samples_{side}"] for side in ("owned", "rented")
+    }
+    ratios = (per_sample["rented"] / per_sample["owned"]).dropna()
     if ratios.empty:
         return []
     speedup = float(ratios.median())
-    source = f"measured: median over {len(ratios)} shared workload(s) of the steady-epoch ratio"
+    source = f"measured: median over {len(ratios)} shared workload(s) of the seconds-per-training-sample ratio"
     return [
         Rival(platform, platform, market, price, f"catalog {platform} {market}", speedup, source, {})
         for market, price in (("on-demand", on_demand), ("spot", spot))

@@ -118,3 +118,24 @@ def test_an_owned_machine_is_a_platform_weighed_against_the_rented_ones_beside_i
     spot = 1500 / (8 * (0.24 * 2 - 0.075) - 0.192)
     assert f"{on_demand:,.1f} (8 h a day)" in page and f"{spot:,.1f} (8 h a day)" in page
     assert "measured: median over 1 shared workload(s)" in page
+
+
+def test_an_owned_machine_measured_on_a_slice_is_compared_per_training_sample(tmp_path: Path, logs: Path) -> None:
+    """The box ran 500 samples an epoch, the rented machine the full 60,000: 1.0 s against 2.0 s per steady epoch
+    is 60x less work in half the time, so the rented machine is 60x faster per sample, not half as fast."""
+    owned = tmp_path / "owned.toml"
+    owned.write_text(
+        '[my-box]\ntitle = "my box"\nsource = "my invoice"\ncurrency = "USD"\nplatform = "my-box"\n'
+        "purchase_price = 1500\nuseful_life_years = 3\nhours_per_day = 8\nidle_watts = 40\nload_watts = 250\n"
+        "electricity_per_kwh = 0.30\n"
+    )
+    write_run(logs, platform="my-box", elapsed=(3.0, 1.0, 1.0), train_samples=500)
+    write_run(logs, platform="aws-g4dn.xlarge", elapsed=(5.0, 2.0, 2.0), train_samples=60000)
+    out = tmp_path / "out"
+    assert main([str(logs), "--owned", str(owned), "--out", str(out), "--base", "aws-g4dn.xlarge"]) == 0
+    page = (out / "index.html").read_text()
+    assert "seconds-per-training-sample ratio" in page
+    # Speed-up 1/60: an hour of the box's use is a minute of renting, cheaper than the box's electricity.
+    assert "never: renting costs less per hour of use than the electricity" in page
+    epoch_ratio_days = 1500 / (8 * (0.526 * 2 - 0.075) - 0.192)  # what the epoch-against-epoch ratio gave
+    assert f"{epoch_ratio_days:,.1f} (8 h a day)" not in page
