@@ -349,3 +349,13 @@ def test_provider_private_data_travels_with_the_instance(aws: FaultyMotoServer) 
     finally:
         other.terminate(instance)
         other.release_run("20250101T000000Z-priv")
+
+
+def test_the_end_time_is_read_from_ec2s_state_transition_reason() -> None:
+    """EC2 documents `User initiated (YYYY-MM-DD hh:mm:ss GMT)`; moto writes UTC; a reason without a time is None."""
+    from orchestrate.providers.aws import transition_time
+
+    assert transition_time("User initiated (2016-05-10 22:59:27 GMT)") == 1462921167.0
+    assert transition_time("User initiated (2016-05-10 22:59:27 UTC)") == 1462921167.0
+    assert transition_time("Server.SpotInstanceTermination") is None
+    assert transition_time("") is None
