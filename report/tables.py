@@ -191,9 +191,11 @@ def resolve_base(spec: str | None, groups: Sequence[Group]) -> Base:
     if spec is None:
         return _default_base(groups)
     configs = sorted({g.config for g in groups}, key=lambda c: (c.synthetic, c.label))
+    # A name matches its real-data runs first, else its synthetic ones (an offline machine has only those): the
+    # base's runs are then chosen per workload, real or synthetic alike.
     for matches in (
         [c for c in configs if c.label == spec],
-        [c for c in configs if c.name == spec and not c.synthetic],
+        [c for c in configs if c.name == spec],
     ):
         if matches:
             c = matches[0]

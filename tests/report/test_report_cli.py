@@ -95,6 +95,10 @@ def test_single_runs_say_no_interval_and_synthetic_is_labelled(
     assert "n=1, no interval" in page and "local-torch (synthetic)" in page
     assert "no price: catalog profile &#39;local&#39; has none" in page  # cost n/a with the reason
     assert "No cost chart" in page
+    # Named without its "(synthetic)": the synthetic runs are the only ones of that name, so they are the base.
+    assert _report([str(logs), "--out", str(tmp_path / "named"), "--base", "local-torch"], capsys)[0] == 0
+    named = pd.read_csv(tmp_path / "named" / "results.csv").set_index("config")
+    assert named.loc["local-torch (synthetic)", "is_base"]
 
 
 def test_partial_and_malformed_logs_are_named_not_fatal(
