@@ -95,9 +95,17 @@ def _per_sample(runs: Sequence[Run]) -> list[float]:
     return [s for s in map(_seconds_per_sample, runs) if s is not None]
 
 
+def _machines(runs: Sequence[Run]) -> list[str]:
+    """The machine of each value of `_per_sample(runs)`, in its order."""
+    return [r.machine for r in runs if _seconds_per_sample(r) is not None]
+
+
 def _compare(runs: Sequence[Run], base: Sequence[Run]) -> Comparison:
-    """Seconds per sample on N devices against one: the ratio's value below 1 means the devices helped."""
-    return compare(_per_sample(runs), _per_sample(base))
+    """Seconds per sample on N devices against one: the ratio's value below 1 means the devices helped. Runs from
+    several machines are resampled by machine, then by run."""
+    return compare(
+        _per_sample(runs), _per_sample(base), candidate_machines=_machines(runs), base_machines=_machines(base)
+    )
 
 
 def _ordered(groups: dict[Group, list[Run]]) -> list[Group]:
@@ -149,7 +157,8 @@ COLUMNS = [
 
 
 def _row(group: Group, runs: list[Run], base: list[Run]) -> dict[str, Any]:
-    steady = median_estimate([r.steady_median_s for r in runs if r.steady_median_s])
+    timed = [r for r in runs if r.steady_median_s]
+    steady = median_estimate([float(r.steady_median_s or 0) for r in timed], [r.machine for r in timed])
     per_sample = _per_sample(runs)
     batch = _distribution(runs[0]).get("global_batch_size") or _hyperparameters(runs[0]).get("batch_size")
     row = {
@@ -198,7 +207,8 @@ def _speedup_interval(ratio: Estimate) -> str:
     low, high = _speedup_bounds(ratio)
     if low is None or high is None:
         return f"n={ratio.n}, no interval"
-    return f"{low:.2f}–{high:.2f} (95% bootstrap, n={ratio.n})"
+    machines = f" on {ratio.machines} machines" if ratio.machines > 1 else ""
+    return f"{low:.2f}–{high:.2f} (95% {ratio.method or 'bootstrap'}, n={ratio.n}{machines})"
 
 
 @dataclass
