@@ -44,6 +44,8 @@ FINAL_STATUSES = frozenset({STATUS_COMPLETE, STATUS_FAILED, STATUS_INTERRUPTED})
 # How a machine's termination time was learnt, when not from the orchestrator that terminated it.
 TERMINATED_BY_PROVIDER = "provider"  # the machine ended itself (max lifetime, power-off) or was ended elsewhere;
 # terminated_at is the provider's own record of it (EC2's state transition time, GCE's lastStopTimestamp)
+TERMINATED_BY_EXPIRY = "expiry"  # it ended on its own and the provider kept no time (a GCE VM that deleted itself):
+# terminated_at is its expiry, the latest it could have run, so the bill is an upper bound
 
 
 class LedgerError(ValueError):
@@ -66,7 +68,8 @@ class InstanceRecord:
     billed_seconds: int | None = None
     cost_usd: float | None = None
     preempted: bool = False
-    terminated_by: str | None = None  # TERMINATED_BY_PROVIDER, or None: this project terminated it
+    terminated_by: str | None = None  # TERMINATED_BY_PROVIDER or _EXPIRY, or None: this project terminated it
+    expires_at: float | None = None  # epoch seconds: its max lifetime ends, and with it the machine
 
 
 @dataclass

@@ -254,6 +254,7 @@ class Lifecycle:
                     zone=instance.zone,
                     spot=instance.spot,
                     launched_at=instance.launched_at or asked_at,
+                    expires_at=float(tags["expiry"]),
                 )
                 self.record.instances.append(record)
                 self._save()  # the machine exists: record it before anything else can fail

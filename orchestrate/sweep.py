@@ -38,6 +38,7 @@ from orchestrate.catalog import Profile
 from orchestrate.ledger import (
     STATUS_DETACHED,
     STATUS_FAILED,
+    TERMINATED_BY_EXPIRY,
     TERMINATED_BY_PROVIDER,
     InstanceRecord,
     Ledger,
@@ -188,7 +189,7 @@ def _sweep_provider(provider: Provider, context: SweepContext, report: SweepRepo
     decisions = plan_sweep(instances, runs, context.now, context.owner, context.alive)
     kept_runs = {d.instance.tags.get("run-id") for d in decisions if not d.delete}
     dead = _act(provider, decisions, context, report)
-    _bill_machines_that_ended(provider, context, report)
+    _bill_machines_that_ended(provider, context, report, {i.instance_id for i in instances})
     runs = context.runs()
     for run_id, tags in provider.leftover_runs().items():
         if run_id in kept_runs or run_id in dead:
@@ -291,9 +292,10 @@ def _ended_at(provider: Provider, instance: Instance, report: SweepReport) -> fl
         return None
 
 
-def _bill_machines_that_ended(provider: Provider, context: SweepContext, report: SweepReport) -> None:
+def _bill_machines_that_ended(provider: Provider, context: SweepContext, report: SweepReport, live: set[str]) -> None:
     """Machines of finished or dead runs that the ledger never saw end (they ended themselves, or their
-    orchestrator died first): billed up to the time the provider recorded."""
+    orchestrator died first): billed up to the time the provider recorded, else, for one no longer listed and
+    past its expiry, up to its expiry (the most it can have run)."""
     for run in context.ledger.runs().values():
         unended = [i for i in run.instances if i.terminated_at is None and i.provider == provider.name]
         watched = run.status == STATUS_DETACHED or (not run.final and context.alive(run))
@@ -304,13 +306,21 @@ def _bill_machines_that_ended(provider: Provider, context: SweepContext, report:
             at = _ended_at(provider, Instance(provider.name, record.instance_id, record.zone, None), report)
             if at is not None:
                 record.terminated_at, record.terminated_by = at, TERMINATED_BY_PROVIDER
-                ended.append(f"{record.instance_id} at {_utc(at)}")
+                ended.append(f"{record.instance_id} to {_utc(at)}, when {provider.name} recorded its end")
+            elif _expired_and_gone(record, live, context.now):
+                record.terminated_at, record.terminated_by = record.expires_at, TERMINATED_BY_EXPIRY
+                ended.append(f"{record.instance_id} to its expiry, {_utc(record.expires_at or 0.0)} (an upper bound: "
+                             f"{provider.name} kept no end time)")  # fmt: skip
         if not ended:
             continue
-        what = f"billed {', '.join(ended)}, when {provider.name} recorded its end"
+        what = f"billed {'; '.join(ended)}"
         report.recovered.append((run.run_id, ("would have " if context.dry_run else "") + what))
         if not context.dry_run:
             finalise(run, context, f"its machine ended on its own ({what})", provider.has(Capability.BILLABLE), True)
+
+
+def _expired_and_gone(record: InstanceRecord, live: set[str], now: float) -> bool:
+    return record.instance_id not in live and record.expires_at is not None and now > record.expires_at
 
 
 def _utc(epoch: float) -> str:

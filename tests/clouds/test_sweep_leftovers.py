@@ -122,7 +122,7 @@ def test_an_aws_machine_that_ended_itself_is_billed_to_the_time_ec2_recorded(
 
     code, out = sweep(ledger.path, "aws", capsys)
     assert code == 0, out
-    assert f"recovered    run {request.run_id}: billed {instance.instance_id} at " in out
+    assert f"recovered    run {request.run_id}: billed {instance.instance_id} to " in out
     assert "when aws recorded its end" in out
     record = ledger.runs()[request.run_id]
     [billed] = record.instances
@@ -157,3 +157,28 @@ def test_a_gce_vm_that_powered_off_is_billed_to_its_last_stop(
     assert billed.terminated_by == "provider" and billed.terminated_at is not None
     assert stopped - 1 <= billed.terminated_at <= stopped + 1
     assert gce.live_instances() == [] and not run_key_path(run_id).exists()
+
+
+def test_a_gce_vm_that_deleted_itself_at_its_expiry_is_billed_to_its_expiry(
+    gce: GCEFake, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Compute Engine deletes a VM at its max run duration and keeps no time of it: the sweep bills the VM of a dead
+    run up to its expiry, the most it can have run, and says so."""
+    run_id = "20250101T000000Z-gexp"
+    request = replace(gce_request(), run_id=run_id, tags={"owner": owner_id(), "expiry": "1900000000"})
+    provider = GCEProvider()
+    instance = provider.wait_until_running(provider.launch(request), 30)
+    provider.terminate(instance)  # gone, as after instanceTerminationAction=DELETE
+    run = dead_run(run_id, "gce", "gce-t4")
+    launched = time.time() - 600
+    record = InstanceRecord("gce", instance.instance_id, instance.zone, False, launched, expires_at=launched + 540)
+    run.instances.append(record)
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append(run)
+
+    code, out = sweep(ledger.path, "gce", capsys)
+    assert code == 0, out
+    assert f"billed {instance.instance_id} to its expiry, " in out and "an upper bound: gce kept no end time" in out
+    [billed] = ledger.runs()[run_id].instances
+    assert (billed.terminated_by, billed.terminated_at, billed.billed_seconds) == ("expiry", launched + 540, 540)
+    assert ledger.runs()[run_id].estimated_cost_usd is not None
