@@ -69,6 +69,7 @@ from orchestrate.ledger import (
     STATUS_COMPLETE,
     STATUS_DETACHED,
     STATUS_FAILED,
+    TERMINATED_BY_EXPIRY,
     Ledger,
     RunRecord,
     StageRecord,
@@ -593,7 +594,8 @@ def cmd_collect_fanout(base: str, ledger: Ledger) -> int:
     records = ledger.runs()
     live = [m.run_id for m in manifest.members if m.run_id in records and not records[m.run_id].final]
     if live:
-        print(f"Fan-out {base}: still running: {', '.join(live)}; collect again when they have ended")
+        print(f"Fan-out {base}: not ended yet: {', '.join(live)}; collect again once they have (`collect RUN_ID` "
+              "finalises a detached run, `sweep` a run whose orchestrator died)")  # fmt: skip
         return 1
     started = [m for m in manifest.members if m.run_id in records]
     candidates = candidates_of(load_catalogs([Path(c) for c in manifest.catalogs]), started)
@@ -1180,6 +1182,14 @@ def _print_sweep(report: SweepReport, dry_run: bool) -> None:
         print("nothing of this project is running")
 
 
+def _billing_note(run: RunRecord) -> str:
+    """How a machine that ended on its own was billed, where one did."""
+    ways = {i.terminated_by for i in run.instances if i.terminated_by}
+    if TERMINATED_BY_EXPIRY in ways:
+        return "  (a machine ended itself: billed to its expiry, an upper bound)"
+    return "  (a machine ended itself: billed to its provider's end time)" if ways else ""
+
+
 def cmd_cost(args: argparse.Namespace) -> int:
     runs = list(Ledger(args.ledger).runs().values())
     if not runs:
@@ -1190,7 +1200,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
     for run in runs:
         cost = "-" if run.estimated_cost_usd is None else f"{run.estimated_cost_usd:.4f}"
         row = f"{run.run_id:<26} {run.profile:<20} {run.suite:<12} {run.status:<12}"
-        print(f"{row} {run.billed_seconds:>9} {cost:>9}")
+        print(f"{row} {run.billed_seconds:>9} {cost:>9}{_billing_note(run)}")
         if run.estimated_cost_usd is not None:
             per_profile.setdefault(run.profile, []).append(run.estimated_cost_usd)
     if per_profile:

@@ -131,6 +131,8 @@ def test_an_aws_machine_that_ended_itself_is_billed_to_the_time_ec2_recorded(
     assert billed.billed_seconds is not None and 295 <= billed.billed_seconds <= 310
     assert record.estimated_cost_usd is not None and record.status == "failed"
     assert_nothing_left("us-east-1")
+    main(["cost", "--ledger", str(ledger.path)])
+    assert "(a machine ended itself: billed to its provider's end time)" in capsys.readouterr().out
 
 
 def test_a_gce_vm_that_powered_off_is_billed_to_its_last_stop(
@@ -182,3 +184,5 @@ def test_a_gce_vm_that_deleted_itself_at_its_expiry_is_billed_to_its_expiry(
     [billed] = ledger.runs()[run_id].instances
     assert (billed.terminated_by, billed.terminated_at, billed.billed_seconds) == ("expiry", launched + 540, 540)
     assert ledger.runs()[run_id].estimated_cost_usd is not None
+    main(["cost", "--ledger", str(ledger.path)])
+    assert "(a machine ended itself: billed to its expiry, an upper bound)" in capsys.readouterr().out
