@@ -123,6 +123,19 @@ class BadList(Good):
 
     def list_instances(self):
         raise RuntimeError("API changed")
+
+
+class BadRelease(Good):
+    name = "badrelease"
+
+    def list_instances(self):
+        return []
+
+    def leftover_runs(self):
+        return {"gone": {"project": "keras-cloud-bench", "run-id": "gone", "owner": "x@y", "expiry": "1"}}
+
+    def release_run(self, run_id):
+        raise KeyError("security-group")
 """
 
 
@@ -134,6 +147,7 @@ def test_one_broken_plugin_does_not_stop_the_sweep_of_the_others(tmp_path: Path)
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kcb_sweep_plugins\nVersion: 0.1\n")
     entries = {"goodcloud": "Good", "badsettings": "BadSettings", "badlist": "BadList", "badimport": "Missing"}
+    entries["badrelease"] = "BadRelease"
     (dist / "entry_points.txt").write_text(
         "[keras_cloud_bench.providers]\n" + "".join(f"{n} = kcb_sweep_plugins:{c}\n" for n, c in entries.items())
     )
@@ -157,6 +171,9 @@ def test_one_broken_plugin_does_not_stop_the_sweep_of_the_others(tmp_path: Path)
     assert "deleted      goodcloud vm-1 (run gone): expired" in done.stdout
     assert "skipped      aws: no AWS credentials found" in done.stdout  # the built-in ones went on too
     errors = done.stderr.strip().splitlines()
+    # a bug in a plug-in (not its own ProviderError) is named with its type: `KeyError: 'x'`, not a bare `'x'`
+    assert "error: could not release badrelease resources of run gone: KeyError: 'security-group'" in errors
+    errors = [line for line in errors if "could not release" not in line]
     assert [line.split(":")[1].strip() for line in errors] == ["badimport", "badlist", "badsettings"], errors
     assert "API changed" in done.stderr and "no config file" in done.stderr and "cannot be loaded" in done.stderr
 
