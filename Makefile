@@ -57,6 +57,7 @@ overhead: venv
 lint: venv
 	$(call quote,$(VENV))/bin/ruff check .
 	$(call quote,$(VENV))/bin/ruff format --check .
+	$(call quote,$(VENV))/bin/mypy
 
 format: venv
 	$(call quote,$(VENV))/bin/ruff format .

@@ -46,7 +46,7 @@ def _positive(text: str) -> int:
 
 
 def _jit(text: str) -> bool | str:
-    choices = {"auto": "auto", "on": True, "off": False}
+    choices: dict[str, bool | str] = {"auto": "auto", "on": True, "off": False}
     if text not in choices:
         raise argparse.ArgumentTypeError(f"expected auto, on or off, got {text!r}")
     return choices[text]

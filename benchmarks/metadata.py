@@ -188,7 +188,7 @@ def _plain(value: Any) -> Any:
 def _dataclass_in(annotation: Any) -> type | None:
     """The dataclass in `X | None` or `X`, if any."""
     candidates = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
-    return next((c for c in candidates if dataclasses.is_dataclass(c)), None)
+    return next((c for c in candidates if isinstance(c, type) and dataclasses.is_dataclass(c)), None)
 
 
 def _enum_in(annotation: Any) -> type[enum.Enum] | None:

@@ -17,6 +17,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _timed(sync, work) -> float:
+def _timed(sync: Callable[[], None], work: Callable[[], object]) -> float:
     sync()
     start = time.perf_counter()
     work()
@@ -120,7 +121,7 @@ def _timed(sync, work) -> float:
 
 def format_result(r: dict[str, Any]) -> str:
     def pct(seconds: float) -> float:
-        return 100 * seconds / r["epoch_s"]
+        return 100 * seconds / float(r["epoch_s"])
 
     bare_lo, bare_hi = r["bare_range_s"]
     harnessed_lo, harnessed_hi = r["harnessed_range_s"]

@@ -67,7 +67,7 @@ class Estimate:
 
 def _binomial_half_cdf(k: int, n: int) -> float:
     """P(B <= k) for B ~ Binomial(n, 1/2)."""
-    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return sum(math.comb(n, i) for i in range(k + 1)) / (1 << n)
 
 
 def median_interval_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, float]:
@@ -108,7 +108,7 @@ def _bootstrap_medians(clusters: Sequence[np.ndarray], rng: np.random.Generator)
     each drawn machine's runs with replacement, and take the median of the pooled draw (a hierarchical bootstrap),
     so a machine that ran many repeats cannot pass for many machines."""
     if len(clusters) == 1:
-        return np.median(rng.choice(clusters[0], (BOOTSTRAP_RESAMPLES, len(clusters[0]))), axis=1)
+        return np.asarray(np.median(rng.choice(clusters[0], (BOOTSTRAP_RESAMPLES, len(clusters[0]))), axis=1))
     sizes = np.array([len(c) for c in clusters])
     widest = int(sizes.max())
     padded = np.full((len(clusters), widest), np.nan)  # NaN pads machines with fewer runs
@@ -120,7 +120,7 @@ def _bootstrap_medians(clusters: Sequence[np.ndarray], rng: np.random.Generator)
     picks = (rng.random((BOOTSTRAP_RESAMPLES, len(clusters), widest)) * runs).astype(int)
     values = padded[drawn[..., None], picks]
     values[np.arange(widest) >= runs] = np.nan
-    return np.nanmedian(values.reshape(BOOTSTRAP_RESAMPLES, -1), axis=1)
+    return np.asarray(np.nanmedian(values.reshape(BOOTSTRAP_RESAMPLES, -1), axis=1))
 
 
 def _percentiles(draws: np.ndarray) -> tuple[float, float]:

@@ -39,7 +39,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from benchmarks.command import RunnerCommand
 from benchmarks.harness.compile_cache import ENV as COMPILE_CACHE_ENV
@@ -366,7 +366,7 @@ VARIANCE_VARIANTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # nam
 
 def _variance(args: argparse.Namespace, env: dict[str, str], logs: Path, console, deadline: float) -> list[dict]:
     workload, backend = VARIANCE_WORKLOAD
-    entries = []
+    entries: list[dict[str, Any]] = []
     for index in range(1, args.repeats + 1):
         for name, (prefix, flags) in VARIANCE_VARIANTS.items():
             if deadline - time.monotonic() < 60:
@@ -420,7 +420,7 @@ SCALING_MIN_START_S = 40
 
 def _scaling(args: argparse.Namespace, env: dict[str, str], logs: Path, console, deadline: float) -> list[dict]:
     configs = scaling_configs(args.device_counts)
-    entries = []
+    entries: list[dict[str, Any]] = []
     counts = existing_scaling_repeats(args.existing, args.tag, args.backends[0], args.workloads, configs)
     # A later call continues the rotation and the repeat numbering where the earlier one stopped.
     for round_index, level in enumerate(fill_levels(counts, args.repeats), start=args.round_offset):

@@ -7,13 +7,13 @@ holds that image ID costs one `docker image inspect`.
 
 from __future__ import annotations
 
-import io
 import json
 import shlex
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, BinaryIO, cast
 
 import docker
 from docker.utils import build as docker_build
@@ -24,7 +24,7 @@ IMAGE_SOURCES = ("auto", "present", "pull", "stream", "build")
 DATASETS_LABEL = "io.keras-cloud-bench.datasets"  # "keras": the image holds the Keras datasets in $KERAS_HOME
 SOURCE_TREE = Path(__file__).resolve().parents[1]  # the checkout holding Dockerfile.<variant>
 
-Log = io.RawIOBase | io.BufferedIOBase
+Log = BinaryIO
 
 
 class ImageError(RuntimeError):
@@ -158,7 +158,7 @@ def _build(host: Host, docker_cmd: str, ref: str, spec: BuildSpec, log: Log) -> 
         raise ImageError(f"building {ref} on {host.description} exited {code}; see the run's image.log")
 
 
-def _context_tar(spec: BuildSpec) -> io.BufferedIOBase:
+def _context_tar(spec: BuildSpec) -> IO[bytes]:
     """The build context as Docker's CLI would send it: .dockerignore applied, the Dockerfile kept.
 
     Gzipped: `docker build -` recognises a plain tar by its first 512 bytes, and Python's tarfile starts with a PAX
@@ -169,7 +169,10 @@ def _context_tar(spec: BuildSpec) -> io.BufferedIOBase:
     if ignore_file.is_file():
         lines = (line.strip() for line in ignore_file.read_text().splitlines())
         exclude = [line for line in lines if line and not line.startswith("#")]
-    return docker_build.tar(str(spec.context), exclude=exclude, dockerfile=(spec.dockerfile, None), gzip=True)
+    # Without a fileobj, tar() returns the temporary file it wrote (its stub also allows a caller's fileobj).
+    return cast(
+        IO[bytes], docker_build.tar(spec.context, exclude=exclude, dockerfile=(spec.dockerfile, None), gzip=True)
+    )
 
 
 def _run_logged(host: Host, command: str, log: Log, what: str) -> None:

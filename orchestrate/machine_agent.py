@@ -318,6 +318,7 @@ class Run:
                 if body is None:
                     raise RunFailed(f"image {ref}: {self.prefix}image.tar is not in the bucket")
                 loader = subprocess.Popen(["docker", "load"], stdin=subprocess.PIPE, stdout=output, stderr=output)
+                assert loader.stdin is not None  # stdin=PIPE
                 for chunk in iter(lambda: body.read(1 << 20), b""):
                     loader.stdin.write(chunk)
                 loader.stdin.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import IO
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -31,7 +31,7 @@ STYLES = {
 class Reporter:
     """Plain lines: `HH:MM:SS stage  launch     started` ... one per event, flushed at once."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: IO[str] | None = None) -> None:
         self.stream = stream or sys.stderr
         self.silenced = False  # the stream closed: nobody reads the display any more
 

@@ -22,6 +22,7 @@ arithmetic is `orchestrate.schedule_cost`.
 from __future__ import annotations
 
 import argparse
+import builtins
 import datetime as dt
 import json
 import re
@@ -208,7 +209,7 @@ class Scheduler(Protocol):
     def exists(self, spec: ScheduleSpec) -> bool: ...
     def create(self, spec: ScheduleSpec, boot_script: str, storage: StorageURL) -> list[str]: ...
     def list(self) -> list[ScheduleInfo]: ...
-    def delete(self, name: str) -> list[str]: ...
+    def delete(self, name: str) -> builtins.list[str]: ...
 
 
 def make_scheduler(provider: str, scheduler_account: str | None, machine_settings: dict[str, str]) -> Scheduler:
@@ -639,7 +640,7 @@ def _list(providers: Sequence[str]) -> int:
 def _delete(name: str, providers: Sequence[str]) -> int:
     if not NAME_RE.fullmatch(name):
         raise ScheduleError(f"schedule name {name!r}: 2-39 lowercase letters, digits and '-'")
-    deleted = []
+    deleted: list[str] = []
     for provider in providers:
         scheduler = make_scheduler(provider, None, {})
         credentials = _credentials(scheduler)

@@ -6,6 +6,7 @@ schedule needs there; a create that fails half-way removes what it made (`Undo`)
 from __future__ import annotations
 
 import base64
+import builtins
 import contextlib
 import json
 import os
@@ -37,9 +38,9 @@ from orchestrate.storage import StorageURL
 class Undo:
     """What a create made so far, each with the step that removes it: run backwards when a later step fails."""
 
-    steps: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
+    steps: list[tuple[str, Callable[[], object]]] = field(default_factory=list)
 
-    def add(self, what: str, step: Callable[[], None]) -> None:
+    def add(self, what: str, step: Callable[[], object]) -> None:
         self.steps.append((what, step))
 
     @property
@@ -310,12 +311,12 @@ class AWSScheduler:
                 raise _aws_error(f"creating schedule group {SCHEDULE_GROUP}", error) from None
 
     def list(self) -> list[ScheduleInfo]:
-        found = []
+        found: list[ScheduleInfo] = []
         for region in self.regions():
             found += self._list_region(region)
         return found
 
-    def _list_region(self, region: str) -> list[ScheduleInfo]:
+    def _list_region(self, region: str) -> builtins.list[ScheduleInfo]:
         from botocore.exceptions import ClientError
 
         scheduler = self._client("scheduler", region)
@@ -348,7 +349,7 @@ class AWSScheduler:
             )
         return found
 
-    def delete(self, name: str) -> list[str]:
+    def delete(self, name: str) -> builtins.list[str]:
         """The schedule, its launch template and its role, wherever found; what was deleted (nothing is fine)."""
         base = resource_name(name)
         deleted = []
@@ -601,7 +602,7 @@ class GCEScheduler:
                 )
         return found
 
-    def delete(self, name: str) -> list[str]:
+    def delete(self, name: str) -> builtins.list[str]:
         """The job, wherever found; what was deleted (nothing is fine). A machine it started ends itself."""
         from google.api_core import exceptions
 

@@ -11,6 +11,7 @@ Endpoints are redirected the way the providers' are: boto3's own `AWS_ENDPOINT_U
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 from dataclasses import dataclass
@@ -79,7 +80,7 @@ class Store(Protocol):
     def list(self, prefix: str) -> dict[str, int]: ...
     def download(self, key: str, path: Path) -> None: ...
     def delete(self, key: str) -> None: ...
-    def abort_uploads(self, prefix: str) -> list[str]: ...
+    def abort_uploads(self, prefix: str) -> builtins.list[str]: ...
 
 
 def open_store(url: StorageURL) -> Store:
@@ -249,7 +250,7 @@ class S3Store:
         except (ClientError, BotoCoreError) as error:
             raise self._calling(f"deleting {key}", error) from None
 
-    def abort_uploads(self, prefix: str) -> list[str]:
+    def abort_uploads(self, prefix: str) -> builtins.list[str]:
         """Abort the unfinished multipart uploads under `prefix`; the keys they were for. An uploader killed
         mid-way leaves one: no object to list, yet its parts are stored and billed until it is aborted."""
         from botocore.exceptions import BotoCoreError, ClientError
@@ -286,8 +287,8 @@ class GCSStore:
     @property
     def _client(self) -> Any:
         if self._client_instance is None:
+            import google.cloud.storage as storage
             from google.api_core.client_options import ClientOptions
-            from google.cloud import storage
 
             endpoint = os.environ.get(GCS_ENDPOINT_ENV)
             options = ClientOptions(api_endpoint=endpoint) if endpoint else None
@@ -381,7 +382,7 @@ class GCSStore:
         except exceptions.GoogleAPIError as error:
             raise self._calling(f"deleting {key}", error) from None
 
-    def abort_uploads(self, prefix: str) -> list[str]:
+    def abort_uploads(self, prefix: str) -> builtins.list[str]:
         """Nothing to abort: a resumable upload cut short leaves no object, and its session (which no API lists)
         expires a week after it began."""
         return []

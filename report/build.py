@@ -371,7 +371,7 @@ def _missing_notes(bars: Sequence[Bar]) -> list[str]:
 def _bar(row: pd.Series, column: str, what: str, published: bool, label: str | None = None) -> Bar:
     value = row[column]
     label = (label or str(row["config"])) + (" ⚠" if fmt.marks(row) else "")
-    low, high = (row.get(f"{column}_low"), row.get(f"{column}_high")) if column == "rel_time" else (None, None)
+    low, high = (row.get(f"{column}_low"), row.get(f"{column}_high")) if column == "rel_time" else (pd.NA, pd.NA)
     if fmt.missing(value) and column == "rel_time" and not fmt.missing(row.get("rel_steady")):
         # Other epochs than the base's: the steady epochs still compare, per sample where the sample counts differ.
         value, label = row["rel_steady"], f"{label} ({_steady_word(row)})"

@@ -15,6 +15,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only; never a display
 
 import matplotlib.pyplot as plt
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.patches import Patch
 from matplotlib.transforms import offset_copy
 
@@ -30,7 +31,7 @@ BACKEND_COLOURS = {
 OTHER_COLOUR = "#80868b"
 # Hardware colours when a chart has several platforms: matplotlib's tab20, the dark tones first, so that up to 20
 # platforms never share a colour.
-GROUP_COLOURS = tuple(matplotlib.colors.to_hex(c) for c in (*plt.cm.tab20.colors[::2], *plt.cm.tab20.colors[1::2]))
+GROUP_COLOURS = tuple(matplotlib.colors.to_hex(plt.cm.tab20(i)) for i in (*range(0, 20, 2), *range(1, 20, 2)))
 SYNTHETIC_HATCH = "//"
 PUBLISHED_ALPHA = 0.45
 FORMATS = ("png", "svg")
@@ -93,7 +94,9 @@ def relative_chart(
     if notes:
         fig.text(0.01, 0.0, "\n".join(notes), fontsize=8, color="#444444", va="bottom", ha="left")
         reserved = (0.16 * len(notes) + 0.1) / height
-        fig.get_layout_engine().set(rect=(0, reserved, 1, 1 - reserved))
+        engine = fig.get_layout_engine()
+        assert isinstance(engine, ConstrainedLayoutEngine)  # layout="constrained" above
+        engine.set(rect=(0, reserved, 1, 1 - reserved))
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     written = []
     for fmt in FORMATS:
@@ -173,7 +176,7 @@ def _legend(bars: Sequence[Bar], mixed: bool, colours: dict[str, str]) -> list[P
 
 def _legend_columns(handles: Sequence[Patch]) -> int:
     """As many columns as fit the figure's width at 8 pt: about 100 characters of labels and swatches."""
-    widest = max((len(h.get_label()) for h in handles), default=1) + 6  # the swatch and the gap
+    widest = max((len(str(h.get_label())) for h in handles), default=1) + 6  # the swatch and the gap
     return max(1, min(len(handles), 4, 100 // widest))
 
 

@@ -66,7 +66,9 @@ def fingerprint_table(runs: Sequence[Run]) -> pd.DataFrame:
             values = [float(p[key]) for p in prints if isinstance(p.get(key), int | float)]
             row[title] = f"{median_estimate(values).value:,.3g}" if values else NOT_RECORDED if not prints else "n/a"
         if prints and prints[0].get("host_single_thread_unit"):
-            row["host single-thread score"] += f" {prints[0]['host_single_thread_unit']}"
+            row["host single-thread score"] = (
+                f"{row['host single-thread score']} {prints[0]['host_single_thread_unit']}"
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 

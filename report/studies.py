@@ -226,7 +226,7 @@ def _epoch_table_runs(study: Study, root: Path) -> list[Run]:
     path = root / str(study.table)
     table = pd.read_csv(path)
     (workload,) = study.workloads
-    runs = []
+    runs: list[Run] = []
     for config in study.configs:
         rows = table[table["config"] == config.rows]
         if rows.empty:

@@ -182,16 +182,13 @@ def draw(found: TrendSection, out: Path, charts_dir: str) -> None:
         priced = trend.usd_per_hour is not None
         fig, axes = plt.subplots(2 if priced else 1, 1, figsize=(8.5, 6.5 if priced else 4), sharex=True, squeeze=False)
         time_ax = axes[0][0]
-        colours = plt.cm.tab10.colors
+        colours = [plt.cm.tab10(i) for i in range(10)]
         for index, ((workload, backend), points) in enumerate(sorted(trend.series.items())):
             colour = colours[index % len(colours)]
             label = f"{workload} [{backend}]"
             _line(time_ax, points, lambda e, p: e, colour, label)
             if priced:
-                price = trend.usd_per_hour
-                _line(
-                    axes[1][0], points, lambda e, p, price=price: per_thousand(e, price, p.train_samples), colour, label
-                )
+                _line(axes[1][0], points, _cost_per_thousand(trend.usd_per_hour), colour, label)
         time_ax.set_ylabel("steady epoch (s)")
         time_ax.legend(fontsize=8, frameon=False)
         if priced:
@@ -219,6 +216,10 @@ def draw(found: TrendSection, out: Path, charts_dir: str) -> None:
         trend.chart, trend.svg = (title, paths[0]), paths[1]
 
 
+def _cost_per_thousand(usd_per_hour: float | None) -> Callable[[float | None, Point], float | None]:
+    return lambda seconds, point: per_thousand(seconds, usd_per_hour, point.train_samples)
+
+
 def _line(
     ax: plt.Axes,
     points: Sequence[Point],
@@ -236,7 +237,8 @@ def _line(
         ys.append(y)
         below.append(y - low if low is not None else 0.0)
         above.append(high - y if high is not None else 0.0)
-    ax.errorbar(xs, ys, yerr=[below, above], color=colour, marker="o", capsize=3, linewidth=1.2, label=label)
+    # matplotlib converts dates through its units registry; its stubs accept numbers only.
+    ax.errorbar(xs, ys, yerr=[below, above], color=colour, marker="o", capsize=3, linewidth=1.2, label=label)  # type: ignore[arg-type]
     ax.grid(color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
     ax.spines[["top", "right"]].set_visible(False)

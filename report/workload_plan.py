@@ -31,7 +31,7 @@ class PlannedSpec:
     name: str
     epochs: int
     batch_size: int
-    cuts: dict[str, Cut]
+    cuts: dict[str, Cut | None]
 
 
 @cache

@@ -9,6 +9,8 @@ pipeline keeps the work identical on every backend; Keras 3's in-model RandomTra
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
 import numpy as np
 
@@ -17,7 +19,7 @@ class ShiftFlipBatches(keras.utils.PyDataset):
     """Shuffled batches of randomly shifted and flipped images, reshuffled every epoch."""
 
     def __init__(
-        self, x: np.ndarray, y: np.ndarray, batch_size: int, shift: float = 0.1, seed: int = 0, **kwargs
+        self, x: np.ndarray, y: np.ndarray, batch_size: int, shift: float = 0.1, seed: int = 0, **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
         self.x, self.y, self.batch_size, self.shift = x, y, batch_size, shift

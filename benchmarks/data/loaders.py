@@ -5,7 +5,9 @@ Each returns the train and validation splits cut to the request's limits, and th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +22,9 @@ CIFAR10_SIZES = (50000, 10000)
 IMDB_SIZES = (25000, 25000)
 NIETZSCHE_CHARS = 600893
 
+Part = tuple[Any, Any]  # (x, y): arrays, or lists of token-id lists
+Splits = tuple[Part, Part]  # training, validation
+
 
 def _sizes(request: DataRequest, full: tuple[int, int]) -> tuple[int, int]:
     return (
@@ -28,7 +33,7 @@ def _sizes(request: DataRequest, full: tuple[int, int]) -> tuple[int, int]:
     )
 
 
-def info_for(request: DataRequest, stands_for: str, x_train, x_val, reason: str | None = None) -> DataInfo:
+def info_for(request: DataRequest, stands_for: str, x_train: Any, x_val: Any, reason: str | None = None) -> DataInfo:
     """DataInfo for real data (named by the request) or for synthetic data standing in for `stands_for`."""
     n_val = sample_count(x_val) if x_val is not None else 0
     if request.dataset == SYNTHETIC_NAME:
@@ -38,7 +43,7 @@ def info_for(request: DataRequest, stands_for: str, x_train, x_val, reason: str 
     return DataInfo(request.dataset, REAL, sample_count(x_train), n_val, files=file_records(request.dataset))
 
 
-def digits_like(request: DataRequest, where: FileLocations):
+def digits_like(request: DataRequest, where: FileLocations) -> Splits:
     """MNIST or Fashion-MNIST (same shapes), or synthetic 28x28 images; uint8 images and labels."""
     if request.dataset == SYNTHETIC_NAME:
         make = partial(synthetic.images, shape=(28, 28), classes=10, seed=request.seed)
@@ -49,7 +54,7 @@ def digits_like(request: DataRequest, where: FileLocations):
     return _cut(train, val, request)
 
 
-def cifar10(request: DataRequest, where: FileLocations):
+def cifar10(request: DataRequest, where: FileLocations) -> Splits:
     if request.dataset == SYNTHETIC_NAME:
         make = partial(synthetic.images, shape=(32, 32, 3), classes=10, seed=request.seed)
         train, val = _synthetic_split(make, request, CIFAR10_SIZES)
@@ -58,7 +63,7 @@ def cifar10(request: DataRequest, where: FileLocations):
     return _cut(train, val, request)
 
 
-def imdb(request: DataRequest, where: FileLocations, num_words: int):
+def imdb(request: DataRequest, where: FileLocations, num_words: int) -> Splits:
     """Token-id lists as `keras.datasets.imdb.load_data(num_words=...)` returns them."""
     if request.dataset == SYNTHETIC_NAME:
         # Real reviews are 10 to 2,500 tokens, most 100 to 300.
@@ -78,14 +83,14 @@ def nietzsche(request: DataRequest, where: FileLocations, max_chars: int | None)
     return text[:max_chars] if max_chars else text
 
 
-def _synthetic_split(make, request: DataRequest, full: tuple[int, int]):
+def _synthetic_split(make: Callable[[int], Part], request: DataRequest, full: tuple[int, int]) -> Splits:
     """One synthetic draw (so both parts share the class signal), split into training and validation."""
     n_train, n_val = _sizes(request, full)
     x, y = make(n_train + n_val)
     return (x[:n_train], y[:n_train]), (x[n_train:], y[n_train:])
 
 
-def _cut(train, val, request: DataRequest):
+def _cut(train: Part, val: Part, request: DataRequest) -> Splits:
     (x_train, y_train), (x_val, y_val) = train, val
     return (
         (head(x_train, request.train_limit), head(np.asarray(y_train), request.train_limit)),

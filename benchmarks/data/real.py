@@ -36,13 +36,18 @@ def load_fashion_mnist(where: FileLocations) -> tuple[Split, Split]:
     return split("train"), split("t10k")
 
 
-def load_imdb(where: FileLocations, num_words: int) -> tuple[tuple[list, np.ndarray], tuple[list, np.ndarray]]:
+def load_imdb(
+    where: FileLocations, num_words: int
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """Keras's own IMDB preprocessing (index shift, OOV and start tokens, shuffle) on the checked file."""
     from keras.datasets import imdb
 
     path = resolve_dataset("imdb", where)["imdb.npz"]
     # An absolute path makes Keras use the checked file in place; its own hash check then passes too.
-    return imdb.load_data(path=str(path), num_words=num_words)
+    splits: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] = imdb.load_data(
+        path=str(path), num_words=num_words
+    )  # each x an object array of token-id lists
+    return splits
 
 
 def load_cifar10(where: FileLocations) -> tuple[Split, Split]:

@@ -107,7 +107,8 @@ def read_pos_neg(pos: Path, neg: Path) -> tuple[list[str], list[str]]:
 
 def read_csv(path: Path) -> tuple[list[str], list[str]]:
     """Positive and negative tweets of the original CSV, split on the first three commas as csv_parser.py did."""
-    positive, negative = [], []
+    positive: list[str] = []
+    negative: list[str] = []
     for number, line in enumerate(_lines(path), start=1):
         if not line or line.startswith("ItemID,"):
             continue
@@ -138,7 +139,9 @@ def encode(tweets: list[str]) -> Encoded:
     return Encoded(x, vocabulary)
 
 
-def split(x: np.ndarray, y: np.ndarray, seed: int = SPLIT_SEED):
+def split(
+    x: np.ndarray, y: np.ndarray, seed: int = SPLIT_SEED
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """data_helpers.load_data's shuffle and split: a seeded permutation, the last 10% held out."""
     held_out = int(len(x) * VAL_FRACTION)
     if held_out == 0:
@@ -186,8 +189,8 @@ def _synthetic(request: DataRequest) -> Data:
     n_train = min(request.train_limit or CORPUS_TWEETS - CORPUS_VAL, CORPUS_TWEETS - CORPUS_VAL)
     n_val = min(request.val_limit or CORPUS_VAL, CORPUS_VAL)
     # One draw for both splits, so both share the same sentiment-marking words.
-    texts, labels = synthetic.token_sequences(n_train + n_val, CORPUS_VOCABULARY, *SYNTHETIC_TOKENS, request.seed)
-    texts = [text[1:] for text in texts]  # drop the IMDB-style start token: tweets have none
+    drawn, labels = synthetic.token_sequences(n_train + n_val, CORPUS_VOCABULARY, *SYNTHETIC_TOKENS, request.seed)
+    texts = [text[1:] for text in drawn]  # drop the IMDB-style start token: tweets have none
     x = keras.utils.pad_sequences(texts, maxlen=SYNTHETIC_MAXLEN, padding="post", truncating="post", value=0)
     y = labels.astype("float32")
     x_train, y_train, x_val, y_val = x[:n_train], y[:n_train], x[n_train:], y[n_train:]

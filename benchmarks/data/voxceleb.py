@@ -144,7 +144,7 @@ class PairBatches(keras.utils.PyDataset):
     def __len__(self) -> int:
         return math.ceil(len(self.pairs) / self.batch_size)
 
-    def __getitem__(self, index: int):
+    def __getitem__(self, index: int) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
         rows = self._order[index * self.batch_size : (index + 1) * self.batch_size]
         first, second = self.pairs[rows].T
         return (self.features[first], self.features[second]), self.labels[rows]

@@ -5,7 +5,7 @@ Imported only after KERAS_BACKEND is set; each function imports just the framewo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -133,7 +133,8 @@ def synchronizer(backend: str, model: Any) -> Callable[[], None]:
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.test.experimental.sync_devices
+        sync: Callable[[], None] = tf.test.experimental.sync_devices
+        return sync
     raise ValueError(f"unknown backend {backend!r}")
 
 
@@ -155,13 +156,13 @@ def framework_versions(backend: str) -> dict[str, Any]:
     """Framework version and the CUDA/cuDNN it runs with (None on CPU builds)."""
     if backend == "jax":
         import jax
-        import jaxlib
+        import jaxlib.version
 
         device = jax.devices()[0]
         return {
             "framework": "jax",
             "framework_version": jax.__version__,
-            "jaxlib": jaxlib.__version__,
+            "jaxlib": jaxlib.version.__version__,
             "device_kind": device.device_kind,
             "cuda": _jax_platform_version() if device.platform == "gpu" else None,
             "cudnn": None,
@@ -187,7 +188,8 @@ def _jax_platform_version() -> str | None:
     try:
         from jax.extend.backend import get_backend
 
-        return get_backend().platform_version
+        version: str | None = get_backend().platform_version
+        return version
     except (ImportError, AttributeError, RuntimeError):
         return None
 
@@ -212,7 +214,7 @@ def apply_lstm_setting(model: Any, use_cudnn: bool | str) -> None:
         layer.use_cudnn = use_cudnn
 
 
-def lstm_layers(model: Any):
+def lstm_layers(model: Any) -> Iterator[Any]:
     import keras
 
     for layer in model.layers:

@@ -41,7 +41,7 @@ class Tracker:
 
     backend: str
     directory: Path
-    _jax_events: Counter = field(default_factory=Counter)
+    _jax_events: Counter[str] = field(default_factory=Counter)
     _start: tuple[int, int] = (0, 0)
 
     def mark(self) -> None:

@@ -227,7 +227,8 @@ def activate(dist: Distribution) -> contextlib.AbstractContextManager[None]:
 
         keras.distribution.set_distribution(keras.distribution.DataParallel(devices=list(dist.devices.names)))
         return contextlib.nullcontext()
-    return _mirrored_strategy(dist.devices.names).scope()
+    scope: contextlib.AbstractContextManager[None] = _mirrored_strategy(dist.devices.names).scope()
+    return scope
 
 
 @functools.cache

@@ -98,6 +98,13 @@ class _TorchProbe(_Probe):
         if self.device == "gpu":
             torch.cuda.synchronize()
 
+    def _synced(self, action: Callable[[], object]) -> Callable[[], None]:
+        def run() -> None:
+            action()
+            self._sync()
+
+        return run
+
     def _where(self) -> str:
         return "cuda" if self.device == "gpu" else "cpu"
 
@@ -105,19 +112,19 @@ class _TorchProbe(_Probe):
         import torch
 
         a = torch.ones((n, n), dtype=torch.float32, device=self._where())
-        return lambda: (torch.matmul(a, a), self._sync())
+        return self._synced(lambda: torch.matmul(a, a))
 
     def scale(self, elements: int) -> Callable[[], Any]:
         import torch
 
         x = torch.ones((elements,), dtype=torch.float32, device=self._where())
-        return lambda: (x * 2.0, self._sync())
+        return self._synced(lambda: x * 2.0)
 
     def to_device(self, host: np.ndarray) -> Callable[[], Any]:
         import torch
 
         source = torch.from_numpy(host)
-        return lambda: (source.to("cuda"), self._sync())
+        return self._synced(lambda: source.to("cuda"))
 
 
 class _TensorFlowProbe(_Probe):

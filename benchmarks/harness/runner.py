@@ -90,7 +90,8 @@ def plan(spec: workloads.WorkloadSpec, options: RunOptions) -> Plan:
 def load_data(module: Any, request: DataRequest, options: RunOptions, notices: set[str]) -> Data:
     """Real data, or labelled synthetic data where the real file is unavailable and the user allowed it."""
     try:
-        return module.load_data(request, options.locations)
+        loaded: Data = module.load_data(request, options.locations)
+        return loaded
     except DatasetUnavailable as exc:
         if not options.allow_synthetic:
             raise
@@ -98,7 +99,7 @@ def load_data(module: Any, request: DataRequest, options: RunOptions, notices: s
         if reason not in notices:  # say it once per process, not once per workload
             notices.add(reason)
             print(f"note: {reason}; using labelled synthetic data instead", file=sys.stderr, flush=True)
-        data = module.load_data(replace(request, dataset=SYNTHETIC_NAME), options.locations)
+        data: Data = module.load_data(replace(request, dataset=SYNTHETIC_NAME), options.locations)
         data.info.synthetic_reason = reason
         return data
 
@@ -178,7 +179,7 @@ def fit(
     data: Data,
     spec: workloads.WorkloadSpec,
     epochs: int,
-    callbacks: list,
+    callbacks: list[Any],  # keras callbacks
     batch_size: int | None = None,  # the global batch; None: the published one
 ) -> None:
     validation = None

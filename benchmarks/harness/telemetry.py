@@ -121,7 +121,8 @@ class _NVML:
             return None
 
     def _energy(self, handle: Any) -> int | None:
-        return self._optional(self.nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+        millijoules: int | None = self._optional(self.nvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+        return millijoules
 
     def energy_mj(self) -> list[int] | None:
         if not self.has_energy_counter:
@@ -246,6 +247,10 @@ class Telemetry:
     def has_gpu(self) -> bool:
         return self._nvml is not None and bool(self._nvml.handles)
 
+    @property
+    def _gpu_indices(self) -> range:
+        return range(len(self._nvml.handles) if self._nvml is not None else 0)
+
     def _gpu_series(
         self, index: int, attribute: str, start: float = float("-inf"), end: float = float("inf")
     ) -> list[float]:
@@ -270,8 +275,9 @@ class Telemetry:
         before, after = window.begin.gpu_energy_mj, window.end.gpu_energy_mj
         if before is not None and after is not None:
             return sum(counter_delta(b, a) for b, a in zip(before, after, strict=True)) / 1000
-        parts = [self._power_joules(i, window.begin.t, window.end.t) for i in range(len(self._nvml.handles))]
-        return None if any(p is None for p in parts) else sum(parts)
+        parts = [self._power_joules(i, window.begin.t, window.end.t) for i in self._gpu_indices]
+        known = [p for p in parts if p is not None]
+        return sum(known) if len(known) == len(parts) else None
 
     def _epoch_host_joules(self, window: EpochWindow) -> float | None:
         before, after = window.begin.rapl_uj, window.end.rapl_uj if window.end else None
@@ -304,11 +310,7 @@ class Telemetry:
                 "host_joules": self._epoch_host_joules(window),
             }
             if self.has_gpu:
-                util = [
-                    v
-                    for i in range(len(self._nvml.handles))
-                    for v in self._gpu_series(i, "utilization_pct", begin.t, end.t)
-                ]
+                util = [v for i in self._gpu_indices for v in self._gpu_series(i, "utilization_pct", begin.t, end.t)]
                 clocks = self._gpu_series(0, "sm_clock_mhz", begin.t, end.t)
                 row["gpu_utilization_pct"] = statistics.fmean(util) if util else None
                 row["sm_clock_mhz"] = statistics.median(clocks) if clocks else None
@@ -317,7 +319,7 @@ class Telemetry:
 
     def _gpu_summary(self, index: int) -> dict[str, Any]:
         assert self._nvml is not None
-        masks = self._gpu_series(index, "throttle_mask")
+        masks = [int(m) for m in self._gpu_series(index, "throttle_mask")]  # bit masks, kept as numbers
         power = self._gpu_series(index, "power_w")
         util = self._gpu_series(index, "utilization_pct")
         reasons = {
@@ -353,7 +355,7 @@ class Telemetry:
         return summary
 
     def summary(self) -> dict[str, Any]:
-        gpus = [self._gpu_summary(i) for i in range(len(self._nvml.handles))] if self.has_gpu else None
+        gpus = [self._gpu_summary(i) for i in self._gpu_indices] if self.has_gpu else None
         return {
             "interval_s": self.interval_s,
             "samples": len(self.samples),

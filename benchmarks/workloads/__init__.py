@@ -85,4 +85,5 @@ def load(name: str) -> ModuleType:
 
 
 def spec(name: str) -> WorkloadSpec:
-    return load(name).SPEC
+    found: WorkloadSpec = load(name).SPEC
+    return found

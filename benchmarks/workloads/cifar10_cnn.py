@@ -5,13 +5,16 @@ nearest fill, horizontal flips) and trained with `fit_generator`; the same augme
 `PyDataset` on the CPU, identical on every backend (benchmarks/data/augment.py).
 """
 
+from typing import Any
+
 import keras
 import numpy as np
 from keras import layers
 
 from benchmarks.data import loaders
 from benchmarks.data.augment import ShiftFlipBatches
-from benchmarks.data.types import Data
+from benchmarks.data.files import FileLocations
+from benchmarks.data.types import Data, DataRequest
 from benchmarks.workloads import Cut, WorkloadSpec
 
 SPEC = WorkloadSpec(
@@ -31,7 +34,7 @@ SPEC = WorkloadSpec(
 )
 
 
-def load_data(request, where) -> Data:
+def load_data(request: DataRequest, where: FileLocations) -> Data:
     (x_train, y_train), (x_val, y_val) = loaders.cifar10(request, where)
     batches = ShiftFlipBatches(
         _images(x_train),
@@ -76,7 +79,7 @@ def build_model(data: Data) -> keras.Model:
     )
 
 
-def compile_args() -> dict:
+def compile_args() -> dict[str, Any]:
     return {
         "loss": "categorical_crossentropy",
         # Keras 2's `decay=1e-6`: lr / (1 + decay * iterations).

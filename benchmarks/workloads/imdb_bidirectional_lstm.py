@@ -1,11 +1,14 @@
 """Bidirectional LSTM on IMDB sentiment (Keras example `imdb_bidirectional_lstm.py`)."""
 
+from typing import Any
+
 import keras
 import numpy as np
 from keras import layers
 
 from benchmarks.data import loaders
-from benchmarks.data.types import Data
+from benchmarks.data.files import FileLocations
+from benchmarks.data.types import Data, DataRequest
 from benchmarks.workloads import Cut, WorkloadSpec
 
 MAX_FEATURES = 20000
@@ -30,7 +33,7 @@ SPEC = WorkloadSpec(
 )
 
 
-def load_data(request, where) -> Data:
+def load_data(request: DataRequest, where: FileLocations) -> Data:
     (x_train, y_train), (x_val, y_val) = loaders.imdb(request, where, MAX_FEATURES)
     pad = keras.utils.pad_sequences
     return Data(
@@ -54,5 +57,5 @@ def build_model(data: Data) -> keras.Model:
     )
 
 
-def compile_args() -> dict:
+def compile_args() -> dict[str, Any]:
     return {"loss": "binary_crossentropy", "optimizer": keras.optimizers.Adam(), "metrics": ["accuracy"]}

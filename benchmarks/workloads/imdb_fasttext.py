@@ -1,11 +1,14 @@
 """fastText-style IMDB sentiment with bigram features (Keras example `imdb_fasttext.py`, ngram_range=2)."""
 
+from typing import Any
+
 import keras
 import numpy as np
 from keras import layers
 
 from benchmarks.data import loaders
-from benchmarks.data.types import Data
+from benchmarks.data.files import FileLocations
+from benchmarks.data.types import Data, DataRequest
 from benchmarks.workloads import Cut, WorkloadSpec
 
 MAX_FEATURES = 20000
@@ -49,7 +52,7 @@ def _add_ngrams(texts: list[list[int]], index: dict[tuple[int, ...], int]) -> li
     return out
 
 
-def load_data(request, where) -> Data:
+def load_data(request: DataRequest, where: FileLocations) -> Data:
     (x_train, y_train), (x_val, y_val) = loaders.imdb(request, where, MAX_FEATURES)
     grams: set[tuple[int, ...]] = set()
     for tokens in x_train:
@@ -80,5 +83,5 @@ def build_model(data: Data) -> keras.Model:
     )
 
 
-def compile_args() -> dict:
+def compile_args() -> dict[str, Any]:
     return {"loss": "binary_crossentropy", "optimizer": keras.optimizers.Adam(), "metrics": ["accuracy"]}

@@ -4,12 +4,15 @@ As in the original, the model is compiled without metrics and fit without valida
 training, outside the timed epochs.
 """
 
+from typing import Any
+
 import keras
 import numpy as np
 from keras import layers
 
 from benchmarks.data import loaders
-from benchmarks.data.types import Data
+from benchmarks.data.files import FileLocations
+from benchmarks.data.types import Data, DataRequest
 from benchmarks.workloads import Cut, WorkloadSpec
 
 MAXLEN = 40
@@ -44,7 +47,7 @@ def windows(text: str, chars: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def load_data(request, where) -> Data:
+def load_data(request: DataRequest, where: FileLocations) -> Data:
     text = loaders.nietzsche(request, where, request.train_limit)
     chars = sorted(set(text))
     x, y = windows(text, chars)
@@ -59,11 +62,11 @@ def build_model(data: Data) -> keras.Model:
     )
 
 
-def compile_args() -> dict:
+def compile_args() -> dict[str, Any]:
     return {"loss": "categorical_crossentropy", "optimizer": keras.optimizers.RMSprop(learning_rate=0.01)}
 
 
-def after_training(model: keras.Model, data: Data, length: int = 200, temperature: float = 0.5) -> dict:
+def after_training(model: keras.Model, data: Data, length: int = 200, temperature: float = 0.5) -> dict[str, Any]:
     """Generate text from a seed of the corpus, as the example does after each iteration."""
     text, chars = data.extras["text"], data.extras["chars"]
     rng = np.random.default_rng(0)

@@ -1,11 +1,14 @@
 """MNIST multilayer perceptron (Keras example `mnist_mlp.py`, as benchmarked in 2017)."""
 
+from typing import Any
+
 import keras
 import numpy as np
 from keras import layers
 
 from benchmarks.data import loaders
-from benchmarks.data.types import Data
+from benchmarks.data.files import FileLocations
+from benchmarks.data.types import Data, DataRequest
 from benchmarks.workloads import Cut, WorkloadSpec
 
 SPEC = WorkloadSpec(
@@ -20,7 +23,7 @@ SPEC = WorkloadSpec(
 )
 
 
-def load_data(request, where) -> Data:
+def load_data(request: DataRequest, where: FileLocations) -> Data:
     (x_train, y_train), (x_val, y_val) = loaders.digits_like(request, where)
     return Data(
         _flatten(x_train),
@@ -48,7 +51,7 @@ def build_model(data: Data) -> keras.Model:
     )
 
 
-def compile_args() -> dict:
+def compile_args() -> dict[str, Any]:
     return {
         "loss": "categorical_crossentropy",
         "optimizer": keras.optimizers.RMSprop(learning_rate=0.001),

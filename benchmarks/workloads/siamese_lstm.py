@@ -8,11 +8,14 @@ Adam, and Keras's default batch size of 32 (the post names none). The features a
 `benchmarks.data.voxceleb`.
 """
 
+from typing import Any
+
 import keras
 from keras import layers
 
 from benchmarks.data import voxceleb
-from benchmarks.data.types import Data
+from benchmarks.data.files import FileLocations
+from benchmarks.data.types import Data, DataRequest
 from benchmarks.workloads import Cut, WorkloadSpec
 
 SPEC = WorkloadSpec(
@@ -42,7 +45,7 @@ SPEC = WorkloadSpec(
 )
 
 
-def load_data(request, where) -> Data:
+def load_data(request: DataRequest, where: FileLocations) -> Data:
     return voxceleb.load(request, where, request.batch_size or SPEC.batch_size)
 
 
@@ -56,5 +59,5 @@ def build_model(data: Data) -> keras.Model:
     return keras.Model([first, second], same)
 
 
-def compile_args() -> dict:
+def compile_args() -> dict[str, Any]:
     return {"loss": "binary_crossentropy", "optimizer": keras.optimizers.Adam(), "metrics": ["accuracy"]}

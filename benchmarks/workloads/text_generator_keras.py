@@ -5,12 +5,15 @@ version follows the intended main head, Dense 512 -> BN -> ReLU -> Dense 256 -> 
 300-dimensional character embedding. Its CSV `loss` column is the main head's loss, as in the published logs.
 """
 
+from typing import Any
+
 import keras
 import numpy as np
 from keras import layers
 
 from benchmarks.data import loaders
-from benchmarks.data.types import Data
+from benchmarks.data.files import FileLocations
+from benchmarks.data.types import Data, DataRequest
 from benchmarks.workloads import Cut, WorkloadSpec
 
 MAXLEN = 40
@@ -38,7 +41,7 @@ SPEC = WorkloadSpec(
 )
 
 
-def load_data(request, where) -> Data:
+def load_data(request: DataRequest, where: FileLocations) -> Data:
     text = loaders.nietzsche(request, where, request.train_limit)
     chars = sorted(set(text))
     index = {c: i for i, c in enumerate(chars)}
@@ -50,7 +53,7 @@ def load_data(request, where) -> Data:
     return Data(x, {"main_out": y, "aux_out": y}, None, None, info, extras={"chars": chars})
 
 
-def _dense_bn_relu(units: int):
+def _dense_bn_relu(units: int) -> list[keras.Layer]:
     return [layers.Dense(units, use_bias=False), layers.BatchNormalization(), layers.Activation("relu")]
 
 
@@ -66,7 +69,7 @@ def build_model(data: Data) -> keras.Model:
     return keras.Model(inputs, {"main_out": main, "aux_out": aux})
 
 
-def compile_args() -> dict:
+def compile_args() -> dict[str, Any]:
     # Keras 2's `decay` argument is lr / (1 + decay * iterations): InverseTimeDecay with decay_steps=1.
     schedule = keras.optimizers.schedules.InverseTimeDecay(0.001, decay_steps=1, decay_rate=1e-4)
     return {

@@ -8,11 +8,14 @@ and its preprocessing are described in `benchmarks.data.tweets`. Keras 3 runs th
 as CuDNNLSTM did. Seeds: the split uses the study's 123; weights use the run's seed.
 """
 
+from typing import Any
+
 import keras
 from keras import layers
 
 from benchmarks.data import tweets
-from benchmarks.data.types import Data
+from benchmarks.data.files import FileLocations
+from benchmarks.data.types import Data, DataRequest
 from benchmarks.workloads import Cut, WorkloadSpec
 
 SPEC = WorkloadSpec(
@@ -39,7 +42,7 @@ SPEC = WorkloadSpec(
 )
 
 
-def load_data(request, where) -> Data:
+def load_data(request: DataRequest, where: FileLocations) -> Data:
     return tweets.load(request, where)
 
 
@@ -55,5 +58,5 @@ def build_model(data: Data) -> keras.Model:
     )
 
 
-def compile_args() -> dict:
+def compile_args() -> dict[str, Any]:
     return {"loss": "binary_crossentropy", "optimizer": keras.optimizers.Adam(), "metrics": ["accuracy"]}

@@ -250,6 +250,7 @@ class AWSProvider(Provider):
         image_id, root = self.resolve_image(region, profile)
         root_device = root["DeviceName"] if root else None
         tags = self._tags(request)
+        access: dict[str, Any]
         if request.boot_script is None:
             access = {
                 "KeyName": self._ensure_key_pair(ec2, request.run_id, tags),
@@ -342,7 +343,7 @@ class AWSProvider(Provider):
         if code in QUOTA_ERRORS:
             return CapacityError(
                 f"{where}: quota exceeded ({code}): {message} - ask for a higher {market} vCPU quota "
-                f"for this instance family in Service Quotas (Amazon EC2, {region_of(request.zone)})"
+                f"for this instance family in Service Quotas (Amazon EC2, {region_of(request.zone or '')})"
             )
         return ProviderError(f"{where}: RunInstances failed ({code}): {message}")
 
@@ -476,7 +477,7 @@ class AWSProvider(Provider):
         for interval in poll_intervals():
             described = self._describe(instance)
             state = described["State"]["Name"] if described else "terminated"
-            if state == "running":
+            if described is not None and state == "running":
                 target = self._ssh_target(instance, described)
                 if target is not None:
                     return replace(instance, ssh=target)

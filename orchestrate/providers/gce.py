@@ -396,7 +396,7 @@ class GCEProvider(Provider):
         for interval in poll_intervals():
             found = self._get(instance)
             status = found.status if found else "gone"
-            if status == "RUNNING":
+            if found is not None and status == "RUNNING":
                 target = self._ssh_target(instance, found)
                 if target is not None:
                     return replace(instance, ssh=target)
@@ -472,7 +472,7 @@ class GCEProvider(Provider):
                 )
             except api_exceptions.NotFound:
                 return
-        finished = self._wait_operation(instance.zone, operation.name, OPERATION_TIMEOUT_S)
+        finished = self._wait_operation(instance.zone or "", operation.name, OPERATION_TIMEOUT_S)
         if finished.error.errors and self._get(instance) is not None:
             message = "; ".join(item.message for item in finished.error.errors)
             raise ProviderError(f"gce: cannot delete {instance.instance_id}: {message}")
@@ -487,7 +487,7 @@ class GCEProvider(Provider):
         request = compute_v1.AggregatedListInstancesRequest(
             project=self.project_id(), filter=f'labels.project = "{PROJECT_TAG}"'
         )
-        found = []
+        found: list[Instance] = []
         with _calling("listing instances"):
             for _, scoped in self._client(compute_v1.InstancesClient).aggregated_list(request=request, retry=RETRY):
                 found.extend(self._as_instance(item) for item in scoped.instances)

@@ -183,6 +183,8 @@ class SSHLoginContract:
     class TestMyCloudContract(ProviderContract, SSHLoginContract): ...
     """
 
+    boot_timeout_s: float  # ProviderContract's
+
     def test_ssh_address_accepts_a_login(self, provider: Provider, running: Instance) -> None:
         from orchestrate.remote import SSHHost, wait_for_ssh
 

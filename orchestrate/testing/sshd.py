@@ -78,7 +78,10 @@ class SSHServer:
         connections drop at once, as with a machine that vanished."""
         if self.process is None:
             return
-        victims = [self.process, *psutil.Process(self.process.pid).children(recursive=True)]
+        victims: list[subprocess.Popen[bytes] | psutil.Process] = [
+            self.process,
+            *psutil.Process(self.process.pid).children(recursive=True),
+        ]
         for victim in victims:
             with contextlib.suppress(psutil.NoSuchProcess):
                 victim.kill()
@@ -89,7 +92,8 @@ class SSHServer:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]  # an AF_INET address: (host, port)
+        return port
 
 
 def start_sshd(workdir: Path, user: str | None = None) -> SSHServer:
