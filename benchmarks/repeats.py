@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.logs import LogFormatError, find_logs, read_epoch_log
+from benchmarks.metadata import Status
 from benchmarks.stats import CONFIDENCE, median_estimate
 
 ADAPTIVE_MIN_REPEATS = 6  # the fewest for which the order-statistic interval of a median covers 95 %
@@ -108,7 +109,7 @@ def steady_medians(run_dir: Path, item: Item) -> tuple[list[float], dict[str, in
             continue
         meta = log.metadata or {}
         steady = [e.elapsed for e in log.steady_epochs]
-        if meta.get("status") != "complete" or not steady:
+        if meta.get("status") != Status.COMPLETE or not steady:
             continue
         medians.append(statistics.median(steady))
         label = str((meta.get("stability") or {}).get("label", "unknown"))

@@ -14,14 +14,13 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks.metadata import StabilityLabel
+
 UNSTABLE_CV = 0.05
 HOST_BOUND_SHARE = 0.5
 MIN_STEADY_EPOCHS = 3
 # Iglewicz and Hoaglin's cut-off for the modified z-score (0.6745 * |x - median| / MAD).
 OUTLIER_Z = 3.5
-
-STABLE, UNSTABLE, TOO_FEW_EPOCHS = "stable", "unstable", "too few epochs"
-LABELS = (STABLE, UNSTABLE, TOO_FEW_EPOCHS)
 
 
 def coefficient_of_variation(values: Sequence[float]) -> float | None:
@@ -49,6 +48,12 @@ def host_share(gpu_utilization_pct: Sequence[float | None]) -> float | None:
     return max(0.0, 1 - statistics.fmean(known) / 100)
 
 
+def _label(cv: float | None, enough: bool) -> StabilityLabel:
+    if not enough or cv is None:
+        return StabilityLabel.TOO_FEW_EPOCHS
+    return StabilityLabel.UNSTABLE if cv > UNSTABLE_CV else StabilityLabel.STABLE
+
+
 def assess(steady: Sequence[tuple[int, float]], gpu_utilization_pct: Sequence[float | None] = ()) -> dict[str, Any]:
     """The `stability` block of the run metadata, from (epoch number, seconds) of the steady epochs and, on GPUs,
     each steady epoch's mean GPU utilisation."""
@@ -60,7 +65,7 @@ def assess(steady: Sequence[tuple[int, float]], gpu_utilization_pct: Sequence[fl
         "steady_cv": cv,
         "steady_epochs": len(seconds),
         "outlier_epochs": [steady[i][0] for i in outlier_positions(seconds)],
-        "label": TOO_FEW_EPOCHS if not enough or cv is None else (UNSTABLE if cv > UNSTABLE_CV else STABLE),
+        "label": _label(cv, enough),
         "host_share": share,
         "host_bound": None if share is None or not enough else share > HOST_BOUND_SHARE,
     }

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.logs import LogFormatError, find_logs, read_epoch_log
-from benchmarks.metadata import RunMetadata
+from benchmarks.metadata import RunMetadata, StabilityLabel, Status
 from benchmarks.stats import Estimate, median_estimate
 
 
@@ -41,7 +41,7 @@ class Row:
 
     @property
     def complete(self) -> list[Repeat]:
-        return [r for r in self.repeats if r.status == "complete" and r.steady_median_s is not None]
+        return [r for r in self.repeats if r.status == Status.COMPLETE and r.steady_median_s is not None]
 
     @property
     def steady(self) -> Estimate | None:
@@ -62,10 +62,10 @@ class Row:
     def stability(self) -> str:
         """E.g. "stable" (every repeat), "2/3 unstable", "host-bound"; "-" where nothing was judged."""
         labels = [r.stability for r in self.complete if r.stability]
-        unstable = labels.count("unstable")
-        text = "-" if not labels else ("stable" if unstable == 0 else f"{unstable}/{len(labels)} unstable")
-        if labels and labels.count("too few epochs") == len(labels):
-            text = "too few epochs"
+        unstable = labels.count(StabilityLabel.UNSTABLE)
+        text = "-" if not labels else (StabilityLabel.STABLE if unstable == 0 else f"{unstable}/{len(labels)} unstable")
+        if labels and labels.count(StabilityLabel.TOO_FEW_EPOCHS) == len(labels):
+            text = StabilityLabel.TOO_FEW_EPOCHS
         if any(r.host_bound for r in self.complete):
             text += ", host-bound"
         return text

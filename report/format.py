@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.metadata import StabilityLabel
 from benchmarks.stats import Estimate
 
 NA = "n/a"
@@ -77,7 +78,7 @@ def marks(row: pd.Series) -> str:
     """Unstable and host-bound rows, named in the table as the charts mark them."""
     found = []
     stability = row.get("stability")
-    if isinstance(stability, str) and stability != "stable":
+    if isinstance(stability, str) and stability != StabilityLabel.STABLE:
         found.append(f"⚠ {stability}")
     if row.get("host_bound") is True:
         share = row.get("host_share")

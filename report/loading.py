@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.logs import STATUS_COMPLETE, EpochLog, LogFormatError, find_logs, read_epoch_log
+from benchmarks.metadata import StabilityLabel, Status
 
 RUN_ID_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{4}$")
 # A repeat's files carry its two-digit index: `<workload>_<backend>[_synthetic].r02.csv`.
@@ -25,8 +26,8 @@ REFERENCE_FOLDER = "reference"
 KNOWN_BACKENDS = ("tensorflow", "jax", "torch", "cntk", "theano")
 SYNTHETIC_SUFFIX = "_synthetic"
 DATA_SOURCES = ("real", "synthetic")
-STATUSES = ("complete", "partial", "running")
-STABILITY_LABELS = ("stable", "unstable", "too few epochs")
+STATUSES = tuple(s.value for s in Status)
+STABILITY_LABELS = tuple(label.value for label in StabilityLabel)
 NO_RUN_ID = "-"
 
 

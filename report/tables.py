@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from benchmarks.metadata import StabilityLabel
 from benchmarks.stats import Comparison, Estimate, compare, median_estimate, ratio_of_medians
 from report.costs import Pricing, Unpriced
 from report.loading import Configuration, Run
@@ -316,13 +317,13 @@ def _estimate_columns(prefix: str, estimate: Estimate | None, value_key: str) ->
 def _measured_columns(runs: Sequence[Run]) -> dict[str, object]:
     """Stability, host-bound share and energy over the repeats; None where the logs predate them."""
     labels = [r.measured.stability for r in runs if r.measured.stability]
-    unstable = sum(label != "stable" for label in labels)
+    unstable = sum(label != StabilityLabel.STABLE for label in labels)
     if not labels:
         stability = None
     elif unstable:
         stability = f"{labels[0] if unstable == len(labels) else 'unstable'} ({unstable} of {len(runs)} repeats)"
     else:
-        stability = "stable"
+        stability = StabilityLabel.STABLE.value
     flags = [r.measured.host_bound for r in runs if r.measured.host_bound is not None]
     return {
         "stability": stability,
