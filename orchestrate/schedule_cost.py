@@ -118,7 +118,11 @@ def monthly_cost(usage: Usage, prices: Prices) -> list[CostLine]:
     if prices.functions is None:
         lines.append(CostLine("functions", None, NO_FUNCTIONS))
     else:
-        lines.append(CostLine("functions", prices.functions.usd, "as published (its breakdown: the price's source)", prices.functions))
+        lines.append(
+            CostLine(
+                "functions", prices.functions.usd, "as published (its breakdown: the price's source)", prices.functions
+            )
+        )
     if prices.storage is None:
         lines.append(CostLine("storage", None, "no logs are uploaded"))
     else:
