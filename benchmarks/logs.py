@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.metadata import SCHEMA_VERSION, Status
+from benchmarks.metadata import SCHEMA_VERSION, MetadataError, RunMetadata, Status
 
 PUBLISHED_COLUMNS: tuple[str, ...] = ("epoch", "elapsed", "loss", "acc", "val_loss", "val_acc")
 EXTRA_COLUMNS: tuple[str, ...] = (
@@ -61,7 +61,7 @@ class EpochLog:
     path: Path
     epochs: list[EpochRecord]
     columns: tuple[str, ...]
-    metadata: dict[str, Any] | None = field(default=None)
+    metadata: RunMetadata | None = field(default=None)
 
     @property
     def total_elapsed(self) -> float:
@@ -81,10 +81,10 @@ class EpochLog:
         return self.epochs[-1] if self.epochs else None
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
         if self.metadata is None:
             return STATUS_COMPLETE  # published logs are finished runs
-        return str(self.metadata.get("status", STATUS_PARTIAL))
+        return self.metadata.status
 
 
 def _format_cell(value: Any) -> str:
@@ -147,7 +147,9 @@ def write_metadata(csv_path: Path, metadata: dict[str, Any]) -> Path:
     return path
 
 
-def read_metadata(csv_path: Path) -> dict[str, Any] | None:
+def read_metadata(csv_path: Path) -> RunMetadata | None:
+    """The run's metadata, typed; older schema versions read with the blocks they lack as None. A file that is not
+    a metadata object raises LogFormatError naming the file and the field."""
     path = metadata_path(csv_path)
     if not path.exists():
         return None
@@ -157,7 +159,10 @@ def read_metadata(csv_path: Path) -> dict[str, Any] | None:
         raise LogFormatError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(data, dict):
         raise LogFormatError(f"{path}: metadata must be a JSON object")
-    return data
+    try:
+        return RunMetadata.from_dict(data)
+    except MetadataError as exc:
+        raise LogFormatError(f"{path}: {exc}") from None
 
 
 def read_epoch_log(path: Path | str, with_metadata: bool = True) -> EpochLog:

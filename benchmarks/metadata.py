@@ -1,10 +1,11 @@
 """The run-metadata schema: one typed record per run, written by the runner beside its CSV and read back by the
 summary, the report and the GPU tools, instead of string keys spread over several modules.
 
-Open-ended descriptions (the machine, the software, the data files, the telemetry samples, the distribution plan)
-stay mappings; everything a number is judged by (status, timing, settings, repeat, stability, energy, fingerprint)
-is typed. Reading is tolerant: keys a newer writer added are kept in `extra`, and keys an older log lacks read as
-None, so logs of every schema version load. docs/architecture.md's key list is checked against `key_list()`.
+Open-ended descriptions (the machine, the software, the telemetry samples, the distribution plan) stay mappings;
+everything a number is judged by (status, data, timing, settings, repeat, stability, energy, fingerprint, container,
+GPU utilisation) is typed. Reading checks each value against its field's type (MetadataError names the field) and is
+otherwise tolerant: keys a newer writer added are kept in `extra`, and keys an older log lacks read as None, so logs
+of every schema version load. docs/architecture.md's key list is checked against `key_list()`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import dataclasses
 import enum
 import types
 import typing
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 SCHEMA_VERSION = 2
@@ -29,6 +31,38 @@ class StabilityLabel(enum.StrEnum):
     STABLE = "stable"
     UNSTABLE = "unstable"
     TOO_FEW_EPOCHS = "too few epochs"
+
+
+class MetadataError(ValueError):
+    """A metadata object that does not fit the schema; the message names the field and what it should be."""
+
+
+@dataclass(frozen=True)
+class DataRecord:
+    """The data a run trained on (benchmarks.data.types.DataInfo, as recorded)."""
+
+    dataset: str | None = None
+    source: str | None = None  # "real" or "synthetic"
+    train_samples: int | None = None
+    val_samples: int | None = None
+    files: list[dict[str, str]] = field(default_factory=list)  # [{name, sha256}]
+    synthetic_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Container:
+    image: str | None = None
+    digest: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuUtilization:
+    """The busiest GPU's utilisation over the run's telemetry samples."""
+
+    mean_pct: float | None = None
+    max_pct: float | None = None
+    samples: int = 0
+    interval_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -135,11 +169,11 @@ class RunMetadata:
     cut: str | None = None
     cut_down: bool | None = None
     reference: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
+    data: DataRecord = field(default_factory=DataRecord)
     settings: Settings = field(default_factory=Settings)
     software: dict[str, Any] = field(default_factory=dict)
     hardware: dict[str, Any] = field(default_factory=dict)
-    container: dict[str, Any] | None = None
+    container: Container | None = None
     fingerprint: Fingerprint | None = None
     repeat: Repeat | None = None
     distribution: dict[str, Any] | None = None
@@ -149,7 +183,7 @@ class RunMetadata:
     stability: Stability | None = None
     telemetry: dict[str, Any] | None = None
     energy: Energy | None = None
-    gpu_utilization: dict[str, Any] | None = None
+    gpu_utilization: GpuUtilization | None = None
     after_training: dict[str, Any] | None = None
     error: str | None = None
     relabelled_from: dict[str, Any] | None = None
@@ -161,14 +195,15 @@ class RunMetadata:
         return {**self.extra, **out}
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> RunMetadata:
-        """Read any schema version: missing keys are None (or empty), unknown keys go to `extra`."""
-        known = {f.name for f in fields(cls)}
-        values = {name: _typed(cls, name, raw[name]) for name in known if name in raw and name != "extra"}
+    def from_dict(cls, raw: Mapping[str, Any]) -> RunMetadata:
+        """Read any schema version: missing keys (and nulls) take the field's default, unknown keys go to `extra`.
+        A value of the wrong kind raises MetadataError naming the field, e.g. `stability.label`."""
+        values = _values(cls, raw, "")
         values.setdefault("status", Status.PARTIAL)  # a log that never said is not a result
         for name in ("run_id", "workload", "backend", "platform"):
             values.setdefault(name, "")
         values.setdefault("schema_version", 1)
+        known = {f.name for f in fields(cls)}
         return cls(**values, extra={k: v for k, v in raw.items() if k not in known})
 
     def finished(self, **changes: Any) -> RunMetadata:
@@ -187,25 +222,78 @@ def _plain(value: Any) -> Any:
 
 def _dataclass_in(annotation: Any) -> type | None:
     """The dataclass in `X | None` or `X`, if any."""
-    candidates = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
-    return next((c for c in candidates if isinstance(c, type) and dataclasses.is_dataclass(c)), None)
+    return next((k for k in _kinds(annotation) if isinstance(k, type) and dataclasses.is_dataclass(k)), None)
 
 
-def _enum_in(annotation: Any) -> type[enum.Enum] | None:
-    candidates = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
-    return next((c for c in candidates if isinstance(c, type) and issubclass(c, enum.Enum)), None)
+def _kinds(annotation: Any) -> tuple[Any, ...]:
+    """The types an annotation admits, None left out: `bool | str | None` -> (bool, str)."""
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    return tuple(k for k in options if k is not type(None))
 
 
-def _typed(owner: type, name: str, value: Any) -> Any:
-    annotation = typing.get_type_hints(owner)[name]
-    if value is None:
-        return None
-    if (kind := _enum_in(annotation)) is not None:
+def _values(owner: type, raw: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """`owner`'s fields found in `raw`, each checked against its annotation."""
+    hints = typing.get_type_hints(owner)
+    return {
+        f.name: _checked(hints[f.name], raw[f.name], prefix + f.name)
+        for f in fields(owner)
+        if f.name != "extra" and raw.get(f.name) is not None
+    }
+
+
+def _block(kind: type, raw: Mapping[str, Any], where: str) -> Any:
+    values = _values(kind, raw, where + ".")
+    required = [f.name for f in fields(kind) if f.default is MISSING and f.default_factory is MISSING]
+    if missing := [name for name in required if name not in values]:
+        raise MetadataError(f"field '{where}.{missing[0]}' is missing")
+    return kind(**values)
+
+
+def _checked(annotation: Any, value: Any, where: str) -> Any:
+    kinds = _kinds(annotation)
+    for kind in kinds:
+        if _fits(kind, value):
+            return _converted(kind, value, where)
+    expected = " or ".join(_expected(k) for k in kinds) + (
+        " or null" if len(kinds) < len(typing.get_args(annotation)) else ""
+    )
+    shown = repr(value) if not isinstance(value, dict | list) else type(value).__name__
+    raise MetadataError(f"field '{where}' is {shown}; expected {expected}")
+
+
+def _fits(kind: Any, value: Any) -> bool:
+    origin = typing.get_origin(kind) or kind
+    if kind is Any:
+        return True
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return value in {member.value for member in kind}
+    if dataclasses.is_dataclass(kind) or origin is dict:
+        return isinstance(value, dict)
+    if origin is list:
+        return isinstance(value, list)
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, origin)
+
+
+def _converted(kind: Any, value: Any, where: str) -> Any:
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
         return kind(value)
-    if (nested := _dataclass_in(annotation)) is not None and isinstance(value, dict):
-        known = {f.name for f in fields(nested)}
-        return nested(**{k: _typed(nested, k, v) for k, v in value.items() if k in known})
-    return value
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        return _block(kind, value, where)
+    if typing.get_origin(kind) is list:
+        (item,) = typing.get_args(kind)
+        return [_checked(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return float(value) if kind is float else value
+
+
+def _expected(kind: Any) -> str:
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return "one of " + ", ".join(member.value for member in kind)
+    words = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list"}
+    return words.get(typing.get_origin(kind) or kind, "an object")
 
 
 def key_list() -> dict[str, list[str]]:

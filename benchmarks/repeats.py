@@ -107,12 +107,12 @@ def steady_medians(run_dir: Path, item: Item) -> tuple[list[float], dict[str, in
             log = read_epoch_log(path)
         except LogFormatError:
             continue
-        meta = log.metadata or {}
+        meta = log.metadata
         steady = [e.elapsed for e in log.steady_epochs]
-        if meta.get("status") != Status.COMPLETE or not steady:
+        if meta is None or meta.status != Status.COMPLETE or not steady:
             continue
         medians.append(statistics.median(steady))
-        label = str((meta.get("stability") or {}).get("label", "unknown"))
+        label = meta.stability.label if meta.stability else "unknown"
         labels[label] = labels.get(label, 0) + 1
     return medians, labels
 

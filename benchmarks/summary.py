@@ -84,7 +84,7 @@ def _read_repeat(path: Path) -> Repeat | None:
     except LogFormatError as exc:
         print(f"warning: {exc}")
         return None
-    meta = RunMetadata.from_dict(log.metadata or {})
+    meta = log.metadata or RunMetadata.from_dict({})
     data = meta.data
     final = log.final
     accuracy, kind = None, "loss"
@@ -98,13 +98,14 @@ def _read_repeat(path: Path) -> Repeat | None:
             (None, "loss"),
         )
     steady = [e.elapsed for e in log.steady_epochs]
-    source = data.get("source", "?")
+    source = data.source or "?"
+    dataset = data.dataset or "?"
     first = log.first_epoch
     return Repeat(
         workload=meta.workload or path.stem,
         backend=meta.backend or "?",
-        data=f"{data.get('dataset', '?')} ({source})" if source == "synthetic" else data.get("dataset", "?"),
-        status=meta.status if log.metadata else log.status,
+        data=f"{dataset} ({source})" if source == "synthetic" else dataset,
+        status=log.status,
         first_epoch_s=first.elapsed if first else None,
         steady_median_s=statistics.median(steady) if steady else None,
         steady_epochs=len(steady),

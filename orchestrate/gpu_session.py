@@ -37,12 +37,13 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from benchmarks.command import RunnerCommand
 from benchmarks.harness.compile_cache import ENV as COMPILE_CACHE_ENV
+from benchmarks.metadata import RunMetadata
 from benchmarks.suites import get_suite
 from benchmarks.workloads import LSTM_WORKLOADS as RECURRENT
 from benchmarks.workloads import WORKLOADS
@@ -532,19 +533,19 @@ def collect(tarballs: Sequence[Path], logs: Path) -> list[Path]:
             archive.extractall(tmp, filter="data")
             for path in sorted(Path(tmp).rglob("*.csv")):
                 relative = path.relative_to(tmp)
-                metadata = read_metadata(path) or {}
-                if metadata.get("status") != STATUS_COMPLETE:
-                    print(f"left out {relative}: status {metadata.get('status')}")
+                metadata = read_metadata(path)
+                if metadata is None or metadata.status != STATUS_COMPLETE:
+                    print(f"left out {relative}: status {metadata and metadata.status}")
                     continue
                 read_epoch_log(path)
                 target = logs / relative
-                if metadata.get("repeat"):
+                if metadata.repeat is not None:
                     if _already_collected(path, target):
                         continue
                     target, metadata = _free_repeat(target, metadata)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, target)
-                target.with_suffix(".json").write_text(json.dumps(metadata, indent=2))
+                target.with_suffix(".json").write_text(json.dumps(metadata.to_dict(), indent=2))
                 collected.add(target)
     print(f"collected {len(collected)} complete runs into {logs}")
     return sorted(collected)
@@ -558,12 +559,12 @@ def _already_collected(source: Path, target: Path) -> bool:
     return any(p.read_bytes() == source.read_bytes() for p in target.parent.glob(f"{_repeat_base(target)}.r*.csv"))
 
 
-def _free_repeat(target: Path, metadata: dict) -> tuple[Path, dict]:
-    if not target.exists():
+def _free_repeat(target: Path, metadata: RunMetadata) -> tuple[Path, RunMetadata]:
+    if not target.exists() or metadata.repeat is None:
         return target, metadata
     taken = [int(p.stem.rpartition(".r")[2]) for p in target.parent.glob(f"{_repeat_base(target)}.r*.csv")]
     index = max(taken) + 1
-    renumbered = {**metadata, "repeat": {**metadata["repeat"], "index": index}}
+    renumbered = replace(metadata, repeat=replace(metadata.repeat, index=index))
     return target.with_name(f"{_repeat_base(target)}.r{index:02d}.csv"), renumbered
 
 

@@ -211,7 +211,7 @@ def _repeat_samples(groups: Sequence[Group]) -> Samples:
 
 
 def _of_suite(loaded: LoadResult, suite: str, logdir: Path) -> LoadResult:
-    runs = [r for r in loaded.runs if r.metadata.get("suite") == suite]
+    runs = [r for r in loaded.runs if r.metadata.suite == suite]
     if loaded.runs and not runs:
         raise ReportError(f"{logdir}: no runs of suite {suite!r} ({len(loaded.runs)} runs of other suites)")
     return LoadResult(runs=assign_variants(runs), skipped=loaded.skipped)
@@ -275,10 +275,7 @@ def _sections(results: pd.DataFrame, partial_runs: Sequence[Run]) -> list[Worklo
 def _study_section(study: Study, measured: pd.DataFrame, loaded: LoadResult) -> StudySection:
     published = published_results(study)
     mine = measured[measured["workload"].isin(list(study.workloads))]
-    datasets = {
-        (r.workload, r.config.label): str((r.metadata.get("data") or {}).get("dataset") or "")
-        for r in loaded.complete_runs
-    }
+    datasets = {(r.workload, r.config.label): r.metadata.data.dataset or "" for r in loaded.complete_runs}
     runs = [r for r in loaded.complete_runs if r.workload in study.workloads]
     setups = measured_setups(runs)
     prices = mine.drop_duplicates("config").set_index("config")["usd_per_hour"]

@@ -73,14 +73,14 @@ def configurations(logs: Path) -> list[Configuration]:
     found: dict[tuple[str, str, int, str, bool], Configuration] = {}
     for path in find_logs(logs):
         log = read_epoch_log(path)
-        meta = RunMetadata.from_dict(log.metadata or {})
+        meta = log.metadata or RunMetadata.from_dict({})
         steady = [e.elapsed for e in log.steady_epochs]
         run_id = meta.run_id or path.parent.name
         if meta.status != Status.COMPLETE or not steady or log.first_epoch is None:
             continue
         if run_id.startswith(EXPERIMENT_RUN_PREFIXES):
             continue
-        samples = int(meta.data.get("train_samples") or 0)
+        samples = meta.data.train_samples or 0
         settings = describe_settings(meta.settings)
         key = (meta.workload, meta.backend, samples, settings, _is_default_run(run_id))
         config = found.setdefault(key, Configuration(*key[:4]))

@@ -142,14 +142,14 @@ def measured_observations(runs: Iterable[Run], origin_text: str) -> list[Observa
 def _observation(run: Run, origin_text: str) -> Observation | None:
     """A complete run of one of our workloads that recorded its sample count; None for any other."""
     steady, first = run.steady_median_s, run.first_epoch_s
-    samples = (run.metadata.get("data") or {}).get("train_samples")
-    if not run.complete or not steady or first is None or not isinstance(samples, int) or samples <= 0:
+    samples = run.metadata.data.train_samples
+    if not run.complete or not steady or first is None or samples is None or samples <= 0:
         return None
     if run.workload not in WORKLOADS:
         return None
-    gpus = (run.metadata.get("hardware") or {}).get("gpus") or []
+    gpus = run.metadata.hardware.get("gpus") or []
     name = gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None
-    distribution = run.metadata.get("distribution") or {}
+    distribution = run.metadata.distribution or {}
     devices = int(distribution.get("devices") or 1)
     machine = accelerator_model(name) if name else cpu_machine(run.config.platform)
     machine = f"{machine}x{devices}" if devices > 1 else machine
@@ -174,7 +174,7 @@ def _observation(run: Run, origin_text: str) -> Observation | None:
 
 def _outside_s(run: Run) -> float | None:
     """Wall time of the run's process outside its epochs (data loading, model building, fingerprint)."""
-    started, ended = run.metadata.get("started_at"), run.metadata.get("ended_at")
+    started, ended = run.metadata.started_at, run.metadata.ended_at
     try:
         wall = (dt.datetime.fromisoformat(str(ended)) - dt.datetime.fromisoformat(str(started))).total_seconds()
     except ValueError:

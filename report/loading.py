@@ -9,13 +9,12 @@ from __future__ import annotations
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from benchmarks.logs import STATUS_COMPLETE, EpochLog, LogFormatError, find_logs, read_epoch_log
-from benchmarks.metadata import StabilityLabel, Status
+from benchmarks.metadata import Fingerprint, RunMetadata, Settings, StabilityLabel
 
 RUN_ID_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{4}$")
 # A repeat's files carry its two-digit index: `<workload>_<backend>[_synthetic].r02.csv`.
@@ -26,9 +25,8 @@ REFERENCE_FOLDER = "reference"
 KNOWN_BACKENDS = ("tensorflow", "jax", "torch", "cntk", "theano")
 SYNTHETIC_SUFFIX = "_synthetic"
 DATA_SOURCES = ("real", "synthetic")
-STATUSES = tuple(s.value for s in Status)
-STABILITY_LABELS = tuple(label.value for label in StabilityLabel)
 NO_RUN_ID = "-"
+UNRECORDED = RunMetadata.from_dict({})  # the metadata of a log without any (a published one): every field unknown
 
 
 @dataclass(frozen=True)
@@ -63,7 +61,7 @@ class Measured:
     """What metadata schema 2 adds to a run (stability, energy, machine identity, repeat group). Logs written
     before it lack these keys: every field is then None, which the report shows as "not recorded"."""
 
-    stability: str | None = None  # "stable", "unstable" or "too few epochs"
+    stability: StabilityLabel | None = None
     steady_cv: float | None = None
     host_bound: bool | None = None
     host_share: float | None = None  # fraction of steady-epoch time the GPU sat idle
@@ -73,7 +71,7 @@ class Measured:
     energy_method: str | None = None
     host_id: str | None = None
     repeat_group: str | None = None
-    fingerprint: Mapping[str, Any] | None = None
+    fingerprint: Fingerprint | None = None
 
 
 @dataclass(frozen=True)
@@ -90,8 +88,8 @@ class Run:
     measured: Measured = field(default_factory=Measured)
 
     @property
-    def metadata(self) -> Mapping[str, Any]:
-        return self.log.metadata or {}
+    def metadata(self) -> RunMetadata:
+        return self.log.metadata or UNRECORDED
 
     @property
     def status(self) -> str:
@@ -133,13 +131,12 @@ class Run:
 
     @property
     def gpu_utilization_pct(self) -> float | None:
-        sampled = self.metadata.get("gpu_utilization")
-        value = sampled.get("mean_pct") if isinstance(sampled, dict) else None
-        return float(value) if isinstance(value, int | float) else None
+        sampled = self.metadata.gpu_utilization
+        return sampled.mean_pct if sampled else None
 
     @property
     def error(self) -> str:
-        return str(self.metadata.get("error") or "")
+        return self.metadata.error or ""
 
     @property
     def machine(self) -> str:
@@ -208,122 +205,70 @@ def _read_run(root: Path, path: Path) -> Run:
     return _run_from_metadata(log, log.metadata)
 
 
-def _run_from_metadata(log: EpochLog, meta: Mapping[str, Any]) -> Run:
+def _run_from_metadata(log: EpochLog, meta: RunMetadata) -> Run:
     where = log.path.with_suffix(".json")
-    workload = _required_text(where, meta, "workload")
-    backend = _required_text(where, meta, "backend")
-    platform = _required_text(where, meta, "platform")
-    status = meta.get("status")
-    if status not in STATUSES:
-        raise LogFormatError(f"{where}: field 'status' is {status!r}; expected one of {', '.join(STATUSES)}")
-    data = _optional_mapping(where, meta, "data")
-    source = data.get("source") or "unknown"
+    for key in ("workload", "backend", "platform"):
+        if not getattr(meta, key):
+            raise LogFormatError(f"{where}: field '{key}' is missing or empty; expected a non-empty string")
+    source = meta.data.source or "unknown"
     if source not in (*DATA_SOURCES, "unknown"):
         raise LogFormatError(f"{where}: field 'data.source' is {source!r}; expected real or synthetic")
-    container = _optional_mapping(where, meta, "container")
-    settings = _optional_mapping(where, meta, "settings")
-    planned = meta.get("epochs_planned")
-    if planned is not None and not isinstance(planned, int):
-        raise LogFormatError(f"{where}: field 'epochs_planned' is {planned!r}; expected an integer or null")
     return Run(
-        workload=workload,
-        config=Configuration(platform=platform, backend=backend, synthetic=source == "synthetic"),
-        run_id=str(meta.get("run_id") or NO_RUN_ID),
+        workload=meta.workload,
+        config=Configuration(platform=meta.platform, backend=meta.backend, synthetic=source == "synthetic"),
+        run_id=meta.run_id or NO_RUN_ID,
         log=log,
         data_source=source,
-        epochs_planned=planned,
-        image=_short_image_name(container.get("image")),
-        precision=settings.get("dtype_policy"),
-        compile_settings=_compile_settings(
-            settings, _optional_mapping(where, meta, "distribution"), _optional_mapping(where, meta, "hardware")
-        ),
-        measured=_measured(where, meta),
+        epochs_planned=meta.epochs_planned,
+        image=_short_image_name(meta.container.image if meta.container else None),
+        precision=meta.settings.dtype_policy,
+        compile_settings=_compile_settings(meta),
+        measured=_measured(meta),
     )
 
 
-def _measured(where: Path, meta: Mapping[str, Any]) -> Measured:
-    stability = _optional_mapping(where, meta, "stability")
-    energy = _optional_mapping(where, meta, "energy")
-    hardware = _optional_mapping(where, meta, "hardware")
-    repeat = _optional_mapping(where, meta, "repeat")
-    fingerprint = _optional_mapping(where, meta, "fingerprint")
-    label = stability.get("label")
-    if label is not None and label not in STABILITY_LABELS:
-        expected = ", ".join(STABILITY_LABELS)
-        raise LogFormatError(f"{where}: field 'stability.label' is {label!r}; expected one of {expected}")
-    host_bound = stability.get("host_bound")
-    if host_bound is not None and not isinstance(host_bound, bool):
-        raise LogFormatError(f"{where}: field 'stability.host_bound' is {host_bound!r}; expected true, false or null")
+def _measured(meta: RunMetadata) -> Measured:
+    stability, energy, repeat = meta.stability, meta.energy, meta.repeat
     return Measured(
-        stability=label,
-        steady_cv=_optional_number(where, stability, "stability", "steady_cv"),
-        host_bound=host_bound,
-        host_share=_optional_number(where, stability, "stability", "host_share"),
-        gpu_wh=_optional_number(where, energy, "energy", "gpu_wh"),
-        gpu_wh_per_steady_epoch=_steady_epoch_wh(where, energy.get("gpu_joules_per_epoch")),
-        host_wh=_optional_number(where, energy, "energy", "host_wh"),
-        energy_method=energy.get("gpu_method"),
-        host_id=str(hardware["host_id"]) if hardware.get("host_id") else None,
-        repeat_group=str(repeat["group"]) if repeat.get("group") else None,
-        fingerprint=fingerprint or None,
+        stability=stability.label if stability else None,
+        steady_cv=stability.steady_cv if stability else None,
+        host_bound=stability.host_bound if stability else None,
+        host_share=stability.host_share if stability else None,
+        gpu_wh=energy.gpu_wh if energy else None,
+        gpu_wh_per_steady_epoch=_steady_epoch_wh(energy.gpu_joules_per_epoch) if energy else None,
+        host_wh=energy.host_wh if energy else None,
+        energy_method=energy.gpu_method if energy else None,
+        host_id=str(meta.hardware["host_id"]) if meta.hardware.get("host_id") else None,
+        repeat_group=repeat.group if repeat and repeat.group else None,
+        fingerprint=meta.fingerprint,
     )
 
 
-def _steady_epoch_wh(where: Path, joules: object) -> float | None:
-    if joules is None:
-        return None
-    if not isinstance(joules, list) or not all(isinstance(j, int | float) and not isinstance(j, bool) for j in joules):
-        raise LogFormatError(f"{where}: field 'energy.gpu_joules_per_epoch' is {joules!r}; expected a list of numbers")
+def _steady_epoch_wh(joules: list[float]) -> float | None:
     steady = joules[1:]  # the first epoch compiles, as in the timing
     return statistics.median(steady) / 3600 if steady else None
 
 
-def _optional_number(where: Path, section: Mapping[str, Any], name: str, key: str) -> float | None:
-    value = section.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise LogFormatError(f"{where}: field '{name}.{key}' is {value!r}; expected a number or null")
-    return float(value)
-
-
-def _compile_settings(
-    settings: Mapping[str, Any], distribution: Mapping[str, Any], hardware: Mapping[str, Any]
-) -> str | None:
+def _compile_settings(meta: RunMetadata) -> str | None:
     """What the run set that changes its times: runs differing in any of these are never pooled as repeats."""
-    if not settings:
+    settings, distribution, hardware = meta.settings, meta.distribution or {}, meta.hardware
+    if settings == Settings():  # none recorded
         return None
-    parts = [f"jit {'on' if settings.get('jit_compile') else 'off'}"]
+    parts = [f"jit {'on' if settings.jit_compile else 'off'}"]
     if (distribution.get("devices") or 1) > 1:  # never pool runs on several devices with one-device runs
         parts.append(f"{distribution['devices']} devices {distribution.get('batch_policy')}")
-    if (settings.get("steps_per_execution") or 1) > 1:
-        parts.append(f"{settings['steps_per_execution']} steps/execution")
-    if settings.get("lstm_kernel"):
-        parts.append(f"{settings['lstm_kernel']} LSTM")
-    if settings.get("float32_matmul"):
-        parts.append(f"{settings['float32_matmul']} matmul")
-    if settings.get("host_gc") not in (None, "on"):  # --host-gc frozen/off: Python's collector changed
-        parts.append(f"gc {settings['host_gc']}")
+    if (settings.steps_per_execution or 1) > 1:
+        parts.append(f"{settings.steps_per_execution} steps/execution")
+    if settings.lstm_kernel:
+        parts.append(f"{settings.lstm_kernel} LSTM")
+    if settings.float32_matmul:
+        parts.append(f"{settings.float32_matmul} matmul")
+    if settings.host_gc not in (None, "on"):  # --host-gc frozen/off: Python's collector changed
+        parts.append(f"gc {settings.host_gc}")
     usable, logical = hardware.get("cpu_cores_usable"), hardware.get("cpu_cores_logical")
     if usable and logical and usable < logical:  # held to fewer cores (taskset, a container's cpuset)
         parts.append(f"{usable} of {logical} cores")
     return ", ".join(parts)
-
-
-def _required_text(where: Path, meta: Mapping[str, Any], key: str) -> str:
-    value = meta.get(key)
-    if not isinstance(value, str) or not value:
-        raise LogFormatError(f"{where}: field '{key}' is {value!r}; expected a non-empty string")
-    return value
-
-
-def _optional_mapping(where: Path, meta: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = meta.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise LogFormatError(f"{where}: field '{key}' is {type(value).__name__}; expected an object or null")
-    return value
 
 
 def _short_image_name(image: object) -> str | None:

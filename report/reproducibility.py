@@ -53,7 +53,7 @@ def fingerprint_table(runs: Sequence[Run]) -> pd.DataFrame:
         by_machine[run.machine].append(run)
     rows = []
     for machine, members in sorted(by_machine.items()):
-        hardware = members[0].metadata.get("hardware") or {}
+        hardware = members[0].metadata.hardware
         gpus = ", ".join(str(g.get("name")) for g in hardware.get("gpus") or [] if isinstance(g, dict))
         row = {
             "machine": machine + ("" if members[0].measured.host_id else " (run id: no host id recorded)"),
@@ -63,12 +63,10 @@ def fingerprint_table(runs: Sequence[Run]) -> pd.DataFrame:
         }
         prints = [r.measured.fingerprint for r in members if r.measured.fingerprint]
         for key, title in FINGERPRINT_FIELDS:
-            values = [float(p[key]) for p in prints if isinstance(p.get(key), int | float)]
+            values = [float(v) for p in prints if isinstance(v := getattr(p, key), int | float)]
             row[title] = f"{median_estimate(values).value:,.3g}" if values else NOT_RECORDED if not prints else "n/a"
-        if prints and prints[0].get("host_single_thread_unit"):
-            row["host single-thread score"] = (
-                f"{row['host single-thread score']} {prints[0]['host_single_thread_unit']}"
-            )
+        if prints and prints[0].host_single_thread_unit:
+            row["host single-thread score"] = f"{row['host single-thread score']} {prints[0].host_single_thread_unit}"
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -93,7 +91,7 @@ def _by_machine(runs: Sequence[Run]) -> list[tuple[str, list[Run]]]:
     for run in runs:
         if run.steady_median_s is not None:
             machines[run.machine].append(run)
-    started = {m: min(str(r.metadata.get("started_at") or "") for r in rs) for m, rs in machines.items()}
+    started = {m: min(r.metadata.started_at or "" for r in rs) for m, rs in machines.items()}
     return sorted(machines.items(), key=lambda item: (started[item[0]], item[0]))
 
 
@@ -243,11 +241,9 @@ def _host_score(group: Group) -> str:
     """How a run's steady epoch follows its host's single-thread score: the scores seen, their rank correlation
     with the epoch time, and the fitted epoch time at the lowest and highest score (log-linear least squares)."""
     pairs = [
-        (float(r.measured.fingerprint["host_single_thread_score"]), float(r.steady_median_s))
+        (r.measured.fingerprint.host_single_thread_score, r.steady_median_s)
         for r in group.runs
-        if r.steady_median_s is not None
-        and r.measured.fingerprint
-        and isinstance(r.measured.fingerprint.get("host_single_thread_score"), int | float)
+        if r.steady_median_s is not None and r.measured.fingerprint
     ]
     if len(pairs) < 4:
         return f"n/a: {len(pairs)} run(s) with a score"

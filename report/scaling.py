@@ -15,18 +15,16 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from benchmarks.stats import Comparison, Estimate, compare, median_estimate
+from records.catalog import Profile
 from report import format as fmt
 from report.charts import Bar, relative_chart
 from report.loading import Run
 from report.studies import PUBLISHED_DIR, Study
-
-if TYPE_CHECKING:  # the catalog is imported lazily elsewhere: the report works without the orchestration extras
-    from orchestrate.catalog import Profile
 
 PUBLISHED_STUDY = "gpu-providers-2018"
 ONE_DEVICE = "one device"  # the base's batch policy: with one device the policies coincide
@@ -53,8 +51,7 @@ def devices(run: Run) -> int:
 
 
 def _distribution(run: Run) -> dict[str, Any]:
-    value = run.metadata.get("distribution")
-    return value if isinstance(value, dict) else {}
+    return run.metadata.distribution or {}
 
 
 def is_multi_device(runs: Sequence[Run]) -> bool:
@@ -68,7 +65,7 @@ def _group(run: Run) -> Group:
 
 
 def _seconds_per_sample(run: Run) -> float | None:
-    samples = (run.metadata.get("data") or {}).get("train_samples")
+    samples = run.metadata.data.train_samples
     steady = run.steady_median_s
     return steady / samples if steady and samples else None
 
@@ -191,8 +188,7 @@ def _row(group: Group, runs: list[Run], base: list[Run]) -> dict[str, Any]:
 
 
 def _hyperparameters(run: Run) -> dict[str, Any]:
-    value = run.metadata.get("hyperparameters")
-    return value if isinstance(value, dict) else {}
+    return run.metadata.hyperparameters
 
 
 def _speedup_bounds(ratio: Estimate) -> tuple[float | None, float | None]:

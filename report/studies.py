@@ -421,8 +421,7 @@ def measured_setups(runs: Sequence[Run]) -> pd.DataFrame:
 
 def describe_setup(run: Run) -> dict[str, str]:
     meta = run.metadata
-    hardware = meta.get("hardware") or {}
-    software = meta.get("software") or {}
+    hardware, software = meta.hardware, meta.software
     gpus = ", ".join(str(g.get("name")) for g in hardware.get("gpus") or [] if isinstance(g, dict))
     cores = hardware.get("cpu_cores_logical")
     cpu = f"{hardware.get('cpu_model') or 'unknown CPU'}" + (f" ({cores} logical cores)" if cores else "")
@@ -433,7 +432,6 @@ def describe_setup(run: Run) -> dict[str, str]:
     ]
     if software.get("cuda"):
         parts.append(f"CUDA {software['cuda']}, cuDNN {software.get('cudnn') or 'not recorded'}")
-    container = meta.get("container") or {}
-    if container.get("image"):
-        parts.append(f"image {container['image']}")
+    if meta.container and meta.container.image:
+        parts.append(f"image {meta.container.image}")
     return {"hardware": f"{gpus} + {cpu}" if gpus else cpu, "software": ", ".join(parts)}

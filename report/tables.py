@@ -109,9 +109,7 @@ class Group:
 
 
 def _train_samples(run: Run) -> int | None:
-    data = run.metadata.get("data") or {}
-    value = data.get("train_samples") if isinstance(data, dict) else None
-    return value if isinstance(value, int) else None
+    return run.metadata.data.train_samples
 
 
 def group_runs(runs: Sequence[Run]) -> list[Group]:
@@ -166,21 +164,21 @@ class Base:
 
 
 def _latest_start(group: Group) -> str:
-    return max(str(r.metadata.get("started_at") or "") for r in group.runs)
+    return max(r.metadata.started_at or "" for r in group.runs)
 
 
 def _base_rank(group: Group) -> tuple[bool, bool, bool, int, int]:
-    superseded = any(r.metadata.get("relabelled_from") for r in group.runs)
-    cut_down = any(r.metadata.get("cut_down") for r in group.runs)
+    superseded = any(r.metadata.relabelled_from for r in group.runs)
+    cut_down = any(r.metadata.cut_down for r in group.runs)
     altered = any(_host_altered(r) for r in group.runs)
     return (superseded, altered, cut_down, -group.epochs, -len(group.runs))  # negated: more epochs and repeats first
 
 
 def _host_altered(run: Run) -> bool:
     """A diagnostic variant (`--host-gc frozen|off`, or held to fewer cores than the machine has): never the base."""
-    settings, hardware = run.metadata.get("settings") or {}, run.metadata.get("hardware") or {}
+    settings, hardware = run.metadata.settings, run.metadata.hardware
     usable, logical = hardware.get("cpu_cores_usable"), hardware.get("cpu_cores_logical")
-    return settings.get("host_gc") not in (None, "on") or bool(usable and logical and usable < logical)
+    return settings.host_gc not in (None, "on") or bool(usable and logical and usable < logical)
 
 
 def resolve_base(spec: str | None, groups: Sequence[Group]) -> Base:
@@ -280,7 +278,7 @@ def _row(group: Group, pricing: Pricing | Unpriced) -> dict[str, object]:
         "final_acc": float(np.median(accuracy)) if accuracy else None,
         "final_acc_metric": "/".join(sorted(metrics)),
         "gpu_util_pct": float(np.median(utilization)) if utilization else None,
-        "cut_down": any(r.metadata.get("cut_down") for r in group.runs),
+        "cut_down": any(r.metadata.cut_down for r in group.runs),
         "reference": group.config.reference,
         **_measured_columns(group.runs),
     }

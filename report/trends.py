@@ -75,8 +75,8 @@ class TrendSection:
 
 def run_date(run: Run) -> dt.date | None:
     """The day the run started (metadata `started_at`), else the day its run id names."""
-    started = run.metadata.get("started_at")
-    if isinstance(started, str):
+    started = run.metadata.started_at
+    if started is not None:
         try:
             return dt.datetime.fromisoformat(started).date()
         except ValueError:
@@ -116,14 +116,14 @@ def _setup(run: Run) -> str:
     """The backend with everything else that changes the time: settings (jit, steps per execution, LSTM kernel,
     devices), the data source and the samples an epoch. Only runs alike in all of these make one trend: a date's runs
     are its repeats, and a sweep's alternatives or another suite's slice are not."""
-    data = run.metadata.get("data") or {}
+    samples = run.metadata.data.train_samples
     parts = [run.config.backend]
     if run.compile_settings:
         parts.append(f"[{run.compile_settings}]")
     if run.config.synthetic:
         parts.append("(synthetic)")
-    if data.get("train_samples"):
-        parts.append(f"{data['train_samples']:,} samples an epoch")
+    if samples:
+        parts.append(f"{samples:,} samples an epoch")
     return " ".join(parts)
 
 
@@ -134,9 +134,9 @@ def _point(day: dt.date, runs: list[Run]) -> Point:
     else:
         epochs = [e.elapsed for e in runs[0].log.steady_epochs]
         steady, basis = median_estimate(epochs), f"{len(epochs)} steady epochs of one run"
-    samples = {(r.metadata.get("data") or {}).get("train_samples") for r in runs}
+    samples = {r.metadata.data.train_samples for r in runs}
     count = samples.pop() if len(samples) == 1 else None
-    return Point(day, tuple(sorted(r.run_id for r in runs)), steady, basis, count if isinstance(count, int) else None)
+    return Point(day, tuple(sorted(r.run_id for r in runs)), steady, basis, count)
 
 
 def per_thousand(seconds: float | None, usd_per_hour: float | None, samples: int | None) -> float | None:

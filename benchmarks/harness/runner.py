@@ -225,7 +225,7 @@ def run_metadata(
         cut=options.cut,
         cut_down=bool(run_plan.request.train_limit or run_plan.request.val_limit) or run_plan.epochs != spec.epochs,
         reference=spec.reference,
-        data=data.info.as_dict(),
+        data=metadata.DataRecord(**data.info.as_dict()),
         settings=metadata.Settings(
             jit_compile=model.jit_compile,
             jit_compile_requested=settings.jit_compile,

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import psutil
 
+from benchmarks.metadata import Container
+
 
 @cache
 def hardware() -> dict[str, Any]:
@@ -86,11 +88,11 @@ def software(framework: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def container() -> dict[str, Any] | None:
+def container() -> Container | None:
     image = os.environ.get("BENCH_IMAGE")
     if not image and not Path("/.dockerenv").exists():
         return None
-    return {"image": image, "digest": os.environ.get("BENCH_IMAGE_DIGEST")}
+    return Container(image, os.environ.get("BENCH_IMAGE_DIGEST"))
 
 
 @cache

@@ -24,6 +24,7 @@ from typing import Any
 import psutil
 
 from benchmarks.harness.energy import counter_delta, integrate_power, watt_hours
+from benchmarks.metadata import GpuUtilization
 
 DEFAULT_INTERVAL_S = 0.2
 RAPL_ROOT = Path("/sys/class/powercap")
@@ -387,7 +388,7 @@ class Telemetry:
             "host_method": "rapl" if host_total is not None else None,
         }
 
-    def gpu_utilization(self) -> dict[str, Any] | None:
+    def gpu_utilization(self) -> GpuUtilization | None:
         """The older summary (busiest GPU's utilisation), kept for logs and reports that read it."""
         if not self.has_gpu:
             return None
@@ -395,9 +396,4 @@ class Telemetry:
         busiest = [u for u in busiest if u == u]
         if not busiest:
             return None
-        return {
-            "mean_pct": statistics.fmean(busiest),
-            "max_pct": max(busiest),
-            "samples": len(busiest),
-            "interval_s": self.interval_s,
-        }
+        return GpuUtilization(statistics.fmean(busiest), max(busiest), len(busiest), self.interval_s)

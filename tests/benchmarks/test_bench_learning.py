@@ -17,11 +17,7 @@ def test_mnist_mlp_learns_fashion_mnist(keras_home: Path, tmp_path: Path) -> Non
     result = run_benchmarks([*args, "--out", str(tmp_path), "--run-id", "learn"], keras_home)
     assert result.returncode == 0, result.stderr[-3000:]
     log = read_epoch_log(tmp_path / "local" / "learn" / "mnist_mlp_jax.csv")
-    assert log.metadata["data"] == {
-        **log.metadata["data"],
-        "dataset": "fashion_mnist",
-        "source": "real",
-        "train_samples": 60000,
-        "val_samples": 10000,
-    }
+    assert log.metadata is not None
+    data = log.metadata.data
+    assert (data.dataset, data.source, data.train_samples, data.val_samples) == ("fashion_mnist", "real", 60000, 10000)
     assert log.final.val_acc > 0.85, [e.val_acc for e in log.epochs]

@@ -14,9 +14,12 @@ from benchmarks.logs import (
     EpochRecord,
     LogFormatError,
     find_logs,
+    metadata_path,
     read_epoch_log,
+    read_metadata,
     write_metadata,
 )
+from benchmarks.metadata import Container, DataRecord, GpuUtilization, RunMetadata, StabilityLabel, Status
 
 REFERENCE = Path(os.environ.get("KCB_SHARED_DIR", Path(__file__).resolve().parents[3] / "shared")) / "reference"
 
@@ -37,8 +40,8 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
     assert log.columns == COLUMNS
     assert log.columns[: len(PUBLISHED_COLUMNS)] == PUBLISHED_COLUMNS
     assert log.epochs == records
-    assert log.metadata is not None and log.metadata["workload"] == "mnist_mlp"
-    assert log.metadata["schema_version"] == 2  # benchmarks.metadata.SCHEMA_VERSION
+    assert log.metadata is not None and log.metadata.workload == "mnist_mlp"
+    assert log.metadata.schema_version == 2  # benchmarks.metadata.SCHEMA_VERSION
     assert log.steady_epochs == records[1:]
     assert log.total_elapsed == pytest.approx(4.93)
 
@@ -87,3 +90,61 @@ def test_bad_metadata_names_the_file(tmp_path: Path) -> None:
     path.with_suffix(".json").write_text("{not json")
     with pytest.raises(LogFormatError, match=r"run\.json: not valid JSON"):
         read_epoch_log(path)
+
+
+def test_metadata_reads_as_the_typed_schema(tmp_path: Path) -> None:
+    path = tmp_path / "mnist_mlp_jax.csv"
+    written = RunMetadata(
+        run_id="r",
+        workload="mnist_mlp",
+        backend="jax",
+        platform="local",
+        status=Status.COMPLETE,
+        data=DataRecord("mnist", "real", 6000, 1000, [{"name": "mnist.npz", "sha256": "ab"}]),
+        container=Container("kcb:cpu", "sha256:1"),
+        gpu_utilization=GpuUtilization(mean_pct=91.5, max_pct=100, samples=12, interval_s=0.5),
+    )
+    write_metadata(path, written.to_dict())
+    assert read_metadata(path) == written
+    assert read_metadata(tmp_path / "no_such_run.csv") is None
+
+
+def test_a_version_1_metadata_file_is_migrated_as_it_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "mnist_mlp_jax.csv"
+    metadata_path(path).write_text(
+        '{"schema_version": 1, "workload": "mnist_mlp", "backend": "jax", "platform": "local", "status": "complete",'
+        ' "data": {"dataset": "mnist", "source": "real", "train_samples": 60000}, "gpu_utilization": null}'
+    )
+    meta = read_metadata(path)
+    assert meta is not None and meta.schema_version == 1 and meta.status is Status.COMPLETE
+    assert meta.data.train_samples == 60000 and meta.data.files == [] and meta.gpu_utilization is None
+    assert meta.stability is None and meta.repeat is None and meta.fingerprint is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ('"status": "done"', "field 'status' is 'done'; expected one of complete, partial, running"),
+        ('"workload": 7', "field 'workload' is 7; expected a string"),
+        ('"epochs_planned": "20"', "field 'epochs_planned' is '20'; expected an integer or null"),
+        ('"data": [1]', "field 'data' is list; expected an object"),
+        ('"stability": {"label": "shaky"}', "field 'stability.label' is 'shaky'; expected one of stable, unstable"),
+        ('"stability": {"host_bound": 1}', "field 'stability.host_bound' is 1; expected true or false or null"),
+        ('"energy": {"gpu_joules_per_epoch": [1.5, "x"]}', "field 'energy.gpu_joules_per_epoch[1]' is 'x'"),
+        ('"repeat": {"index": 2}', "field 'repeat.group' is missing"),
+    ],
+)
+def test_metadata_of_the_wrong_kind_names_the_file_and_field(tmp_path: Path, fields: str, message: str) -> None:
+    path = tmp_path / "mnist_mlp_jax.csv"
+    metadata_path(path).write_text('{"workload": "mnist_mlp", "status": "complete", ' + fields + "}")
+    with pytest.raises(LogFormatError) as error:
+        read_metadata(path)
+    assert str(metadata_path(path)) in str(error.value) and message in str(error.value)
+
+
+def test_a_stability_label_reads_as_the_vocabulary(tmp_path: Path) -> None:
+    path = tmp_path / "mnist_mlp_jax.csv"
+    metadata_path(path).write_text('{"status": "partial", "stability": {"label": "too few epochs"}}')
+    meta = read_metadata(path)
+    assert meta is not None and meta.status is Status.PARTIAL
+    assert meta.stability is not None and meta.stability.label is StabilityLabel.TOO_FEW_EPOCHS

@@ -254,9 +254,8 @@ def test_cli_runs_both_workloads_on_real_format_files(tweet_dir: Path, keras_hom
     assert result.returncode == 0, result.stderr[-3000:]
     for workload, dataset in (("twitter_sentiment_bilstm", "tweets"), ("siamese_lstm", "voxceleb")):
         log = read_epoch_log(tmp_path / "t" / "r" / f"{workload}_jax.csv")
-        data = log.metadata["data"]
-        assert (data["dataset"], data["source"], data["train_samples"], data["val_samples"]) == (
-            dataset, "real", 64, 16,
-        )  # fmt: skip
-        assert data["files"] and all(len(f["sha256"]) == 64 for f in data["files"])
+        assert log.metadata is not None
+        data = log.metadata.data
+        assert (data.dataset, data.source, data.train_samples, data.val_samples) == (dataset, "real", 64, 16)
+        assert data.files and all(len(f["sha256"]) == 64 for f in data.files)
         assert len(log.epochs) == 1 and log.final.val_acc is not None

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.logs import STATUS_COMPLETE, read_epoch_log
+from benchmarks.logs import STATUS_COMPLETE, metadata_path, read_epoch_log
 from orchestrate.cli import ORCHESTRATION_STAGES, stage_totals
 from tests.orchestrate.orchestrate_helpers import TINY, Workspace, orchestrate, ssh_run_args
 from tests.support.docker import build_cpu_image, containers_of_run, remove_containers_of_run
@@ -67,7 +67,7 @@ def test_logs_are_pulled_and_parse(e2e) -> None:
     for name in csvs:
         log = read_epoch_log(run_logs / name)
         assert len(log.epochs) == 2 and all(e.elapsed > 0 for e in log.epochs)
-        meta = log.metadata
+        meta = json.loads(metadata_path(run_logs / name).read_text())  # the file as written
         assert meta["status"] == STATUS_COMPLETE
         assert (meta["platform"], meta["run_id"], meta["suite"], meta["backend"]) == ("ssh", RUN_ID, "quick", "jax")
         assert meta["container"]["digest"] == digest  # BENCH_IMAGE_DIGEST, passed by the orchestrator

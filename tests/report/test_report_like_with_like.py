@@ -103,7 +103,13 @@ def test_host_bound_epochs_against_the_host_score(logs: Path) -> None:
             elapsed=(5.0, steady, steady),
             schema2={
                 "stability": {"label": "stable", "host_bound": True, "host_share": 0.8},
-                "fingerprint": {"host_single_thread_score": score},
+                "fingerprint": {
+                    "device": "cpu",
+                    "backend": "jax",
+                    "host_single_thread_score": score,
+                    "host_single_thread_unit": "million loop iterations/s",
+                    "seconds": 1.0,
+                },
             },
         )
     check = machine_check(group_runs(load_runs(logs).runs))
