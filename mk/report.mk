@@ -35,7 +35,7 @@ REPORT_STUDIES = cpu-or-gpu-2017-07 benchmark-gpus-2017-11 keras-cntk-2017-06 gp
 _REPORT_ARGS = $(call flag,--base,$(BASE)) $(foreach p,$(PRICES),--price $(call quote,$(p))) \
 	$(call flag,--reference,$(REFERENCE))
 # The profile that runs when PROFILE is asked for: a retired one's catalog replacement (its logs' folder).
-RUNS_AS = $(PY_VENV) -c 'import sys; from orchestrate.catalog import load_catalogs, runs_as; \
+RUNS_AS = $(PY_VENV) -c 'import sys; from records.catalog import load_catalogs, runs_as; \
 	print(runs_as(load_catalogs([]), sys.argv[1]).name)'
 
 .PHONY: report reproduce report-studies

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import time
 
-from orchestrate.catalog import Profile
-from orchestrate.ledger import InstanceRecord, RunRecord
+from records.catalog import Profile
+from records.ledger import InstanceRecord, RunRecord
 
 
 def bill_instance(instance: InstanceRecord, profile: Profile) -> None:

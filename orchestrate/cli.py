@@ -28,7 +28,6 @@ from benchmarks.command import BATCH_POLICIES
 from benchmarks.harness.backends import BACKENDS
 from benchmarks.harness.distribution import SINGLE_DEVICE_BACKENDS, TORCH_SINGLE_DEVICE
 from benchmarks.suites import SUITES, UnknownSuite, get_suite
-from orchestrate.catalog import CatalogError, Profile, get_profile, load_catalogs, retired_notice, runs_as
 from orchestrate.detached import DETACHED_IMAGE_SOURCES, DetachedError, DetachedSpec, boot_script
 from orchestrate.detached_runs import (
     DetachedRunError,
@@ -65,16 +64,6 @@ from orchestrate.fanout import (
 )
 from orchestrate.fanout import Manifest as FanoutManifest
 from orchestrate.images import IMAGE_SOURCES, default_build_spec, default_image_ref, is_registry_ref
-from orchestrate.ledger import (
-    STATUS_COMPLETE,
-    STATUS_DETACHED,
-    STATUS_FAILED,
-    TERMINATED_BY_EXPIRY,
-    Ledger,
-    RunRecord,
-    StageRecord,
-    default_ledger_path,
-)
 from orchestrate.lifecycle import Interrupted, Lifecycle, Outcome, raise_interrupted
 from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.progress import make_reporter
@@ -86,6 +75,19 @@ from orchestrate.schedule import add_commands as add_schedule_commands
 from orchestrate.schedule import run_command as run_schedule_command
 from orchestrate.storage import StorageError, StorageURL
 from orchestrate.sweep import SweepContext, SweepReport, run_sweep, settle_ledger
+from records.catalog import CatalogError, Profile, get_profile, load_catalogs, retired_notice, runs_as
+from records.ledger import (
+    STATUS_COMPLETE,
+    STATUS_DETACHED,
+    STATUS_FAILED,
+    TERMINATED_BY_EXPIRY,
+    Ledger,
+    RunRecord,
+    StageRecord,
+    default_ledger_path,
+)
+from report.estimate import estimate_lines
+from report.studies import load_studies
 
 EXIT_USAGE = 2
 STALE_PRICE_DAYS = 365
@@ -327,8 +329,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = _with_validation_time(plan, started)
     _print_plan(plan, provider, credentials, Ledger(args.ledger), dry_run=args.dry_run)
     if args.dry_run:
-        from report.estimate import estimate_lines  # lazily: the report package reads logs, the orchestrator writes
-
         items = [(i.workload, i.backend) for i in plan.items]
         shape = estimate_shape(plan)
         lines = estimate_lines(profile, plan.suite, items, plan.spot, plan.max_lifetime_s, plan.logs_dir, shape)
@@ -741,8 +741,6 @@ def _fanout_report(
 
 
 def _study_names() -> set[str]:
-    from report.studies import load_studies  # lazily: the report package reads logs, the orchestrator writes
-
     return set(load_studies())
 
 
@@ -752,8 +750,6 @@ def _expand_study(text: str, suite: str) -> str:
     names = [name.strip() for name in text.split(",")]
     if "study" not in names:
         return text
-    from report.studies import load_studies  # lazily, as above
-
     study = load_studies().get(suite)
     if study is None:
         raise UsageError(

@@ -31,18 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrate.accounting import close_accounts
-from orchestrate.catalog import Profile
 from orchestrate.detached import DetachedSpec, boot_script
-from orchestrate.ledger import (
-    FINAL_STATUSES,
-    STATUS_DETACHED,
-    STATUS_FAILED,
-    InstanceRecord,
-    ItemRecord,
-    Ledger,
-    RunRecord,
-    StageRecord,
-)
 from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.provider import (
     PROJECT_TAG,
@@ -56,6 +45,17 @@ from orchestrate.provider import (
 )
 from orchestrate.storage import StorageError, StorageURL, Store, default_bucket, open_store
 from orchestrate.sweep import local_process_alive
+from records.catalog import Profile
+from records.ledger import (
+    FINAL_STATUSES,
+    STATUS_DETACHED,
+    STATUS_FAILED,
+    InstanceRecord,
+    ItemRecord,
+    Ledger,
+    RunRecord,
+    StageRecord,
+)
 
 Note = Callable[[str], None]
 FINISHED = ("complete", "failed")  # the agent never reruns these

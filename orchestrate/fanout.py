@@ -27,17 +27,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from benchmarks.suites import get_suite
 from benchmarks.workloads import spec
-from orchestrate.catalog import CatalogError, Profile, get_profile, runs_as
-from orchestrate.ledger import STATUS_COMPLETE, RunRecord
 from orchestrate.plan import RunPlan
-
-if TYPE_CHECKING:
-    from report.estimate import Shape
-    from report.loading import Run
+from records.catalog import CatalogError, Profile, get_profile, runs_as
+from records.ledger import STATUS_COMPLETE, RunRecord
+from report.estimate import Shape, estimate_suite
+from report.loading import Run, load_runs
 
 SUMMARY = "fanout.md"
 TAIL_INTERVAL_S = 0.2
@@ -101,16 +98,12 @@ class CandidateEstimate:
 
 def estimate_shape(plan: RunPlan) -> Shape:
     """The runner flags of `plan` that change its runs' time: epochs, sample cap, devices and batch policy."""
-    from report.estimate import Shape  # lazily, as estimate_suite
-
     devices = plan.profile.accelerator_count if plan.gpus == "all" else int(plan.gpus or 1)
     per_device = plan.batch_policy == "per-device"
     return Shape(plan.epochs, plan.train_limit, max(devices, 1), per_device)
 
 
 def estimate_candidate(candidate: Candidate, plan: RunPlan, billable: bool) -> CandidateEstimate:
-    from report.estimate import estimate_suite  # lazily: the report package reads logs, the orchestrator writes
-
     profile = plan.profile
     items = [(i.workload, i.backend) for i in plan.items]
     estimate = estimate_suite(profile, plan.suite, items, plan.logs_dir, estimate_shape(plan))
@@ -357,8 +350,6 @@ def collect_result(
 ) -> CandidateResult:
     """A member's outcome from its ledger record and its logs. `exit_code` None: the run was not watched to its
     end (`collect <base>`), so it is read from the record's status."""
-    from report.loading import load_runs  # lazily, as above
-
     run_logs = Path(member.run_logs)
     runs = load_runs(run_logs).runs if run_logs.is_dir() else []
     epochs = sum(run.epochs_completed for run in runs)

@@ -37,17 +37,6 @@ from orchestrate.containers import (
 )
 from orchestrate.hostprep import HostInfo, HostSetupError, clean_run_dir, prepare_host
 from orchestrate.images import ImageError, ImageInfo, ensure_image
-from orchestrate.ledger import (
-    STATUS_COMPLETE,
-    STATUS_FAILED,
-    STATUS_INTERRUPTED,
-    STATUS_RUNNING,
-    InstanceRecord,
-    ItemRecord,
-    Ledger,
-    RunRecord,
-    StageRecord,
-)
 from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.progress import Reporter
 from orchestrate.provider import (
@@ -61,6 +50,17 @@ from orchestrate.provider import (
     ProviderError,
 )
 from orchestrate.remote import ConnectionLost, Host, LocalHost, RemoteError, SSHHost, wait_for_ssh
+from records.ledger import (
+    STATUS_COMPLETE,
+    STATUS_FAILED,
+    STATUS_INTERRUPTED,
+    STATUS_RUNNING,
+    InstanceRecord,
+    ItemRecord,
+    Ledger,
+    RunRecord,
+    StageRecord,
+)
 
 # Runner exit codes (docs/architecture.md) and Docker's own.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DATA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.command import RunnerCommand, repeat_stem
-from orchestrate.catalog import Profile
 from orchestrate.images import BuildSpec
+from records.catalog import Profile
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Self
 
 if TYPE_CHECKING:
-    from orchestrate.catalog import Profile
+    from records.catalog import Profile
 
 PROJECT_TAG = "keras-cloud-bench"  # value of the `project` tag/label on everything this project creates
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from orchestrate.containers import run_containers, stop_containers
 from orchestrate.hostprep import run_dir
-from orchestrate.ledger import STATUS_COMPLETE, RunRecord
 from orchestrate.plan import WorkItem
 from orchestrate.provider import SSHTarget
 from orchestrate.remote import Host, LocalHost, RemoteError, SSHHost, wait_for_ssh
 from orchestrate.sweep import SweepContext, SweepReport, finalise, why
+from records.ledger import STATUS_COMPLETE, RunRecord
 
 CONNECT_TIMEOUT_S = 30.0
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import builtins
 import datetime as dt
-import json
 import re
 import sys
 from collections.abc import Sequence
@@ -33,21 +32,20 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from benchmarks.suites import UnknownSuite, get_suite
-from orchestrate.catalog import Profile
-from orchestrate.cron import Cron, CronError, check_time_zone, parse_cron
-from orchestrate.provider import PROJECT_TAG, ProviderError
+from orchestrate.cron import CronError, check_time_zone, parse_cron
+from orchestrate.provider import ProviderError
+from orchestrate.schedule_spec import (
+    ScheduleFailure,
+    ScheduleInfo,
+    ScheduleSpec,
+    resource_name,
+)
+from orchestrate.schedulers import AWSScheduler, GCEScheduler
 from orchestrate.storage import StorageURL
+from records.catalog import Profile
+from report.estimate import estimate_suite
 
 NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,37}[a-z0-9]")  # "kcb-schedule-<name>-machine" fits IAM's 64 characters
-RESOURCE_PREFIX = "kcb-schedule-"
-SCHEDULE_GROUP = PROJECT_TAG  # one EventBridge Scheduler group holds every schedule of the project
-RUN_INSTANCES_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:runInstances"
-COMPUTE_API = "https://compute.googleapis.com/compute/v1"
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-DESCRIPTION_HEAD = "keras-cloud-bench schedule "  # then JSON: what `list` shows
-TAGGED_AT_LAUNCH = ("instance", "volume", "spot-instances-request")  # what the launch template tags
-SCHEDULER_ENDPOINT_ENV = "KCB_SCHEDULER_API_ENDPOINT"  # Cloud Scheduler's endpoint (the tests' fake)
-IAM_PROPAGATION_S = 60.0  # a new role can take seconds before another service may assume it
 STALE_PRICE_DAYS = 365  # as `run`'s plan flags a price
 SCHEDULER_PROVIDERS = ("aws", "gce")
 
@@ -56,65 +54,8 @@ class ScheduleError(ValueError):
     """A bad input: one line, nothing created."""
 
 
-class ScheduleFailure(RuntimeError):
-    """The cloud refused part of a create or delete; the message says what, and what was undone."""
-
-
-def resource_name(name: str) -> str:
-    return f"{RESOURCE_PREFIX}{name}"
-
-
 def default_name(profile: str, suite: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", f"{profile}-{suite}".lower()).strip("-")[:39].rstrip("-")
-
-
-@dataclass(frozen=True)
-class ScheduleSpec:
-    """A schedule, checked: what to run, where, and when."""
-
-    name: str
-    profile: Profile
-    cron: Cron
-    time_zone: str
-    suite: str
-    backends: tuple[str, ...]
-    workloads: tuple[str, ...]
-    spot: bool
-    max_lifetime_s: int
-    owner: str  # who created it: user@host
-
-    @property
-    def provider(self) -> str:
-        return self.profile.provider
-
-    @property
-    def zone(self) -> str:
-        return self.profile.zones[0]
-
-    @property
-    def region(self) -> str:
-        """AWS: the zone less its letter (us-east-1a); GCE: the zone less its suffix (us-central1-a)."""
-        return self.zone[:-1] if self.provider == "aws" else self.zone.rsplit("-", 1)[0]
-
-    @property
-    def items(self) -> list[tuple[str, str]]:
-        return [(w, b) for b in self.backends for w in self.workloads]
-
-    def tags(self) -> dict[str, str]:
-        """On the scheduled machines and every resource of the schedule. `owner` names the schedule, not the
-        user: a run the scheduler started is in nobody's ledger, so the sweep must leave it to end itself."""
-        return {
-            "project": PROJECT_TAG,
-            "schedule": self.name,
-            "profile": self.profile.name,
-            "suite": self.suite,
-            "owner": f"schedule:{self.name}",
-            "created-by": self.owner,
-        }
-
-    def description(self) -> str:
-        facts = {"profile": self.profile.name, "suite": self.suite, "cron": self.cron.text, "owner": self.owner}
-        return DESCRIPTION_HEAD + json.dumps(facts, sort_keys=True)
 
 
 def check_spec(
@@ -175,33 +116,6 @@ def check_spec(
     )
 
 
-@dataclass(frozen=True)
-class ScheduleInfo:
-    """A schedule as the cloud holds it (what `list` prints)."""
-
-    name: str
-    provider: str
-    where: str  # region (AWS) or location (Cloud Scheduler)
-    cron: str  # the unix-cron form it was created with
-    expression: str  # what the cloud holds: cron(...) on AWS, the unix-cron on Cloud Scheduler
-    time_zone: str
-    state: str
-    profile: str
-    suite: str
-    last_attempt: str = ""  # Cloud Scheduler's last attempt and its status, where known
-
-
-def description_facts(description: str) -> dict[str, str]:
-    """The JSON `ScheduleSpec.description` wrote; {} for a schedule that is not this project's."""
-    if not description.startswith(DESCRIPTION_HEAD):
-        return {}
-    try:
-        facts = json.loads(description.removeprefix(DESCRIPTION_HEAD))
-    except json.JSONDecodeError:
-        return {}
-    return {str(k): str(v) for k, v in facts.items()} if isinstance(facts, dict) else {}
-
-
 class Scheduler(Protocol):
     provider: ClassVar[str]
 
@@ -213,10 +127,8 @@ class Scheduler(Protocol):
 
 
 def make_scheduler(provider: str, scheduler_account: str | None, machine_settings: dict[str, str]) -> Scheduler:
-    """`scheduler_account` and `machine_settings` (service_account, self_delete_role) are Google Cloud's. Lazily
-    imported: the clouds' SDKs load only for a command that talks to a cloud."""
-    from orchestrate.schedulers import AWSScheduler, GCEScheduler
-
+    """`scheduler_account` and `machine_settings` (service_account, self_delete_role) are Google Cloud's. The
+    clouds' SDKs load only when a scheduler talks to its cloud."""
     if provider == "aws":
         return AWSScheduler()
     return GCEScheduler(scheduler_account, machine_settings)
@@ -261,8 +173,6 @@ def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> Month
         basis = f"median of {len(earlier)} earlier complete {spec.suite} run(s) of {profile.name} in the ledger"
         training = seconds
     else:
-        from report.estimate import estimate_suite  # lazily: the report package reads logs, the orchestrator writes
-
         suite = estimate_suite(profile, spec.suite, spec.items, logs)
         training, seconds, low, high = suite.runs, suite.seconds, suite.low, suite.high
         missing = len(suite.items) - len(suite.estimated)
@@ -413,8 +323,8 @@ def run_command(args: argparse.Namespace, owner: str) -> int:
 def _create(args: argparse.Namespace, owner: str) -> int:
     """Everything is checked (inputs, image, bucket URL, the boot script's size) before the first cloud call;
     then the credentials, then that the name is free; only then is anything created."""
-    from orchestrate.catalog import get_profile, load_catalogs
-    from orchestrate.ledger import Ledger
+    from records.catalog import get_profile, load_catalogs
+    from records.ledger import Ledger
 
     profile = get_profile(load_catalogs(args.catalog), args.profile)
     name = args.name or default_name(profile.name, args.suite)
@@ -487,9 +397,9 @@ def _plain_path(part: str) -> bool:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from orchestrate.catalog import get_profile, load_catalogs
     from orchestrate.detached_runs import resolve_bucket
     from orchestrate.storage import StorageError
+    from records.catalog import get_profile, load_catalogs
 
     if not NAME_RE.fullmatch(args.name):
         raise ScheduleError(f"schedule name {args.name!r}: 2-39 lowercase letters, digits and '-'")

@@ -16,15 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from orchestrate.provider import PROJECT_TAG, ProviderError
-from orchestrate.schedule import (
-    CLOUD_PLATFORM_SCOPE,
-    COMPUTE_API,
-    IAM_PROPAGATION_S,
+from orchestrate.schedule_spec import (
     RESOURCE_PREFIX,
-    RUN_INSTANCES_TARGET,
-    SCHEDULE_GROUP,
-    SCHEDULER_ENDPOINT_ENV,
-    TAGGED_AT_LAUNCH,
     ScheduleFailure,
     ScheduleInfo,
     ScheduleSpec,
@@ -32,6 +25,14 @@ from orchestrate.schedule import (
     resource_name,
 )
 from orchestrate.storage import StorageURL
+
+SCHEDULE_GROUP = PROJECT_TAG  # one EventBridge Scheduler group holds every schedule of the project
+RUN_INSTANCES_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:runInstances"
+COMPUTE_API = "https://compute.googleapis.com/compute/v1"
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+TAGGED_AT_LAUNCH = ("instance", "volume", "spot-instances-request")  # what the launch template tags
+SCHEDULER_ENDPOINT_ENV = "KCB_SCHEDULER_API_ENDPOINT"  # Cloud Scheduler's endpoint (the tests' fake)
+IAM_PROPAGATION_S = 60.0  # a new role can take seconds before another service may assume it
 
 
 @dataclass

@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrate.accounting import close_accounts
-from orchestrate.catalog import Profile
-from orchestrate.ledger import (
+from orchestrate.provider import Capability, CredentialsError, Instance, Provider, ProviderError
+from records.catalog import Profile
+from records.ledger import (
     STATUS_DETACHED,
     STATUS_FAILED,
     TERMINATED_BY_EXPIRY,
@@ -45,7 +46,6 @@ from orchestrate.ledger import (
     LedgerError,
     RunRecord,
 )
-from orchestrate.provider import Capability, CredentialsError, Instance, Provider, ProviderError
 
 
 @dataclass(frozen=True)

@@ -503,20 +503,6 @@ def stand_ins(replacements: Iterable[str]) -> dict[str, str]:
     return {m.group(2): m.group(1) for m in found if m}
 
 
-def claims_markdown(report: Any) -> list[str]:
-    """The claims section as markdown lines (empty without a study)."""
-    from report.markdown import markdown_table  # lazily: markdown imports the report's other sections
-
-    section = report_claims(report)
-    if section is None:
-        return []
-    lines = ["### Claims of the study, checked", "", CLAIMS_NOTE, "", markdown_table(section.own), ""]
-    if not section.others.empty:
-        lines += [f"Claims of published studies without a page ({section.other_titles}):", ""]
-        lines += [markdown_table(section.others), ""]
-    return lines
-
-
 CLAIMS_NOTE = (
     "Each headline figure or claim of the study, recomputed from the study's own published data (and from the runs "
     "on this page where the suite runs the configurations it names), with a verdict: holds; holds, rounded (the post "

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from orchestrate.catalog import Profile
+from records.catalog import Profile
 from report.build import Report, Request, build
 from report.costs import (
     BILLING_RULES,

@@ -16,11 +16,9 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the catalog is imported lazily: the report works without the orchestration extras
-    from orchestrate.catalog import Profile
-    from report.owned import Owned
+from records.catalog import Profile, load_catalog
+from report.owned import Owned
 
 STAND_INS_FILE = Path(__file__).parent / "data" / "platforms.toml"
 PROFILE_BILLING = "profile"
@@ -102,10 +100,6 @@ def load_stand_ins(path: Path = STAND_INS_FILE) -> dict[str, tuple[str, str]]:
 
 def load_catalog_profiles() -> tuple[dict[str, Profile], str | None]:
     """The catalog's profiles by name, or no profiles and the reason (so cost can say why it is missing)."""
-    try:
-        from orchestrate.catalog import load_catalog
-    except ImportError as exc:
-        return {}, f"the catalog cannot be loaded ({exc})"
     try:
         catalog = load_catalog()
     except (OSError, ValueError) as exc:

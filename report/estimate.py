@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from records.catalog import Profile
 from report.backtest import Band, committed_bands
 from report.estimate_model import (
     Fit,
@@ -32,9 +32,6 @@ from report.estimate_model import (
     published_observations,
 )
 from report.workload_plan import estimate_data, planned, planned_spec
-
-if TYPE_CHECKING:
-    from orchestrate.catalog import Profile
 
 __all__ = ["Shape", "accelerator_model", "cpu_machine", "estimate_lines", "estimate_suite", "profile_machine"]
 OWN_HOSTS = ("ssh", "local")  # nothing boots or pulls: the image is built or loaded before the suite

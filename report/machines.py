@@ -10,16 +10,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from records.ledger import LedgerError, RunRecord, default_ledger_path, read_runs
 from report.costs import Pricing, Unpriced
 from report.loading import NO_RUN_ID, Run
 from report.tables import PricingLookup
-
-if TYPE_CHECKING:
-    from orchestrate.ledger import RunRecord
 
 MACHINE_COLUMNS = ["platform", "run_id", "runs", "training_s", "billed_s", "overhead_s", "cost_usd", "source"]
 ESTIMATE = "estimate: billing rule applied to the logged training time (boot, setup and data loading not seen)"
@@ -27,10 +24,6 @@ ESTIMATE = "estimate: billing rule applied to the logged training time (boot, se
 
 def read_ledger(path: Path | None) -> tuple[dict[str, RunRecord], str | None]:
     """The ledger's runs by run id, or none and why (normal for runs made without the orchestrator)."""
-    try:
-        from orchestrate.ledger import LedgerError, default_ledger_path, read_runs
-    except ImportError as exc:
-        return {}, f"the orchestrate ledger cannot be read ({exc})"
     where = path or default_ledger_path()
     if not where.exists():
         return {}, f"no ledger at {where}"

@@ -8,7 +8,7 @@ import pandas as pd
 
 from report import format as fmt
 from report.build import Chart, Report, draw_charts
-from report.claims import claims_markdown
+from report.claims import CLAIMS_NOTE, report_claims
 from report.html import PRICE_HINT
 from report.owned import break_even_table, load_owned, machines_table
 from report.summary import leaders
@@ -77,7 +77,7 @@ def render_markdown(report: Report) -> str:
     if report.trends is not None:
         parts += _trends_markdown(report)
     if report.study is not None:
-        parts += _study_markdown(report) + claims_markdown(report)
+        parts += _study_markdown(report) + _claims_markdown(report)
     parts += _owned_markdown(report) + _machines_markdown(report)
     return "\n".join(parts).rstrip() + "\n"
 
@@ -222,6 +222,18 @@ def _study_markdown(report: Report) -> list[str]:
         parts += [f"### {workload}", "", markdown_table(fmt.comparison_display(rows)), ""]
         parts += [_image(chart) for chart in report.study.charts.get(str(workload), [])] + [""]
     return parts
+
+
+def _claims_markdown(report: Report) -> list[str]:
+    """The claims section as markdown lines (empty without a study)."""
+    section = report_claims(report)
+    if section is None:
+        return []
+    lines = ["### Claims of the study, checked", "", CLAIMS_NOTE, "", markdown_table(section.own), ""]
+    if not section.others.empty:
+        lines += [f"Claims of published studies without a page ({section.other_titles}):", ""]
+        lines += [markdown_table(section.others), ""]
+    return lines
 
 
 def write_markdown(report: Report, path: Path, preamble: str = "") -> Path:

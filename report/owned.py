@@ -25,9 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from report.studies import DATA_DIR
-
-OWNED_FILE = DATA_DIR / "owned.toml"
+OWNED_FILE = Path(__file__).parent / "data" / "owned.toml"
 HOURS_PER_DAY = 24.0
 DAYS_PER_YEAR = 365.0
 # A published figure "follows" from its inputs when it is within this of the recomputed one: the posts round to

@@ -60,7 +60,7 @@ from orchestrate.providers.cloud import (
 )
 
 if TYPE_CHECKING:
-    from orchestrate.catalog import Profile
+    from records.catalog import Profile
 
 CHECKIP_URL = "https://checkip.amazonaws.com"
 INGRESS_CIDR_ENV = "KCB_SSH_INGRESS_CIDR"

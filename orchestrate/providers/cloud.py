@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from orchestrate.provider import ProviderError
 
 if TYPE_CHECKING:
-    from orchestrate.catalog import Profile
+    from records.catalog import Profile
 
 STATE_DIR_ENV = "KCB_STATE_DIR"
 

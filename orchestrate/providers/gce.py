@@ -65,7 +65,7 @@ from orchestrate.providers.cloud import (
 )
 
 if TYPE_CHECKING:
-    from orchestrate.catalog import Profile
+    from records.catalog import Profile
 
 API_ENDPOINT_ENV = "KCB_GCE_API_ENDPOINT"
 COMPUTE_SCOPE = "https://www.googleapis.com/auth/compute"

@@ -44,8 +44,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestrate.catalog import Profile
 from orchestrate.provider import PROJECT_TAG, Capability, Instance, InstanceState, LaunchRequest, Provider
+from records.catalog import Profile
 
 
 class ProviderContract:

@@ -12,7 +12,6 @@ from pathlib import Path
 import boto3
 import pytest
 
-from orchestrate.catalog import Profile, load_catalog
 from orchestrate.provider import (
     PROJECT_TAG,
     CapacityError,
@@ -22,6 +21,7 @@ from orchestrate.provider import (
     ProviderError,
 )
 from orchestrate.providers.aws import AWSProvider
+from records.catalog import Profile, load_catalog
 from tests.clouds.aws_faults import Fault, FaultyMotoServer, interrupt_spot_instance
 from tests.clouds.environments import INGRESS_CIDR
 

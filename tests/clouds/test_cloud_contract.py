@@ -6,12 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestrate.catalog import Profile
 from orchestrate.provider import Provider
 from orchestrate.providers.aws import AWSProvider
 from orchestrate.providers.gce import GCEProvider
 from orchestrate.testing import ProviderContract
 from orchestrate.testing.sshd import SSHServer
+from records.catalog import Profile
 from tests.clouds.aws_faults import FaultyMotoServer
 from tests.clouds.gce_fake import GCEFake
 from tests.clouds.guests import GuestKeys, ec2_running_instance_keys, gce_running_instance_keys

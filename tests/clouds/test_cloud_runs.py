@@ -22,8 +22,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from orchestrate.ledger import Ledger, RunRecord
 from orchestrate.testing.sshd import SSHServer
+from records.ledger import Ledger, RunRecord
 from tests.clouds.aws_faults import Fault, FaultyMotoServer, interrupt_spot_instance
 from tests.clouds.environments import aws_environment, gce_environment
 from tests.clouds.gce_fake import GCEFake

@@ -34,7 +34,7 @@ import boto3
 import pytest
 from gcp_storage_emulator.server import create_server
 
-from orchestrate.ledger import Ledger, RunRecord
+from records.ledger import Ledger, RunRecord
 from tests.clouds.aws_faults import Fault, FaultyMotoServer, interrupt_spot_instance
 from tests.clouds.environments import SERVICE_ACCOUNT, aws_environment, gce_environment
 from tests.clouds.gce_fake import GCEFake

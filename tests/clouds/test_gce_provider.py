@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from orchestrate.catalog import Profile, load_catalog
 from orchestrate.provider import (
     PROJECT_TAG,
     CapacityError,
@@ -21,6 +20,7 @@ from orchestrate.provider import (
     ProviderError,
 )
 from orchestrate.providers.gce import GCEProvider
+from records.catalog import Profile, load_catalog
 from tests.clouds.gce_fake import GCEFake
 
 PROFILE = Profile(

@@ -11,11 +11,11 @@ import boto3
 import pytest
 
 from orchestrate.cli import main, owner_id
-from orchestrate.ledger import InstanceRecord, Ledger, RunRecord
 from orchestrate.provider import LaunchRequest
 from orchestrate.providers.aws import AWSProvider
 from orchestrate.providers.cloud import ensure_run_key, run_key_path
 from orchestrate.providers.gce import GCEProvider
+from records.ledger import InstanceRecord, Ledger, RunRecord
 from tests.clouds.aws_faults import FaultyMotoServer
 from tests.clouds.gce_fake import GCEFake
 from tests.clouds.test_aws_provider import assert_nothing_left, launch_request

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrate.catalog import Profile
-from orchestrate.ledger import RunRecord, read_runs
 from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.testing.sshd import SSHServer
+from records.catalog import Profile
+from records.ledger import RunRecord, read_runs
 from tests.support.datasets import prefill_keras_cache
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from orchestrate.catalog import (
+from orchestrate.provider import ProviderError
+from orchestrate.registry import load_provider_class
+from records.catalog import (
     CatalogError,
     RetiredProfileError,
     UnknownProfileError,
     get_profile,
     load_catalog,
 )
-from orchestrate.provider import ProviderError
-from orchestrate.registry import load_provider_class
 
 PUBLISHED = {
     "gce-k80": (0.4975, "2017-11-28"),

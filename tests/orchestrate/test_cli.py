@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrate.ledger import InstanceRecord, Ledger, RunRecord
+from records.ledger import InstanceRecord, Ledger, RunRecord
 from tests.orchestrate.orchestrate_helpers import orchestrate
 
 

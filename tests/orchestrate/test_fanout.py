@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrate.catalog import CatalogError, load_catalogs
 from orchestrate.cli import _profile_args, _run_argv, build_parser, main
 from orchestrate.fanout import Candidate, CandidateResult, resolve_candidates, results_table
-from orchestrate.ledger import RunRecord
+from records.catalog import CatalogError, load_catalogs
+from records.ledger import RunRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 

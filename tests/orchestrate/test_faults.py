@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from benchmarks.logs import read_epoch_log
-from orchestrate.ledger import Ledger
 from orchestrate.lifecycle import Lifecycle
 from orchestrate.plan import WorkItem
 from orchestrate.progress import Reporter
 from orchestrate.providers.local import LocalProvider
 from orchestrate.testing.sshd import SSHServer, free_port
+from records.ledger import Ledger
 from tests.orchestrate.orchestrate_helpers import (
     ROOT,
     TINY,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrate.ledger import (
+from records.ledger import (
     STATUS_COMPLETE,
     InstanceRecord,
     ItemRecord,

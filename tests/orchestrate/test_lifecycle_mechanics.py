@@ -18,14 +18,14 @@ from typing import ClassVar
 import pytest
 
 import orchestrate.lifecycle as lifecycle
-from orchestrate.catalog import Price, Profile
-from orchestrate.ledger import Ledger
 from orchestrate.lifecycle import Lifecycle
 from orchestrate.plan import WorkItem
 from orchestrate.progress import Reporter
 from orchestrate.provider import Capability, CapacityError, Instance, InstanceState, LaunchRequest, ProviderError
 from orchestrate.providers.ssh import SSHProvider
 from orchestrate.testing.sshd import SSHServer
+from records.catalog import Price, Profile
+from records.ledger import Ledger
 from tests.orchestrate.orchestrate_helpers import plan_on_image
 from tests.support.docker import build_mechanics_image, containers_of_run, remove_containers_of_run
 

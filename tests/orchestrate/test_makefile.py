@@ -182,7 +182,7 @@ def make_targets() -> list[str]:
         if not match or previous == "# Not a target:" or (ROOT / match.group(1)).is_file():
             continue
         (patterns if "%" in match.group(1) else targets).add(match.group(1))
-    catalog = tomllib.loads((ROOT / "orchestrate" / "catalog.toml").read_text())["profiles"]
+    catalog = tomllib.loads((ROOT / "records" / "catalog.toml").read_text())["profiles"]
     live = [(name, profile) for name, profile in catalog.items() if not profile.get("retired")]
     by_provider = {profile["provider"]: name for name, profile in reversed(live)}
     stems = [*sorted(by_provider.values()), next(n for n, p in catalog.items() if p.get("retired"))]

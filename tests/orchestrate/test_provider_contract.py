@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrate.catalog import load_catalog
 from orchestrate.provider import ProviderError
 from orchestrate.providers.local import LocalProvider
 from orchestrate.providers.ssh import SSHProvider, parse_target
 from orchestrate.testing import ProviderContract, SSHLoginContract
 from orchestrate.testing.sshd import SSHServer
+from records.catalog import load_catalog
 from tests.support.docker import require_engine
 
 

@@ -17,13 +17,13 @@ from typing import ClassVar
 
 import pytest
 
-from orchestrate.ledger import Ledger, RunRecord
 from orchestrate.lifecycle import Lifecycle
 from orchestrate.plan import WorkItem
 from orchestrate.progress import Reporter
 from orchestrate.provider import PROJECT_TAG, Capability, Instance
 from orchestrate.providers.local import LocalProvider
 from orchestrate.testing.sshd import SSHServer
+from records.ledger import Ledger, RunRecord
 from tests.orchestrate.orchestrate_helpers import (
     Workspace,
     ledger_items,
@@ -151,7 +151,7 @@ def test_an_unexpected_teardown_exception_is_recorded_and_teardown_goes_on(image
     plan = plan_on_image(tmp_path, image, "20260101T000000Z-term", (WorkItem("mnist_mlp", "torch"),))
     from dataclasses import replace
 
-    from orchestrate.catalog import Price
+    from records.catalog import Price
 
     price = Price(3.6, "2026-01-01", "test double: no real price")
     plan = replace(plan, profile=replace(plan.profile, on_demand=price, billing_minimum_s=60))

@@ -111,7 +111,7 @@ accelerator_count = 1
 docker_image = "gpu"
 """
 PACKAGE_TESTS = """
-from orchestrate.catalog import load_catalogs
+from records.catalog import load_catalogs
 from orchestrate.provider import SSHTarget
 from orchestrate.testing import ProviderContract
 
@@ -175,12 +175,12 @@ def test_a_provider_package_outside_the_repository_plugs_in_completely(tmp_path:
     assert "local    orchestrate.providers.local:LocalProvider" in providers.stdout
     assert "capabilities: persistent-host; settings: host, port, identity_file" in providers.stdout
     # nothing of this project names the package: its profile came from its own catalog, its target from a pattern
-    assert "outside" not in (ROOT / "orchestrate" / "catalog.toml").read_text()
+    assert "outside" not in (ROOT / "records" / "catalog.toml").read_text()
     assert "outside" not in "".join(path.read_text() for path in (ROOT / "mk").glob("*.mk"))
 
 
 def test_user_env_and_flag_catalogs_merge_and_clash_clearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrate.catalog import CatalogError, load_catalogs, user_catalog_path
+    from records.catalog import CatalogError, load_catalogs, user_catalog_path
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     user = user_catalog_path()

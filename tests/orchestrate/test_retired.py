@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrate.catalog import load_catalogs, runs_as
+from records.catalog import load_catalogs, runs_as
 from tests.orchestrate.orchestrate_helpers import orchestrate
 
 MAPPING = "gce-k80 (retired 2024-05-01) -> gce-t4"

@@ -10,8 +10,8 @@ import pytest
 
 from benchmarks.cli import build_parser
 from benchmarks.command import RunnerCommand, repeat_stem
-from orchestrate.catalog import Profile
 from orchestrate.plan import RunPlan, WorkItem
+from records.catalog import Profile
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,9 +51,9 @@ def test_importable_without_any_framework() -> None:
 
 
 def test_repeats_are_interleaved_and_named_as_the_runner_names_them() -> None:
-    from orchestrate.catalog import get_profile, load_catalog
     from orchestrate.cli import _make_plan, _make_provider
     from orchestrate.cli import build_parser as orchestrate_parser
+    from records.catalog import get_profile, load_catalog
 
     args = orchestrate_parser().parse_args(
         ["run", "--profile", "ssh-gpu", "--host", "me@box", "--workloads", "mnist_mlp,imdb_fasttext",

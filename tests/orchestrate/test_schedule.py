@@ -9,13 +9,13 @@ import re
 
 import pytest
 
-from orchestrate.catalog import load_catalogs
 from orchestrate.cli import main
 from orchestrate.cron import CronError, check_time_zone, parse_cron
 from orchestrate.schedule import NO_FUNCTIONS_NOTE, ScheduleError, check_spec, estimate
 from orchestrate.schedule_cost import ITEMS, load_study, study_cost, total
 from orchestrate.schedulers import machine_policy, scheduler_policy
 from orchestrate.storage import StorageURL
+from records.catalog import load_catalogs
 from report.estimate import machine_start
 
 
@@ -135,7 +135,7 @@ def test_todays_estimate_is_itemised_from_catalog_and_dated_prices(tmp_path) -> 
 
 
 def test_a_ledger_median_is_preferred_to_the_estimate(tmp_path) -> None:
-    from orchestrate.ledger import RunRecord
+    from records.ledger import RunRecord
 
     profile = load_catalogs([])["aws-g4dn.xlarge"]
     spec = check_spec("gpu-daily", profile, "0 3 * * *", "UTC", "quick", None, None, False, 240, "me@box")

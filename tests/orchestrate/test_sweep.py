@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orchestrate.ledger import STATUS_COMPLETE, STATUS_FAILED, STATUS_RUNNING, RunRecord
 from orchestrate.provider import Instance
 from orchestrate.sweep import local_process_alive, plan_sweep
+from records.ledger import STATUS_COMPLETE, STATUS_FAILED, STATUS_RUNNING, RunRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0
@@ -181,7 +181,7 @@ def test_one_broken_plugin_does_not_stop_the_sweep_of_the_others(tmp_path: Path)
 def test_a_run_killed_before_it_reached_its_host_is_finalised(tmp_path: Path, capsys) -> None:
     """kill -9 while connecting: no container, no folder; the ledger must still stop saying `running`."""
     from orchestrate.cli import main, owner_id
-    from orchestrate.ledger import Ledger
+    from records.ledger import Ledger
 
     ledger = Ledger(tmp_path / "ledger.jsonl")
     dead_pid = 2**22 + 12345  # above Linux's default pid_max: never a live process
@@ -214,7 +214,7 @@ def test_bad_sweep_and_ledger_inputs_are_one_line_and_exit_2(tmp_path: Path) -> 
 
 def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
     """`orchestrate cost | head -1`: the rest of the table has nowhere to go, and that is not an error to show."""
-    from orchestrate.ledger import Ledger
+    from records.ledger import Ledger
 
     ledger = Ledger(tmp_path / "ledger.jsonl")
     for index in range(3000):  # more than a pipe's buffer

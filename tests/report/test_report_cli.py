@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from report_helpers import REPO, write_run
 
-from orchestrate.ledger import InstanceRecord, Ledger, RunRecord
+from records.ledger import InstanceRecord, Ledger, RunRecord
 from report.cli import main
 
 TF = [(10.0, 3.0, 3.1), (11.0, 3.2, 3.3), (9.5, 2.9, 3.4)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrate.catalog import load_catalog
+from records.catalog import load_catalog
 from report.costs import (
     PROFILE_BILLING,
     TRAINING_TIME,

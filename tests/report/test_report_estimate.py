@@ -12,9 +12,9 @@ import pytest
 from report_helpers import REPO, write_run
 
 from benchmarks.suites import get_suite
-from orchestrate.catalog import load_catalog
 from orchestrate.cli import main
 from orchestrate.schedule import check_spec, estimate, estimate_text
+from records.catalog import load_catalog
 from report.backtest import committed_bands
 from report.estimate import Shape, estimate_lines, estimate_suite, machine_start
 from report.estimate_model import Fit, Observation, Target, accelerator_model, cpu_machine, predict

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from report_helpers import write_run
 
-from orchestrate.catalog import load_catalogs
 from orchestrate.fanout import report_commands, resolve_candidates
+from records.catalog import load_catalogs
 from report.cli import main
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from orchestrate.catalog import Price, Profile
+from records.catalog import Price, Profile
 from report import cli
 from report.loading import load_runs
 from report.markdown import markdown_table

@@ -39,7 +39,7 @@ def test_studies_match_their_suites() -> None:
 
 
 def test_matching_profiles_exist_in_the_catalog() -> None:
-    from orchestrate.catalog import load_catalog
+    from records.catalog import load_catalog
 
     catalog = load_catalog()
     for study in load_studies().values():

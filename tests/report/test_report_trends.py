@@ -11,7 +11,7 @@ import pytest
 from report_helpers import write_run
 
 from benchmarks.stats import median_estimate
-from orchestrate.catalog import load_catalogs
+from records.catalog import load_catalogs
 from report.cli import main
 
 # gce-t4's catalog price prices every date; mnist_mlp trains 60000 samples an epoch in report_helpers' runs.

@@ -3,7 +3,7 @@ left out and why), never of how the measurements were organised: no tracker numb
 machines or their time allowances, or the names the raw consoles had while being collected.
 
 Checked: README.md, docs/ (the generated docs/results.md included), and the data files whose text the product
-prints (report/data/, orchestrate/*.toml) and the suites' descriptions (`benchmarks list`).
+prints (report/data/, orchestrate/*.toml, records/*.toml) and the suites' descriptions (`benchmarks list`).
 
 Exceptions, allowed because they are technical terms, not organisation: "session" alone (a process session, a
 Keras session, a cloud SDK session, a machine's billing session, a speaker's recording session) and the module name
@@ -39,6 +39,7 @@ FILES = sorted(
         *REPO.glob("report/data/**/*.toml"),
         *REPO.glob("report/data/**/*.md"),
         *REPO.glob("orchestrate/*.toml"),
+        *REPO.glob("records/*.toml"),
     }
 )
 
