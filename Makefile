@@ -58,6 +58,7 @@ lint: venv
 	$(call quote,$(VENV))/bin/ruff check .
 	$(call quote,$(VENV))/bin/ruff format --check .
 	$(call quote,$(VENV))/bin/mypy
+	$(call quote,$(VENV))/bin/lint-imports
 
 format: venv
 	$(call quote,$(VENV))/bin/ruff format .
