@@ -33,7 +33,23 @@ from typing import Any, ClassVar, Protocol
 
 from benchmarks.suites import UnknownSuite, get_suite
 from orchestrate.cron import CronError, check_time_zone, parse_cron
+from orchestrate.detached import DetachedError, DetachedSpec
+from orchestrate.detached import boot_script as detached_boot_script
+from orchestrate.detached_runs import check_bucket, resolve_bucket
+from orchestrate.images import is_registry_ref
+from orchestrate.plan import WorkItem
 from orchestrate.provider import ProviderError
+from orchestrate.schedule_cost import (
+    UnitPrice,
+    Usage,
+    cloud_prices,
+    format_lines,
+    load_study,
+    monthly_cost,
+    price_sources,
+    study_cost,
+    total,
+)
 from orchestrate.schedule_spec import (
     ScheduleFailure,
     ScheduleInfo,
@@ -41,8 +57,9 @@ from orchestrate.schedule_spec import (
     resource_name,
 )
 from orchestrate.schedulers import AWSScheduler, GCEScheduler
-from orchestrate.storage import StorageURL
-from records.catalog import Profile
+from orchestrate.storage import StorageError, StorageURL, default_bucket, open_store
+from records.catalog import Profile, get_profile, load_catalogs
+from records.ledger import Ledger
 from report.estimate import estimate_suite
 
 NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,37}[a-z0-9]")  # "kcb-schedule-<name>-machine" fits IAM's 64 characters
@@ -156,8 +173,6 @@ class MonthlyEstimate:
 def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> MonthlyEstimate:
     """Today's monthly cost of `spec`: machine time per run from earlier complete runs of its suite on its profile
     in the ledger, else report.estimate's: the runs from measured or published throughput, plus the machine's start."""
-    from orchestrate.schedule_cost import UnitPrice, Usage, cloud_prices, monthly_cost, total
-
     profile = spec.profile
     price = profile.hourly_price(spec.spot)
     assert price is not None, "check_spec refuses a profile without a price"
@@ -208,8 +223,6 @@ def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> Month
 
 
 def estimate_text(spec: ScheduleSpec, found: MonthlyEstimate) -> list[str]:
-    from orchestrate.schedule_cost import format_lines, price_sources
-
     runs = spec.cron.runs_per_month()
     market = "spot" if spec.spot else "on-demand"
     warnings = []
@@ -236,8 +249,6 @@ def estimate_text(spec: ScheduleSpec, found: MonthlyEstimate) -> list[str]:
 
 def published_text() -> list[str]:
     """The 2018 study's scheduled run, recomputed from its inputs and 2018 prices, beside its published figures."""
-    from orchestrate.schedule_cost import format_lines, load_study, price_sources, study_cost
-
     study = load_study()
     lines = study_cost(study)
     return [
@@ -323,9 +334,6 @@ def run_command(args: argparse.Namespace, owner: str) -> int:
 def _create(args: argparse.Namespace, owner: str) -> int:
     """Everything is checked (inputs, image, bucket URL, the boot script's size) before the first cloud call;
     then the credentials, then that the name is free; only then is anything created."""
-    from records.catalog import get_profile, load_catalogs
-    from records.ledger import Ledger
-
     profile = get_profile(load_catalogs(args.catalog), args.profile)
     name = args.name or default_name(profile.name, args.suite)
     spec = check_spec(
@@ -374,8 +382,6 @@ def schedule_storage(bucket: StorageURL, name: str) -> StorageURL:
 def collect_runs(storage: StorageURL, platform: str, logs: Path) -> dict[str, list[str]]:
     """Every run of a schedule into `logs/<platform>/<run-id>/` (the layout of attached runs), from the `files/` the
     machines uploaded; what was new or changed, per run id. Idempotent: a file of the same size is not fetched."""
-    from orchestrate.storage import open_store
-
     store = open_store(storage)
     base = f"{storage.prefix}runs/"
     fetched: dict[str, list[str]] = {}
@@ -397,10 +403,6 @@ def _plain_path(part: str) -> bool:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from orchestrate.detached_runs import resolve_bucket
-    from orchestrate.storage import StorageError
-    from records.catalog import get_profile, load_catalogs
-
     if not NAME_RE.fullmatch(args.name):
         raise ScheduleError(f"schedule name {args.name!r}: 2-39 lowercase letters, digits and '-'")
     profile = get_profile(load_catalogs(args.catalog), args.profile, allow_retired=True)
@@ -426,8 +428,6 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _storage_url(bucket: str | None, provider: str) -> StorageURL | None:
-    from orchestrate.storage import StorageError
-
     if bucket is None:
         return None
     try:
@@ -442,17 +442,12 @@ def _storage_url(bucket: str | None, provider: str) -> StorageURL | None:
 
 def _placeholder_bucket(provider: str) -> StorageURL:
     """For the checks before the account is known: the project's own bucket, of an account not yet named."""
-    from orchestrate.storage import default_bucket
-
     return default_bucket(provider, "account")
 
 
 def _ready_bucket(bucket: str | None, spec: ScheduleSpec) -> tuple[StorageURL, str | None]:
     """The bucket, as a detached run's (the user's, else the project's own, created in the schedule's region),
     checked writable where the schedule's runs will write; and its region (S3)."""
-    from orchestrate.detached_runs import check_bucket, resolve_bucket
-    from orchestrate.storage import StorageError
-
     try:
         url, create = resolve_bucket(bucket, spec.profile)
         region = check_bucket(schedule_storage(url, spec.name), create, spec.profile, "write-check")
@@ -462,10 +457,6 @@ def _ready_bucket(bucket: str | None, spec: ScheduleSpec) -> tuple[StorageURL, s
 
 
 def _detached_spec(spec: ScheduleSpec, image: str, source: str, storage: StorageURL) -> Any:
-    from orchestrate.detached import DetachedSpec
-    from orchestrate.images import is_registry_ref
-    from orchestrate.plan import WorkItem
-
     if source == "pull" and not is_registry_ref(image):
         raise ScheduleError(f"--image {image}: every run pulls it, so name a registry (REGISTRY/NAME:TAG)")
     return DetachedSpec(
@@ -483,9 +474,6 @@ def _detached_spec(spec: ScheduleSpec, image: str, source: str, storage: Storage
 
 
 def _checked_boot_script(detached: Any) -> str:
-    from orchestrate.detached import DetachedError
-    from orchestrate.detached import boot_script as detached_boot_script
-
     try:
         return detached_boot_script(detached)
     except DetachedError as exc:

@@ -1,6 +1,8 @@
 """The clouds' side of scheduled runs (`orchestrate.schedule`): EventBridge Scheduler with a launch template on AWS,
 Cloud Scheduler calling Compute Engine's instances.insert on Google Cloud. Each creates, lists and deletes what a
 schedule needs there; a create that fails half-way removes what it made (`Undo`), and every delete is idempotent.
+The clouds' SDKs, and the providers built on them, are imported inside the methods that call a cloud: they take
+seconds to load, and a command that talks to one cloud (or to none) needs at most that cloud's.
 """
 
 from __future__ import annotations
