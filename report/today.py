@@ -1,0 +1,307 @@
+"""benchmark-gpus-2017-11 on today's GPUs: the study's published K80 and P100 beside the measured H100 and H200.
+
+The H100 and H200 rows are the committed short-suite repeats of each backend's GPU defaults (gpu_session's repeats
+phase: logs/reference/NVIDIA-H100, logs/reference/NVIDIA-H200). They train on slices of the published data, so an
+epoch is scaled to the published training samples (time per sample times the published samples) before it stands
+beside the 2017 epochs; the 2017 rows are TensorFlow 1.4 with the published data. Which GPU is faster, and which is
+cheaper at each cloud's price, is decided by benchmarks.stats.compare on the runs' steady-epoch medians (runs from
+several machines resampled by machine). A row whose runs were mostly host-bound compares the hosts the GPUs sat in,
+not the GPUs: it says so.
+
+    python -m report.today logs/reference              # the section, markdown
+    python -m report.today logs/reference --cache      # what the compile cache saved per round of the defaults
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.logs import find_logs, read_epoch_log
+from benchmarks.metadata import Status
+from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate
+
+STUDY = "benchmark-gpus-2017-11"
+GPUS = ("H100", "H200")
+PLATFORMS = {"H100": "NVIDIA-H100", "H200": "NVIDIA-H200"}
+PUBLISHED_GPUS = ("k80", "p100")
+PUBLISHED_BACKEND = "tensorflow"
+REPEATS_PREFIX = "gpu-repeats-"
+PRICES_FILE = Path(__file__).parent / "data" / "today.toml"
+
+
+@dataclass(frozen=True)
+class Price:
+    gpu: str
+    cloud: str
+    shape: str
+    usd_per_gpu_hour: float
+    date: str
+    source: str
+
+
+def load_prices(path: Path = PRICES_FILE) -> list[Price]:
+    return [Price(**entry) for entry in tomllib.loads(path.read_text())["price"]]
+
+
+@dataclass
+class Measured:
+    """One GPU's default runs of one workload and backend."""
+
+    steady: list[float] = field(default_factory=list)  # each run's steady-epoch median, seconds
+    machines: list[str] = field(default_factory=list)  # each run's host_id
+    host_bound: list[bool] = field(default_factory=list)
+    train_samples: int = 0
+
+    def estimate(self) -> Estimate:
+        return median_estimate(self.steady, self.machines)
+
+
+def measured_runs(logs: Path) -> tuple[dict[tuple[str, str, str], Measured], dict[str, int]]:
+    """(gpu, workload, backend) -> the complete repeats of the defaults under each GPU's platform folder; and per
+    workload the training samples of its published data (from any run that was not cut down)."""
+    found: dict[tuple[str, str, str], Measured] = {}
+    full: dict[str, int] = {}
+    for gpu, platform in PLATFORMS.items():
+        for path in find_logs(logs / platform):
+            log = read_epoch_log(path)
+            meta = log.metadata
+            steady = [e.elapsed for e in log.steady_epochs]
+            if meta is None or meta.status != Status.COMPLETE or not steady:
+                continue
+            if meta.cut_down is False and meta.data.train_samples:
+                full[meta.workload] = meta.data.train_samples
+            if not meta.run_id.startswith(REPEATS_PREFIX):
+                continue
+            m = found.setdefault((gpu, meta.workload, meta.backend), Measured())
+            m.steady.append(statistics.median(steady))
+            m.machines.append(str(meta.hardware.get("host_id") or meta.run_id))
+            m.host_bound.append(bool(meta.stability and meta.stability.host_bound))
+            m.train_samples = meta.data.train_samples or 0
+    return found, full
+
+
+def published_epochs() -> dict[tuple[str, str], float]:
+    """(gpu, workload) -> the study's median steady epoch on TensorFlow, seconds."""
+    from report.studies import get_study, published_results
+
+    results = published_results(get_study(STUDY)).results
+    out = {}
+    for gpu in PUBLISHED_GPUS:
+        rows = results[results["config"] == f"{gpu}-{PUBLISHED_BACKEND}"]
+        for _, row in rows.iterrows():
+            out[gpu, str(row["workload"])] = float(row["steady_epoch_s"])
+    return out
+
+
+def published_prices() -> dict[str, float]:
+    from report.studies import get_study
+
+    return {c.name: c.usd_per_hour for c in get_study(STUDY).configs if c.name in PUBLISHED_GPUS}
+
+
+@dataclass(frozen=True)
+class Row:
+    workload: str
+    backend: str
+    published: dict[str, float]  # gpu -> 2017 epoch, seconds (published data)
+    scale: float  # published training samples over measured ones
+    estimates: dict[str, Estimate]  # GPU -> measured steady epoch (measured slice)
+    faster: str  # "H100", "H200", "neither beyond noise" or "too few repeats"
+    cheaper: dict[str, str]  # cloud -> the same words, on cost per epoch
+    host_bound: bool
+
+
+def rows(logs: Path, prices: Sequence[Price]) -> list[Row]:
+    measured, full = measured_runs(logs)
+    published = published_epochs()
+    by_cloud = {(p.gpu, p.cloud): p.usd_per_gpu_hour for p in prices}
+    clouds = sorted({p.cloud for p in prices if all((g, p.cloud) in by_cloud for g in GPUS)})
+    out = []
+    studied = {w for _, w in published}
+    pairs = {(w, b) for _, w, b in measured if w in studied and all((g, w, b) in measured for g in GPUS)}
+    for workload, backend in sorted(pairs):
+        runs = {g: measured[g, workload, backend] for g in GPUS}
+        pub = {gpu: published[gpu, workload] for gpu in PUBLISHED_GPUS if (gpu, workload) in published}
+        samples = full.get(workload, 0)
+        cheaper = {
+            cloud: _verdict(
+                [t * by_cloud["H100", cloud] for t in runs["H100"].steady],
+                [t * by_cloud["H200", cloud] for t in runs["H200"].steady],
+                runs,
+            )
+            for cloud in clouds
+        }
+        bound = [b for g in GPUS for b in runs[g].host_bound]
+        out.append(
+            Row(
+                workload=workload,
+                backend=backend,
+                published=pub,
+                scale=samples / runs["H100"].train_samples if samples and runs["H100"].train_samples else 1.0,
+                estimates={g: runs[g].estimate() for g in GPUS},
+                faster=_verdict(runs["H100"].steady, runs["H200"].steady, runs),
+                cheaper=cheaper,
+                host_bound=sum(bound) * 2 > len(bound),
+            )
+        )
+    return out
+
+
+def _verdict(h100: Sequence[float], h200: Sequence[float], runs: dict[str, Measured]) -> str:
+    result = compare(h100, h200, candidate_machines=runs["H100"].machines, base_machines=runs["H200"].machines)
+    return {FASTER: "H100", SLOWER: "H200", TOO_FEW: "too few repeats"}.get(result.verdict, "neither beyond noise")
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2f}" if value < 100 else f"{value:.0f}"
+
+
+def _usd(value: float) -> str:
+    return f"${value:.4f}" if value < 1 else f"${value:.2f}"
+
+
+def section(logs: Path, prices: Sequence[Price] | None = None) -> str:
+    """The section in markdown: times, costs, verdicts and a summary generated from them."""
+    prices = list(prices if prices is not None else load_prices())
+    table = rows(logs, prices)
+    if not table:
+        return ""
+    clouds = sorted({p.cloud for p in prices})
+    pub_prices = published_prices()
+    lines = [
+        f"## {STUDY} on today's GPUs",
+        "",
+        summary(table, prices),
+        "",
+        "Steady epoch, seconds, scaled to the published training samples (H100 and H200: median of the "
+        "short suite's repeats, [interval], n runs/machines). K80 and P100: the study's published TensorFlow 1.4 "
+        "epochs; H100 and H200: this suite's GPU defaults on JAX and PyTorch, so a row compares the GPUs with "
+        "today's software against 2017's. *host-bound*: most runs left the GPU waiting on the host, so H100 "
+        "against H200 compares the machines' hosts, not the GPUs.",
+        "",
+        "| workload | backend | K80 2017 | P100 2017 | H100 | H200 | faster | bound by |",
+        "|---|---|---:|---:|---|---|---|---|",
+    ]
+    for r in table:
+        measured = [_scaled(r.estimates[g], r.scale) for g in GPUS]
+        pub = [_seconds(r.published[g]) if g in r.published else "not published" for g in PUBLISHED_GPUS]
+        bound = "host-bound (hosts compared)" if r.host_bound else "GPU-bound"
+        lines.append(
+            f"| {r.workload} | {r.backend} | {' | '.join(pub)} | {' | '.join(measured)} | {r.faster} | {bound} |"
+        )
+    lines += [
+        "",
+        "Cost per epoch of the published data (steady epoch times the price of one GPU hour; K80 and P100 at the "
+        "study's GCE prices of November 2017, the GPU with an n1-standard-1). *cheaper*: the GPU whose cost per "
+        "epoch is lower beyond noise at that cloud's two prices.",
+        "",
+        "| workload | backend | K80 | P100 | "
+        + " | ".join(f"{g} {c}" for g in GPUS for c in clouds)
+        + " | "
+        + " | ".join(f"cheaper on {c}" for c in clouds)
+        + " |",
+        "|---|---|" + "---:|" * (2 + len(GPUS) * len(clouds)) + "---|" * len(clouds),
+    ]
+    by_cloud = {(p.gpu, p.cloud): p.usd_per_gpu_hour for p in prices}
+    for r in table:
+        pub = [_usd(r.published[g] * pub_prices[g] / 3600) if g in r.published else "" for g in PUBLISHED_GPUS]
+        now = [
+            _usd(r.estimates[g].value * r.scale * by_cloud[g, c] / 3600) if (g, c) in by_cloud else ""
+            for g in GPUS
+            for c in clouds
+        ]
+        verdicts = [r.cheaper.get(c, "") for c in clouds]
+        lines.append(f"| {r.workload} | {r.backend} | {' | '.join([*pub, *now, *verdicts])} |")
+    lines += ["", "Prices (on demand, per GPU hour):", ""]
+    lines += [f"- {p.gpu} on {p.cloud}, {p.shape}: ${p.usd_per_gpu_hour:g} ({p.date}; {p.source})" for p in prices]
+    return "\n".join(lines) + "\n"
+
+
+def _scaled(estimate: Estimate, scale: float) -> str:
+    text = _seconds(estimate.value * scale)
+    if estimate.low is not None and estimate.high is not None:
+        text += f" [{_seconds(estimate.low * scale)}–{_seconds(estimate.high * scale)}]"
+    return f"{text} (n={estimate.n}/{estimate.machines})"
+
+
+def summary(table: Sequence[Row], prices: Sequence[Price]) -> str:
+    """One paragraph from the verdicts and medians."""
+    count = {word: sum(r.faster == word for r in table) for word in ("H100", "H200")}
+    undecided = len(table) - count["H100"] - count["H200"]
+    gpu_bound = [r for r in table if not r.host_bound]
+    h200_gpu = sum(r.faster == "H200" for r in gpu_bound)
+    speedups = [
+        r.published["k80"] / (r.estimates["H200"].value * r.scale)
+        for r in table
+        if "k80" in r.published and r.estimates["H200"].value > 0
+    ]
+    clouds = sorted({p.cloud for p in prices})
+    cheaper = {
+        c: {g: sum(r.cheaper.get(c) == g for r in table) for g in GPUS} for c in clouds if any(r.cheaper for r in table)
+    }
+    cheap_text = "; ".join(f"on {c} the H100 in {v['H100']} and the H200 in {v['H200']}" for c, v in cheaper.items())
+    text = (
+        f"Over {len(table)} workload and backend pairs, the H200 ran faster beyond noise in {count['H200']}, the "
+        f"H100 in {count['H100']}, and {undecided} stayed undecided (no difference beyond noise, or too few "
+        f"repeats). {len(gpu_bound)} of the pairs were GPU-bound, and the H200 won {h200_gpu} of those; the rest "
+        f"compare the two machines' hosts more than their GPUs. Cheaper per epoch beyond noise: {cheap_text}."
+    )
+    if speedups:
+        text += (
+            f" Against the study's K80 (TensorFlow 1.4, 2017), an H200 epoch of the same data takes "
+            f"{min(speedups):.0f}x to {max(speedups):.0f}x less time (median {statistics.median(speedups):.0f}x)."
+        )
+    return text
+
+
+def cache_rounds(consoles: Path) -> dict[str, dict[str, float]]:
+    """Per backend: a round of the defaults (one fresh process per workload) in wall seconds with a cold compile
+    cache (each workload's first process on a machine) and a warm one (the median of its later processes), from
+    the manifests gpu_session's repeats phase leaves beside the consoles."""
+    walls: dict[tuple[str, str, str], list[float]] = {}  # (machine, workload, backend) -> process walls in order
+    for manifest in sorted(consoles.glob("*-manifest.json")):
+        machine = manifest.name.split("-part")[0]
+        for entry in json.loads(manifest.read_text()):
+            for p in entry.get("processes", [entry]):  # one suite entry, or one entry per process
+                if "workload" in p and p.get("returncode", 0) == 0 and "wall_s" in p:
+                    walls.setdefault((machine, p["workload"], p["backend"]), []).append(p["wall_s"])
+    cold: dict[tuple[str, str], list[float]] = {}
+    warm: dict[tuple[str, str], list[float]] = {}
+    for (_, workload, backend), series in walls.items():
+        cold.setdefault((workload, backend), []).append(series[0])
+        warm.setdefault((workload, backend), []).extend(series[1:])
+    out: dict[str, dict[str, float]] = {}
+    for backend in sorted({b for _, b in cold}):
+        items = [k for k in cold if k[1] == backend and warm.get(k)]
+        out[backend] = {
+            "workloads": len(items),
+            "cold_s": round(sum(statistics.median(cold[k]) for k in items), 1),
+            "warm_s": round(sum(statistics.median(warm[k]) for k in items), 1),
+        }
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m report.today", description=__doc__.splitlines()[0])
+    parser.add_argument("logs", type=Path, help="the folder that holds NVIDIA-H100 and NVIDIA-H200")
+    parser.add_argument("--cache", action="store_true", help="cold and warm compile-cache rounds of the H100 runs")
+    args = parser.parse_args(argv)
+    if not (args.logs / PLATFORMS["H100"]).is_dir() or not (args.logs / PLATFORMS["H200"]).is_dir():
+        print(f"error: logs: {args.logs} holds no {' and '.join(PLATFORMS.values())} folders", file=sys.stderr)
+        return 2
+    if args.cache:
+        print(json.dumps(cache_rounds(args.logs / PLATFORMS["H100"] / "console"), indent=2))
+        return 0
+    print(section(args.logs), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
