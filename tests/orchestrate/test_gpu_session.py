@@ -253,3 +253,44 @@ def test_a_scaling_process_is_a_runner_command_the_runner_parses(tmp_path: Path,
         2, "per-device", 3, "gpu-scaling-a-2gpu-per-device",
     )  # fmt: skip
     assert parsed.offline and parsed.allow_synthetic and parsed.run_id == "gpu-scaling-a-2gpu-per-device"
+
+
+def _repeat_log(root: Path, tag: str, stem: str, index: int) -> None:
+    folder = root / f"gpu-repeats-{tag}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.r{index:02d}.csv").write_text("epoch\n")
+
+
+def test_repeats_count_every_machines_collected_runs_and_start_with_the_least_measured(tmp_path: Path) -> None:
+    """A later call (or a second machine) continues where the collected logs stand: the items with the fewest
+    repeats come first, and an item already at --repeats is not run again."""
+    _repeat_log(tmp_path, "h100-a", "mnist_mlp_jax", 1)
+    _repeat_log(tmp_path, "h100-a", "mnist_mlp_jax", 2)
+    _repeat_log(tmp_path, "h100-b", "mnist_mlp_jax", 1)
+    _repeat_log(tmp_path, "h100-a", "cifar10_cnn_torch_synthetic", 1)
+    items = [("mnist_mlp", "jax"), ("cifar10_cnn", "torch"), ("siamese_lstm", "torch")]
+    counts = gpu_session.existing_repeats(tmp_path, items)
+    assert counts == {("mnist_mlp", "jax"): 3, ("cifar10_cnn", "torch"): 1, ("siamese_lstm", "torch"): 0}
+    levels = gpu_session.fill_levels(counts, 3)
+    assert list(levels) == [1, 2, 3]
+    assert gpu_session.repeats_round(items, 0, counts, 1) == [("siamese_lstm", "torch")]
+    assert gpu_session.repeats_round(items, 0, counts, 3) == [("siamese_lstm", "torch"), ("cifar10_cnn", "torch")]
+    assert gpu_session.existing_repeats(None, items) == dict.fromkeys(items, 0)
+
+
+def test_round_walls_sum_each_rounds_processes_per_backend() -> None:
+    entries = [
+        {"round": 1, "backend": "jax", "wall_s": 10.0},
+        {"round": 1, "backend": "torch", "wall_s": 50.5},
+        {"round": 2, "backend": "jax", "wall_s": 4.0},
+    ]
+    walls = gpu_session.round_walls(entries)
+    assert walls["1"] == {"processes": 2, "wall_s": 60.5, "by_backend": {"jax": 10.0, "torch": 50.5}}
+    assert walls["2"]["wall_s"] == 4.0
+
+
+def test_the_run_command_takes_a_compile_cache_folder() -> None:
+    args = gpu_session._parser().parse_args(
+        ["run", "--carry", "c", "--phase", "repeats", "--out", "o", "--compile-cache", "/tmp/cache"]
+    )
+    assert args.compile_cache == Path("/tmp/cache")

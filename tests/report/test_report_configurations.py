@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from statistics import median
 
 from benchmarks.logs import EpochLogWriter, EpochRecord, write_metadata
 from benchmarks.workloads import WORKLOADS, spec
@@ -80,3 +81,30 @@ def test_committed_default_runs_ran_with_the_current_gpu_defaults() -> None:
             assert recorded["use_cudnn"] == expected.use_cudnn, path
         # Runs from before the precision was recorded ran with each framework's default (docs/results.md).
         assert recorded.get("float32_matmul", expected.float32_matmul) == expected.float32_matmul, path
+
+
+def test_first_epochs_from_a_warm_compile_cache_are_never_pooled_with_compiled_ones(tmp_path: Path) -> None:
+    """Steady epochs run the same programs whether the compile was loaded or not and stay one configuration;
+    the first epoch of a cached run measured a load, so each kind of first epoch keeps its own median."""
+    cache = {"dir": "/tmp/c", "hits": 9, "misses": 0}
+    _write_timed(tmp_path, "gpu-repeats-a", 1.0, index=1, compile_cache={**cache, "state": "cold"})
+    _write_timed(tmp_path, "gpu-repeats-a", 1.1, index=2, compile_cache={**cache, "state": "warm"})
+    _write_timed(tmp_path, "gpu-repeats-a", 1.2, index=3)
+    [config] = configurations.configurations(tmp_path)
+    assert len(config.steady_medians) == 3
+    assert config.first_epochs == {"compiled": [9.0, 9.0], "compile cache warm": [9.0]}
+    row = configurations.configuration_table(tmp_path).splitlines()[2]
+    assert "9.00 (compile cache warm, n=1); 9.00 (compiled, n=2)" in row
+
+
+def test_the_committed_h100_runs_name_their_cache_state() -> None:
+    h100 = COMMITTED_GPU_LOGS.parent / "NVIDIA-H100"
+    defaults = [c for c in configurations.configurations(h100) if c.is_default]
+    assert {(c.backend, c.workload) for c in defaults} == {(b, w) for b in ("jax", "torch") for w in WORKLOADS}
+    warm = [c for c in defaults if "compile cache warm" in c.first_epochs]
+    # JAX's first epochs take less time once every program loads from the cache than when most compile.
+    jax_warm = [c for c in warm if c.backend == "jax" and "compile cache mixed" in c.first_epochs]
+    assert len(jax_warm) == 9
+    assert all(
+        median(c.first_epochs["compile cache warm"]) < median(c.first_epochs["compile cache mixed"]) for c in jax_warm
+    )

@@ -1,0 +1,60 @@
+"""benchmark-gpus-2017-11 on today's GPUs, made from the committed H100 and H200 logs and the published study."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from report import today
+
+LOGS = Path(__file__).resolve().parents[2] / "logs" / "reference"
+
+
+def test_every_studied_workload_has_both_gpus_published_and_measured_with_verdicts() -> None:
+    rows = today.rows(LOGS, today.load_prices())
+    assert {(r.workload, r.backend) for r in rows} == {
+        (w, b)
+        for w in (
+            "mnist_mlp",
+            "mnist_cnn",
+            "cifar10_cnn",
+            "imdb_fasttext",
+            "imdb_bidirectional_lstm",
+            "lstm_text_generation",
+        )
+        for b in ("jax", "torch")
+    }
+    for r in rows:
+        assert set(r.published) == {"k80", "p100"} and r.scale >= 1
+        assert all(r.estimates[g].n >= 4 for g in today.GPUS)
+        assert r.faster in ("H100", "H200", "neither beyond noise", "too few repeats")
+        assert set(r.cheaper) == {"AWS", "Google Cloud", "RunPod"}
+    # The short suite trains imdb_bidirectional_lstm on 5,000 of the published 25,000 reviews.
+    [bilstm] = [r for r in rows if (r.workload, r.backend) == ("imdb_bidirectional_lstm", "jax")]
+    assert bilstm.scale == 5
+
+
+def test_prices_are_dated_and_sourced_for_three_clouds_per_gpu() -> None:
+    prices = today.load_prices()
+    for gpu in today.GPUS:
+        mine = [p for p in prices if p.gpu == gpu]
+        assert len({p.cloud for p in mine}) >= 3
+        assert all(p.usd_per_gpu_hour > 0 and len(p.date) == 10 and p.source for p in mine)
+
+
+def test_the_section_states_its_verdicts_and_the_summary_follows_the_table() -> None:
+    text = today.section(LOGS)
+    rows = today.rows(LOGS, today.load_prices())
+    assert text.startswith("## benchmark-gpus-2017-11 on today's GPUs")
+    h200 = sum(r.faster == "H200" for r in rows)
+    assert f"the H200 ran faster beyond noise in {h200}," in text
+    assert text.count("host-bound (hosts compared)") == sum(r.host_bound for r in rows)
+
+
+def test_the_compile_cache_rounds_come_from_the_committed_manifests() -> None:
+    rounds = today.cache_rounds(LOGS / "NVIDIA-H100" / "console")
+    assert rounds["jax"]["workloads"] == rounds["torch"]["workloads"] == 9
+    assert all(r["warm_s"] < r["cold_s"] for r in rounds.values())
+
+
+def test_a_folder_without_both_gpus_is_a_bad_input(tmp_path: Path) -> None:
+    assert today.main([str(tmp_path)]) == 2
