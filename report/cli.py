@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from records.catalog import Profile
+from report.backtest import main as backtest
 from report.build import Report, Request, build
 from report.costs import (
     BILLING_RULES,
@@ -130,8 +131,6 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["backtest"]:  # `python -m report backtest`: the estimator against the committed runs
-        from report.backtest import main as backtest
-
         return backtest(argv[1:])
     args = parser().parse_args(argv)
     try:
