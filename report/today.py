@@ -103,7 +103,8 @@ def published_epochs() -> dict[tuple[str, str], float]:
 def published_prices() -> dict[str, float]:
     from report.studies import get_study
 
-    return {c.name: c.usd_per_hour for c in get_study(STUDY).configs if c.name in PUBLISHED_GPUS}
+    configs = get_study(STUDY).configs
+    return {c.name: c.usd_per_hour for c in configs if c.name in PUBLISHED_GPUS and c.usd_per_hour is not None}
 
 
 @dataclass(frozen=True)
