@@ -109,8 +109,11 @@ class Run:
 
     @property
     def first_epoch_s(self) -> float | None:
+        """The compiling epoch; None where the run loaded its programs from a warm compile cache (that epoch
+        measured a load, and is never pooled with compiles: report.configurations shows it apart)."""
         first = self.log.first_epoch
-        return None if first is None else first.elapsed
+        cache = self.metadata.settings.compile_cache
+        return None if first is None or (cache is not None and cache.state != "cold") else first.elapsed
 
     @property
     def steady_median_s(self) -> float | None:

@@ -69,6 +69,8 @@ def measured_runs(logs: Path) -> tuple[dict[tuple[str, str, str], Measured], dic
     found: dict[tuple[str, str, str], Measured] = {}
     full: dict[str, int] = {}
     for gpu, platform in PLATFORMS.items():
+        if not (logs / platform).is_dir():
+            continue
         for path in find_logs(logs / platform):
             log = read_epoch_log(path)
             meta = log.metadata
