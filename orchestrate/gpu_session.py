@@ -18,11 +18,13 @@ PyTorch and CUDA but not Keras, and sometimes no route to PyPI or the dataset ho
 Phases: `scaling` runs the short suite data parallel (`--gpus`) at each device count of `--device-counts` under
 both batch policies, next to one device, in fresh processes interleaved round robin (docs/distribution.md);
 `repeats` runs the short suite (5 epochs on slices sized for 1-3 s epochs) with each backend's defaults,
-N fresh-process repeats of every workload interleaved round robin (`--repeats`, `--tag` names the machine);
+each workload raised to `--repeats` fresh-process repeats counting those already collected in `--existing`, least
+measured first (`--tag` names the machine);
 `sweep` times each backend's configurations a careful user would try (jit on/off, torch.compile,
 steps_per_execution, cuDNN or generic LSTM) for 3 epochs on the bounded suite's data; `suite` runs the bounded
 suite (published epochs and hyperparameters) with each backend's default settings; `overhead` measures the
-harness's overhead on the GPU.
+harness's overhead on the GPU. `--compile-cache DIR` keeps compiled programs (JAX, torch.compile) in DIR across the
+phase's fresh processes; each run records whether its compile hit it (benchmarks.harness.compile_cache).
 """
 
 from __future__ import annotations
