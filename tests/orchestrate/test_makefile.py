@@ -1,8 +1,9 @@
 """`make bench-<profile>`: a pattern rule for any profile of any catalog; every knob reaches the CLI as data; every
 target that can launch or spend honours DRY_RUN.
 
-The sandbox tests run every target for real with the programs it starts (python, docker, uv, ruff) replaced by a
-recorder, so what each command received is checked word for word and nothing is launched."""
+The sandbox tests run every target for real with the programs it starts (python, docker, uv, ruff, mypy,
+lint-imports) replaced by a recorder, so what each command received is checked word for word and nothing is
+launched."""
 
 from __future__ import annotations
 
@@ -157,7 +158,7 @@ def sandbox(tmp_path: Path) -> Sandbox:
         pytest.fail("GNU make is missing (apt-get install -y make)")
     bin_dir = tmp_path / "venv" / "bin"
     bin_dir.mkdir(parents=True)
-    for program in ("python", "ruff", "uv", "docker"):
+    for program in ("python", "ruff", "mypy", "lint-imports", "uv", "docker"):
         (bin_dir / program).write_text(RECORDER)
         (bin_dir / program).chmod(0o755)
     (tmp_path / "venv" / ".installed").touch()  # newer than every lock: `venv` has nothing to do
