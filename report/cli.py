@@ -211,7 +211,7 @@ def _write(report: Report, args: argparse.Namespace) -> int:
     if args.markdown is not None:
         preamble = args.preamble.read_text() if args.preamble is not None else ""
         if args.study == today.STUDY and args.logdir is not None:  # the study on the measured H100 and H200
-            preamble = preamble.rstrip() + "\n\n" + today.section(args.logdir)
+            preamble = "\n\n".join(part for part in (preamble.rstrip(), today.section(args.logdir)) if part)
         path = write_markdown(report, args.markdown, preamble)
         print(f"markdown: {path.resolve()}")
         return EXIT_OK

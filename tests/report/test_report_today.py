@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from report import today
@@ -58,3 +59,16 @@ def test_the_compile_cache_rounds_come_from_the_committed_manifests() -> None:
 
 def test_a_folder_without_both_gpus_is_a_bad_input(tmp_path: Path) -> None:
     assert today.main([str(tmp_path)]) == 2
+
+
+def test_the_results_markdown_for_the_study_carries_the_section(tmp_path: Path) -> None:
+    from report.cli import main
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for platform in today.PLATFORMS.values():
+        shutil.copytree(LOGS / platform, logs / platform)
+    target = tmp_path / "results.md"
+    assert main([str(logs), "--study", today.STUDY, "--markdown", str(target)]) == 0
+    text = target.read_text()
+    assert text.startswith("## benchmark-gpus-2017-11 on today's GPUs") and "# Benchmark results" in text
