@@ -323,7 +323,18 @@ def _repeat_process(
 ) -> dict:
     run_id = f"gpu-repeats-{args.tag}"
     index = counts[workload, backend] + 1  # collect renumbers it after the folder's highest where it is taken
-    runner = RunnerCommand(
+    runner = _short_suite_repeat(args, logs, workload, backend, run_id, index, repeat_planned=args.repeats)
+    console.write(f"\n### {run_id} {workload} [{backend}] repeat {index}\n")
+    entry = {"phase": "repeats", "run_id": run_id, "workload": workload, "backend": backend, "repeat": index}
+    command = [sys.executable, "-m", "benchmarks", *runner.argv()]
+    return _run_until(command, env, console, deadline - 10, {**entry, "returncode": None}, "stopped at the time budget")
+
+
+def _short_suite_repeat(
+    args: argparse.Namespace, logs: Path, workload: str, backend: str, run_id: str, index: int, **settings: Any
+) -> RunnerCommand:
+    """One repeat of one workload on the short suite's data, offline, as every measuring phase runs it."""
+    return RunnerCommand(
         (workload,),
         backend,
         platform=args.platform,
@@ -335,12 +346,8 @@ def _repeat_process(
         allow_synthetic=True,
         repeat_index=index,
         repeat_group=run_id,
-        repeat_planned=args.repeats,
+        **settings,
     )
-    console.write(f"\n### {run_id} {workload} [{backend}] repeat {index}\n")
-    entry = {"phase": "repeats", "run_id": run_id, "workload": workload, "backend": backend, "repeat": index}
-    command = [sys.executable, "-m", "benchmarks", *runner.argv()]
-    return _run_until(command, env, console, deadline - 10, {**entry, "returncode": None}, "stopped at the time budget")
 
 
 def round_walls(entries: Sequence[dict]) -> dict[str, dict]:
@@ -479,20 +486,15 @@ def _scaling_process(
     index: int,
 ) -> dict:
     run_id = f"gpu-scaling-{args.tag}-{config.name}"
-    runner = RunnerCommand(
-        (workload,),
+    runner = _short_suite_repeat(
+        args,
+        logs,
+        workload,
         args.backends[0],
-        platform=args.platform,
-        run_id=run_id,
-        out=str(logs),
-        suite="short",
-        prefer_dataset=_preferred_dataset(args.carry),
-        offline=True,
-        allow_synthetic=True,
+        run_id,
+        index,
         gpus=str(config.devices),
         batch_policy=config.batch_policy,
-        repeat_index=index,
-        repeat_group=run_id,
     )
     console.write(f"\n### {run_id} {workload} repeat {index}\n")
     entry = {"phase": "scaling", "run_id": run_id, "workload": workload, "repeat": index, "returncode": None}
