@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from image_helpers import REPO, VENV_PYTHON, run
@@ -9,24 +10,15 @@ from image_helpers import REPO, VENV_PYTHON, run
 SCRIPT = str(REPO / "docker" / "verify_lock.py")
 
 
+def pip_dry_run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """A real `pip install --dry-run` resolution against the index, nothing installed."""
+    command = [str(VENV_PYTHON), "-m", "pip", "install", "--dry-run", "--ignore-installed", *args]
+    return run(command, check=check, timeout=300)
+
+
 def pip_report(tmp_path: Path, *requirements: str) -> Path:
-    """A real `pip install --dry-run --report` resolution against the index, nothing installed."""
     report = tmp_path / "report.json"
-    run(
-        [
-            str(VENV_PYTHON),
-            "-m",
-            "pip",
-            "install",
-            "--dry-run",
-            "--ignore-installed",
-            "--quiet",
-            "--report",
-            str(report),
-            *requirements,
-        ],
-        timeout=300,
-    )
+    pip_dry_run("--quiet", "--report", str(report), *requirements)
     return report
 
 
@@ -76,24 +68,8 @@ def test_every_committed_lock_carries_hashes_and_pip_refuses_a_tampered_one(tmp_
     wrong = "0" * 64
     tampered = tmp_path / "tampered.lock"
     tampered.write_text(f"six==1.17.0 \\\n    --hash=sha256:{wrong}\n")
-    result = run(
-        [
-            str(VENV_PYTHON),
-            "-m",
-            "pip",
-            "install",
-            "--dry-run",
-            "--ignore-installed",
-            "--require-hashes",
-            "--no-deps",
-            "--target",
-            str(tmp_path / "t"),
-            "-r",
-            str(tampered),
-        ],
-        check=False,
-        timeout=300,
-    )
+    target = str(tmp_path / "t")
+    result = pip_dry_run("--require-hashes", "--no-deps", "--target", target, "-r", str(tampered), check=False)
     assert result.returncode != 0 and "THESE PACKAGES DO NOT MATCH THE HASHES" in result.stderr
 
 
