@@ -11,7 +11,7 @@ import boto3
 import pytest
 
 from orchestrate.cli import main, owner_id
-from orchestrate.provider import LaunchRequest
+from orchestrate.provider import Instance, LaunchRequest
 from orchestrate.providers.aws import AWSProvider
 from orchestrate.providers.cloud import ensure_run_key, run_key_path
 from orchestrate.providers.gce import GCEProvider
@@ -65,16 +65,21 @@ def test_aws_resources_without_an_instance_are_swept(
     assert out.strip() == "nothing of this project is running"
 
 
+def launched_then_orphaned(request: LaunchRequest, tmp_path: Path) -> tuple[Instance, Ledger]:
+    """A live AWS machine whose orchestrator died 5 minutes after launching it, as the ledger recorded it."""
+    instance = AWSProvider().launch(request)
+    run = dead_run(request.run_id, "aws", "aws-g4dn.xlarge")
+    run.instances.append(InstanceRecord("aws", instance.instance_id, instance.zone, False, time.time() - 300))
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append(run)
+    return instance, ledger
+
+
 def test_aws_instances_the_sweep_deletes_are_billed_in_the_ledger(
     aws: FaultyMotoServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     request = my_launch_request("20250101T000000Z-bill")
-    instance = AWSProvider().launch(request)
-    run = dead_run(request.run_id, "aws", "aws-g4dn.xlarge")
-    launched = time.time() - 300
-    run.instances.append(InstanceRecord("aws", instance.instance_id, instance.zone, False, launched))
-    ledger = Ledger(tmp_path / "ledger.jsonl")
-    ledger.append(run)
+    instance, ledger = launched_then_orphaned(request, tmp_path)
 
     code, out = sweep(ledger.path, "aws", capsys)
     assert code == 0, out
@@ -110,12 +115,7 @@ def test_an_aws_machine_that_ended_itself_is_billed_to_the_time_ec2_recorded(
     """The machine ended itself (its max lifetime, a power-off) and its orchestrator is gone: no live instance
     leads the sweep to it, only its key pair. The sweep bills it up to the time in EC2's StateTransitionReason."""
     request = my_launch_request("20250101T000000Z-self")
-    instance = AWSProvider().launch(request)
-    run = dead_run(request.run_id, "aws", "aws-g4dn.xlarge")
-    launched = time.time() - 300
-    run.instances.append(InstanceRecord("aws", instance.instance_id, instance.zone, False, launched))
-    ledger = Ledger(tmp_path / "ledger.jsonl")
-    ledger.append(run)
+    instance, ledger = launched_then_orphaned(request, tmp_path)
     before = time.time()
     boto3.client("ec2", region_name="us-east-1").terminate_instances(InstanceIds=[instance.instance_id])  # itself
     after = time.time()
