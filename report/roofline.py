@@ -230,12 +230,20 @@ def advice(workload_rows: Sequence[Row]) -> str:
     )
 
 
-def section(logs: Path, costs: dict[str, ModelCost] | None = None) -> str:
+def section(logs: Path, costs: dict[str, ModelCost] | None = None, markdown: Path | None = None) -> str:
+    """The section in markdown; with `markdown` (the document's path) the roofline chart is drawn into its charts
+    folder (`<stem>_charts/`, where report.markdown puts the others) and shown."""
     costs = load_costs() if costs is None else costs
     sheets = load_datasheets()
     table = rows(logs, costs, sheets)
     if not table:
         return ""
+    image = []
+    if markdown is not None:
+        folder = markdown.parent / f"{markdown.stem}_charts"
+        folder.mkdir(parents=True, exist_ok=True)
+        chart(table, sheets, folder / "roofline")
+        image = ["", f"![The H100 and H200 runs on their rooflines]({folder.name}/roofline.png)"]
     lines = [
         "## Where the time goes: the H100 and H200 runs on a roofline",
         "",
@@ -248,6 +256,7 @@ def section(logs: Path, costs: dict[str, ModelCost] | None = None) -> str:
         "share of the epoch the arithmetic needs at the measured GEMM peak and the traffic at the measured memory "
         "bandwidth. *bound by*: host when the GPU idled more than half the epoch, else memory or compute by the "
         "arithmetic intensity against the measured ridge point (docs/statistics.md).",
+        *image,
         "",
         "| workload | backend | GPU | runs | steady epoch s | achieved TFLOP/s | % measured | % datasheet | "
         "flops/byte | GB/s | GPU busy | compute floor | memory floor | bound by |",

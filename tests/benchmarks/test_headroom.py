@@ -1,0 +1,68 @@
+"""The headroom command: a workload's Keras model trained by one compiled program per epoch on JAX, its data on the
+device. On this CPU, on tiny synthetic slices: it trains (the loss falls) and records its epochs as JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import headroom
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "KERAS_BACKEND": "jax", "BENCH_OFFLINE": "1"}
+
+
+def test_the_command_trains_mnist_mlp_and_writes_its_epochs(tmp_path: Path) -> None:
+    out = tmp_path / "headroom.json"
+    args = ["--workload", "mnist_mlp", "--synthetic", "--train-limit", "1024", "--epochs", "3", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.headroom", *args],
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(out.read_text())
+    assert (record["workload"], record["backend"], record["batch_size"]) == ("mnist_mlp", "jax", 128)
+    assert record["steps_per_epoch"] == 1024 // 128 and len(record["epochs"]) == 3
+    losses = [e["loss"] for e in record["epochs"]]
+    assert losses[-1] < losses[0] * 0.8
+    assert record["steady_median_s"] == statistics.median(e["seconds"] for e in record["epochs"][1:])
+    assert record["steady_median_s"] < record["first_epoch_s"]  # the first epoch compiles
+
+
+def test_the_other_workloads_train_in_one_process() -> None:
+    # One process for three models: importing Keras per workload is slow on this machine.
+    script = (
+        "import json\n"
+        "from benchmarks.headroom import train\n"
+        "out = {w: train(w, 3, n, 'synthetic', None) for w, n in "
+        "(('mnist_cnn', 256), ('imdb_fasttext', 256), ('cifar10_cnn', 128))}\n"
+        "print(json.dumps(out))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=ENV, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = json.loads(done.stdout.strip().splitlines()[-1])
+    for workload, record in records.items():
+        losses = [e["loss"] for e in record["epochs"]]
+        assert losses[-1] < losses[0], (workload, losses)
+        assert record["steps_per_epoch"] >= 1 and record["source"] == "synthetic"
+
+
+def test_bad_arguments_stop_before_anything_is_loaded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "x.json"
+    assert headroom.main(["--workload", "siamese", "--out", str(out)]) == 2
+    assert headroom.main(["--workload", "mnist_mlp", "--epochs", "1", "--out", str(out)]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert errors[0].startswith("error: --workload:") and errors[1].startswith("error: --epochs:")
+    assert not out.exists()
