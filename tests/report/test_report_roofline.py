@@ -1,0 +1,140 @@
+"""Where the time goes: the committed model costs recomputed from the models, an analytic check of one, and the
+roofline rows, verdicts, section and chart made from the committed H100 and H200 logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from benchmarks.logs import find_logs, read_epoch_log
+from report import roofline
+from report.model_costs import load_costs
+
+REPO = Path(__file__).resolve().parents[2]
+LOGS = REPO / "logs" / "reference"
+# XLA's count of mnist_mlp's train step against the dense layers' matmuls: the elementwise work (activations,
+# dropout, softmax, RMSprop's update of 670k weights) adds about 3.5 %.
+ANALYTIC_TOLERANCE = 0.05
+
+
+@pytest.fixture(scope="module")
+def recomputed() -> dict[str, dict[str, float]]:
+    # One fresh process: the cost analysis needs Keras on JAX, whatever backend this one imported.
+    done = subprocess.run(
+        [sys.executable, "-m", "report.model_costs", "mnist_mlp", "imdb_fasttext", "--print"],
+        cwd=REPO,
+        env={**os.environ, "KERAS_BACKEND": "jax"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return tomllib.loads(done.stdout)
+
+
+def test_the_committed_costs_are_what_the_models_give(recomputed: dict[str, dict[str, float]]) -> None:
+    committed = load_costs()
+    assert set(committed) == set(roofline_workloads())
+    for name, fresh in recomputed.items():
+        kept = committed[name]
+        assert fresh["batch_size"] == kept.batch_size and fresh["parameters"] == kept.parameters
+        assert fresh["flops_per_step"] == pytest.approx(kept.flops_per_step, rel=0.02)
+        assert fresh["bytes_per_step"] == pytest.approx(kept.bytes_per_step, rel=0.1)
+
+
+def test_mnist_mlp_matches_its_matmuls(recomputed: dict[str, dict[str, float]]) -> None:
+    batch, layers = 128, [(784, 512), (512, 512), (512, 10)]
+    forward = sum(2 * batch * i * o for i, o in layers)
+    # Backward: a weight gradient per layer and an input gradient per layer but the first (nothing needs d/dx).
+    analytic = 3 * forward - 2 * batch * 784 * 512
+    xla = recomputed["mnist_mlp"]["flops_per_step"]
+    assert abs(xla - analytic) / analytic < ANALYTIC_TOLERANCE
+    assert xla < 3 * forward  # the textbook 3x overcounts by the unneeded input gradient
+
+
+def roofline_workloads() -> list[str]:
+    from benchmarks.workloads import WORKLOADS
+
+    return list(WORKLOADS)
+
+
+def test_a_row_is_its_runs_flops_over_their_steady_epochs() -> None:
+    table = roofline.rows(LOGS)
+    row = next(r for r in table if (r.gpu, r.workload, r.backend) == ("H200", "mnist_cnn", "jax"))
+    epochs, samples, idle = [], [], []
+    for path in find_logs(LOGS / "NVIDIA-H200"):
+        meta = json.loads(path.with_suffix(".json").read_text())
+        if (meta["workload"], meta["backend"]) != ("mnist_cnn", "jax") or not meta["run_id"].startswith("gpu-repeats-"):
+            continue
+        epochs.append(statistics.median(e.elapsed for e in read_epoch_log(path).steady_epochs))
+        samples.append(meta["data"]["train_samples"])
+        idle.append(meta["stability"]["host_share"])
+    cost = load_costs()["mnist_cnn"]
+    flops = cost.flops_per_step / cost.batch_size * statistics.median(samples)
+    assert row.runs == len(epochs) >= 4
+    assert row.tflops == pytest.approx(flops / statistics.median(epochs) / 1e12)
+    assert row.busy == pytest.approx(1 - statistics.median(idle))
+    assert row.bound == roofline.HOST  # the GPU idled most of each epoch
+
+
+def test_the_bound_by_rule() -> None:
+    assert roofline.bound_by(0.6, intensity=1000, ridge=100) == roofline.HOST
+    assert roofline.bound_by(0.4, intensity=10, ridge=100) == roofline.MEMORY
+    assert roofline.bound_by(0.4, intensity=1000, ridge=100) == roofline.COMPUTE
+    assert roofline.bound_by(None, intensity=10, ridge=100) == roofline.MEMORY
+
+
+def test_the_datasheet_is_the_board_the_logs_name() -> None:
+    sheets = roofline.load_datasheets()
+    assert sheets["H100"].board.startswith("H100 SXM") and sheets["H100"].memory_tbps == 3.35
+    assert sheets["H200"].tf32_tflops == sheets["H100"].tf32_tflops and sheets["H200"].memory_tbps == 4.8
+    pcie = roofline.Run(1.0, 1.0, 0.5, 300.0, 2000.0, "tf32", "NVIDIA H100 PCIe")
+    with pytest.raises(ValueError, match="H100 PCIe"):
+        roofline._check_board(sheets["H100"], [pcie])
+
+
+def test_the_section_says_what_bounds_each_workload_and_that_headroom_is_not_measured(tmp_path: Path) -> None:
+    markdown = tmp_path / "results.md"
+    text = roofline.section(LOGS, markdown=markdown)
+    table = roofline.rows(LOGS)
+    assert text.startswith("## Where the time goes")
+    assert text.count("| host |") == sum(r.bound == roofline.HOST for r in table)
+    for workload in {r.workload for r in table}:
+        assert f"- **{workload}**: " in text
+    assert "mnist_mlp**: no: " in text  # the H200's MLP runs leave the GPU idle most of each epoch
+    assert "not measured on these GPUs yet" in text
+    assert "![" in text and (tmp_path / "results_charts" / "roofline.svg").is_file()
+
+
+def test_the_chart_is_the_same_file_on_every_run(tmp_path: Path) -> None:
+    table, sheets = roofline.rows(LOGS), roofline.load_datasheets()
+    first = roofline.chart(table, sheets, tmp_path / "a")
+    second = roofline.chart(table, sheets, tmp_path / "b")
+    assert [p.suffix for p in first] == [".png", ".svg"]
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(first, second, strict=True))
+
+
+def test_a_folder_without_the_gpus_is_a_bad_input(tmp_path: Path) -> None:
+    assert roofline.main([str(tmp_path)]) == 2
+
+
+def test_the_studys_markdown_carries_the_section_after_todays_gpus(tmp_path: Path) -> None:
+    from report.cli import main
+    from report.today import PLATFORMS, STUDY
+
+    logs = tmp_path / "logs"
+    for platform in PLATFORMS.values():
+        shutil.copytree(LOGS / platform, logs / platform)
+    target = tmp_path / "results.md"
+    assert main([str(logs), "--study", STUDY, "--markdown", str(target)]) == 0
+    text = target.read_text()
+    assert text.index("on today's GPUs") < text.index("## Where the time goes") < text.index("# Benchmark results")
+    assert (tmp_path / "results_charts" / "roofline.png").is_file()
