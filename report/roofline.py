@@ -37,6 +37,7 @@ import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks.logs import find_logs, read_epoch_log
 from benchmarks.metadata import RunMetadata, Status
@@ -302,7 +303,8 @@ def chart(table: Sequence[Row], sheets: dict[str, Datasheet], out_stem: Path) ->
     fig, ax = plt.subplots(figsize=(8.5, 6), layout="constrained")
     lows = [r.intensity for r in table]
     x = list(np.geomspace(min([*lows, 1.0]) / 3, max([*lows, 1e3]) * 3, 200))
-    styles = {"H100": "#5f6368", "H200": "#000000"}
+    styles = {"H100": "#9aa0a6", "H200": "#000000"}
+    ceilings: list[Any] = []
     for gpu in sorted({r.gpu for r in table}):
         rs = [r for r in table if r.gpu == gpu]
         peak, bandwidth = (
@@ -314,16 +316,11 @@ def chart(table: Sequence[Row], sheets: dict[str, Datasheet], out_stem: Path) ->
             (peak, bandwidth / 1e3, "-", "measured"),
             (sheet.tf32_tflops, sheet.memory_tbps, "--", "datasheet TF32"),
         ):
-            ax.plot(x, [min(top, mem * v) for v in x], style, color=styles.get(gpu, OTHER_COLOUR), linewidth=1)
-            ax.annotate(
-                f"{gpu} {what} {top:.0f}",
-                (x[-1], top),
-                fontsize=7,
-                ha="right",
-                va="bottom",
-                xytext=(0, 9 * len(ax.texts)),
-                textcoords="offset points",
+            label = f"{gpu} {what}: {top:.0f} TFLOP/s, {mem:.2f} TB/s"
+            (line,) = ax.plot(
+                x, [min(top, mem * v) for v in x], style, color=styles.get(gpu, OTHER_COLOUR), linewidth=1, label=label
             )
+            ceilings.append(line)
     markers = {"H100": "o", "H200": "s"}
     for r in table:
         ax.scatter(
@@ -332,11 +329,15 @@ def chart(table: Sequence[Row], sheets: dict[str, Datasheet], out_stem: Path) ->
     for workload in sorted({r.workload for r in table}):
         best = max((r for r in table if r.workload == workload), key=lambda r: r.tflops)
         ax.annotate(workload, (best.intensity, best.tflops), fontsize=7, xytext=(4, 2), textcoords="offset points")
-    handles = [plt.Line2D([], [], marker=m, linestyle="", color="black", label=g) for g, m in markers.items()] + [
-        plt.Line2D([], [], marker="o", linestyle="", color=BACKEND_COLOURS[b], label=b)
-        for b in sorted({r.backend for r in table})
-        if b in BACKEND_COLOURS
-    ]
+    handles = (
+        ceilings
+        + [plt.Line2D([], [], marker=m, linestyle="", color="black", label=g) for g, m in markers.items()]
+        + [
+            plt.Line2D([], [], marker="o", linestyle="", color=BACKEND_COLOURS[b], label=b)
+            for b in sorted({r.backend for r in table})
+            if b in BACKEND_COLOURS
+        ]
+    )
     ax.legend(handles=handles, fontsize=8, loc="lower right")
     ax.set_xscale("log")
     ax.set_yscale("log")
