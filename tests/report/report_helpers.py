@@ -11,8 +11,10 @@ from typing import Any
 from benchmarks.logs import EpochLogWriter, EpochRecord, write_metadata
 
 REPO = Path(__file__).resolve().parents[2]
-# The reference data lives beside the checkout (../shared/reference); REFERENCE_DIR overrides it.
-REFERENCE = Path(os.environ.get("REFERENCE_DIR", REPO.parent / "shared" / "reference"))
+# The reference data lives beside the checkout (../shared/reference), or under KCB_SHARED_DIR (which .ci/run sets);
+# REFERENCE_DIR overrides both.
+SHARED = Path(os.environ.get("KCB_SHARED_DIR", REPO.parent / "shared"))
+REFERENCE = Path(os.environ.get("REFERENCE_DIR", SHARED / "reference"))
 
 
 @dataclass(frozen=True)
