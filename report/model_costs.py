@@ -1,7 +1,8 @@
 """Model FLOPs and bytes per training step, from XLA's cost analysis of each workload's Keras train step on JAX.
 
 Each workload's model is built as the runner builds it (its `build_model` and `compile_args`, its published batch
-size, its real input shapes from the loader's labelled synthetic data of the same shapes), and Keras's stateless
+size, its input shapes and vocabulary from the short suite's slice of its data, or from labelled synthetic data of
+the same shapes where the data are not on this machine), and Keras's stateless
 `train_step(state, batch)` is lowered and compiled by `jax.jit` on this machine's JAX device. XLA's cost analysis
 of the compiled program gives 'flops' and 'bytes accessed': the program XLA would run here (after its fusions, on
 the CPU where this runs), not a count of the model's textbook operations, and not what cuDNN or XLA's GPU
@@ -19,7 +20,7 @@ import os
 import sys
 import tomllib
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from benchmarks import workloads
 COSTS_FILE = Path(__file__).parent / "data" / "model_costs.toml"
 HOW = (
     "jax.jit(model.train_step).lower(state, batch).compile().cost_analysis() on CPU; recurrent layers unrolled; "
-    "synthetic batch of the real shapes"
+    "the model built on the short suite's data"
 )
 
 
@@ -39,6 +40,7 @@ class ModelCost:
     flops_per_step: float
     bytes_per_step: float
     parameters: int
+    data: str  # the dataset its shapes and vocabulary came from
     jax: str
     keras: str
     how: str = HOW
@@ -55,15 +57,21 @@ def measure(name: str) -> ModelCost:
     import jax
     import keras
 
-    from benchmarks.data.files import FileLocations
+    from benchmarks.data.files import DatasetUnavailable, FileLocations
     from benchmarks.data.loaders import SYNTHETIC_NAME
     from benchmarks.data.types import DataRequest, head
 
     module = workloads.load(name)
     size = module.SPEC.batch_size
-    # Several batches: the text loaders count characters, not samples.
-    request = DataRequest(SYNTHETIC_NAME, train_limit=8 * size, val_limit=size, batch_size=size)
-    data = module.load_data(request, FileLocations.from_env(offline=True))
+    # The data the short suite's repeats trained on: a model's size can follow its data (fastText's n-gram
+    # vocabulary over both splits, a text generator's characters), and with it the optimizer's work per step.
+    cut = module.SPEC.short
+    limits = (cut.train_limit, cut.val_limit) if cut else (None, None)
+    request = DataRequest(module.SPEC.datasets[0], *limits, batch_size=size)
+    try:
+        data = module.load_data(request, FileLocations.from_env(offline=True))
+    except DatasetUnavailable:  # the same shapes, labelled synthetic, as the runner's --allow-synthetic
+        data = module.load_data(replace(request, dataset=SYNTHETIC_NAME), FileLocations.from_env(offline=True))
     if isinstance(data.x_train, keras.utils.PyDataset):  # batches itself, e.g. augmentation on the CPU
         batch = tuple(data.x_train[0])
     else:
@@ -92,6 +100,7 @@ def measure(name: str) -> ModelCost:
         flops_per_step=float(analysis["flops"]),
         bytes_per_step=float(analysis["bytes accessed"]),
         parameters=int(model.count_params()),
+        data=data.info.dataset,
         jax=jax.__version__,
         keras=keras.__version__,
     )

@@ -17,6 +17,7 @@ import pytest
 from benchmarks.logs import find_logs, read_epoch_log
 from report import roofline
 from report.model_costs import load_costs
+from tests.support.datasets import prefill_keras_cache
 
 REPO = Path(__file__).resolve().parents[2]
 LOGS = REPO / "logs" / "reference"
@@ -26,12 +27,14 @@ ANALYTIC_TOLERANCE = 0.05
 
 
 @pytest.fixture(scope="module")
-def recomputed() -> dict[str, dict[str, float]]:
+def recomputed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, float]]:
     # One fresh process: the cost analysis needs Keras on JAX, whatever backend this one imported.
+    home = tmp_path_factory.mktemp("keras-home")
+    prefill_keras_cache(home)
     done = subprocess.run(
         [sys.executable, "-m", "report.model_costs", "mnist_mlp", "imdb_fasttext", "--print"],
         cwd=REPO,
-        env={**os.environ, "KERAS_BACKEND": "jax"},
+        env={**os.environ, "KERAS_BACKEND": "jax", "KERAS_HOME": str(home)},
         capture_output=True,
         text=True,
         timeout=600,
@@ -48,6 +51,15 @@ def test_the_committed_costs_are_what_the_models_give(recomputed: dict[str, dict
         assert fresh["batch_size"] == kept.batch_size and fresh["parameters"] == kept.parameters
         assert fresh["flops_per_step"] == pytest.approx(kept.flops_per_step, rel=0.02)
         assert fresh["bytes_per_step"] == pytest.approx(kept.bytes_per_step, rel=0.1)
+
+
+def test_each_costed_model_is_the_size_of_the_runs_model() -> None:
+    # The optimizer's work per step follows the model's size, which for fastText follows its data's vocabulary.
+    costs = load_costs()
+    for path in find_logs(LOGS):
+        meta = json.loads(path.with_suffix(".json").read_text())
+        if meta["run_id"].startswith("gpu-repeats-"):
+            assert costs[meta["workload"]].parameters == meta["parameters"], path
 
 
 def test_mnist_mlp_matches_its_matmuls(recomputed: dict[str, dict[str, float]]) -> None:
