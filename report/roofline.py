@@ -99,10 +99,6 @@ class Row:
     memory_floor: float  # share of the epoch the traffic needs at the measured bandwidth
     bound: str
 
-    @property
-    def ridge(self) -> float:
-        return self.gemm_tflops * 1e3 / self.peak_memory_gbps
-
 
 def _run(meta: RunMetadata, steady: Sequence[float]) -> Run:
     devices = int((meta.distribution or {}).get("devices") or 1)
