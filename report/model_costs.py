@@ -16,6 +16,7 @@ count (their time steps written out), which the trained model does not do.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tomllib
@@ -116,7 +117,7 @@ def to_toml(costs: Sequence[ModelCost]) -> str:
         lines += ["", f"[{cost.workload}]"]
         for key, value in asdict(cost).items():
             if key != "workload":
-                lines.append(f"{key} = {value!r}".replace("'", '"'))
+                lines.append(f"{key} = {json.dumps(value)}")  # a JSON string or number is TOML too
     return "\n".join(lines) + "\n"
 
 
