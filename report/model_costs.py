@@ -67,7 +67,7 @@ def measure(name: str) -> ModelCost:
     # The data the short suite's repeats trained on: a model's size can follow its data (fastText's n-gram
     # vocabulary over both splits, a text generator's characters), and with it the optimizer's work per step.
     cut = module.SPEC.short
-    limits = (cut.train_limit, cut.val_limit) if cut else (None, None)
+    limits: tuple[int | None, int | None] = (cut.train_limit, cut.val_limit) if cut else (None, None)
     request = DataRequest(module.SPEC.datasets[0], *limits, batch_size=size)
     try:
         data = module.load_data(request, FileLocations.from_env(offline=True))
