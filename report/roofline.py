@@ -206,14 +206,14 @@ def advice(workload_rows: Sequence[Row]) -> str:
     hosts = sum(r.bound == HOST for r in workload_rows)
     most = max(busy, default=0.0)
     floor = max(r.compute_floor for r in workload_rows)
+    memory = max(r.memory_floor for r in workload_rows)
     if hosts * 2 > len(workload_rows):
         return (
-            f"no: {hosts} of {len(workload_rows)} runs are host-bound; the GPU is busy at most {_pct(most)} of an "
-            f"epoch, so even a GPU that took no time would save at most that, and the arithmetic needs "
-            f"{_pct(floor)} or less at the measured peak. A faster host loop (compiled epochs, larger steps per "
-            "execution) would."
+            f"no: {hosts} of {len(workload_rows)} GPU and backend pairs are host-bound; the GPU is busy at most "
+            f"{_pct(most)} of an epoch, so even a GPU that took no time would save at most that (the arithmetic "
+            f"needs {_pct(floor)} or less at the measured peak, the traffic {_pct(memory)} or less). A faster host "
+            "loop (compiled epochs, more steps per execution) would."
         )
-    memory = max(r.memory_floor for r in workload_rows)
     if max(floor, memory) * 2 < most:
         return (
             f"little: the GPU is busy up to {_pct(most)} of an epoch, but the arithmetic needs {_pct(floor)} or less "
@@ -246,7 +246,9 @@ def section(logs: Path, costs: dict[str, ModelCost] | None = None, markdown: Pat
         "",
         "Model FLOPs and bytes per training step are XLA's cost analysis of each workload's Keras train step "
         "(`python -m report.model_costs`: the program XLA would run on the CPU, recurrent layers unrolled; the "
-        "validation pass is not counted, so the rates are lower bounds). *achieved*: training FLOPs per steady "
+        "validation pass is not counted, so the rates are lower bounds; the bytes are the CPU program's, whose "
+        "fusions differ from the GPU's, so a memory floor above the busy share overstates the GPU's traffic). "
+        "*achieved*: training FLOPs per steady "
         "epoch over its seconds; *% measured*: of the run's float32 GEMM fingerprint (TF32, as the defaults "
         "multiply); *% datasheet*: of the board's dense TF32 peak. *GPU busy*: the share of the steady epochs NVML "
         "saw a kernel running; the rest is the framework's host loop. *compute floor* and *memory floor*: the "
