@@ -196,16 +196,20 @@ def between_machine_sd(configurations: Sequence[Mapping[str, Sequence[float]]]) 
 
 
 def next_machine_interval(by_machine: Mapping[str, Sequence[float]], between_sd: float) -> Estimate:
-    """Where the median of the next separately started machine should fall: the hierarchical bootstrap of the
-    median (machines, then runs) times a machine's own offset, drawn log-normal with `between_sd`. Needs
-    MIN_REPEATS_FOR_INTERVAL runs in all."""
+    """Where the median of the next separately started machine should fall, as a random-effects prediction: the
+    median of the k measured machines' runs (each machine's runs resampled, the machines kept) times the next
+    machine's offset from them, drawn log-normal with sd `between_sd` * sqrt(1 + 1/k). The 1/k is how far the k
+    measured machines' centre may itself stray from that of all machines: one measured machine is no better a
+    guide to the next than the next is to it. Needs MIN_REPEATS_FOR_INTERVAL runs in all."""
     clusters = [np.asarray(v, float) for v in by_machine.values() if len(v)]
     pooled = np.concatenate(clusters)
     median = float(np.median(pooled))
     if len(pooled) < MIN_REPEATS_FOR_INTERVAL:
         return Estimate(value=median, n=len(pooled), machines=len(clusters))
     rng = np.random.default_rng(BOOTSTRAP_SEED)
-    draws = _bootstrap_medians(clusters, rng) * np.exp(between_sd * rng.standard_normal(BOOTSTRAP_RESAMPLES))
+    within = np.median(np.hstack([rng.choice(c, (BOOTSTRAP_RESAMPLES, len(c))) for c in clusters]), axis=1)
+    offset_sd = between_sd * math.sqrt(1 + 1 / len(clusters))
+    draws = within * np.exp(offset_sd * rng.standard_normal(BOOTSTRAP_RESAMPLES))
     low, high = _percentiles(draws)
     return Estimate(median, len(pooled), low, high, CONFIDENCE, "next-machine bootstrap", machines=len(clusters))
 

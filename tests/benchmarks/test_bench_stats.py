@@ -219,6 +219,19 @@ def _machines_drawn(configurations: int, machines: int, between: float, seed: in
     return drawn
 
 
+def test_one_measured_machine_predicts_the_next_with_both_machines_offsets() -> None:
+    """Two machines per configuration: held out in turn, one machine predicts the other, whose offset from it is
+    the difference of two machines' offsets (sd sqrt(2) x the spread), not of one: the interval covers it."""
+    rng = np.random.default_rng(5)
+    configurations = [
+        {f"{i}{m}": list(np.exp(0.15 * rng.standard_normal() + 0.05 * rng.standard_normal(4))) for m in "ab"}
+        for i in range(80)  # each configuration on its own two machines: the others give the spread
+    ]
+    checks = leave_one_machine_out(configurations)
+    assert len(checks) == 80 * 2
+    assert sum(c.inside for c in checks) / len(checks) >= 0.9
+
+
 def test_leave_one_machine_out_covers_the_held_out_machines() -> None:
     configurations = _machines_drawn(40, 3, between=0.15, seed=3)
     checks = leave_one_machine_out(configurations)
