@@ -304,7 +304,7 @@ class Comparison:
 
     ratio: Estimate  # median(candidate) / median(base): below 1 means the candidate is faster
     p_value: float | None
-    verdict: str  # one of VERDICTS
+    verdict: str  # FASTER, SLOWER, SAME or TOO_FEW
 
     @property
     def beyond_noise(self) -> bool:
@@ -334,7 +334,6 @@ class Comparison:
 
 
 FASTER, SLOWER, SAME, TOO_FEW = "faster", "slower", "no difference beyond noise", "too few repeats"
-VERDICTS = (FASTER, SLOWER, SAME, TOO_FEW)
 
 
 def compare(
