@@ -431,26 +431,40 @@ class GCEProvider(Provider):
         return InstanceState.UNKNOWN
 
     def ended_at(self, instance: Instance) -> float | None:
-        """A stopped VM's `lastStopTimestamp` (a VM that deleted itself is gone, and its time with it)."""
+        """A stopped VM's `lastStopTimestamp`; for a deleted VM, the `endTime` of its finished `delete` operation
+        (the zone keeps its operations after the VM is gone). None where neither exists: a VM that deleted itself
+        at its `maxRunDuration` leaves no delete operation."""
         found = self._get(instance)
-        if found is None or found.status != "TERMINATED" or not found.last_stop_timestamp:
+        if found is None:
+            return self._deleted_at(instance)
+        if found.status != "TERMINATED" or not found.last_stop_timestamp:
             return None
         return _epoch(found.last_stop_timestamp)
+
+    def _deleted_at(self, instance: Instance) -> float | None:
+        ends = [
+            _epoch(operation.end_time)
+            for operation in self._operations_on(instance, "delete")
+            if operation.status == compute_v1.Operation.Status.DONE and operation.end_time
+        ]
+        return max((end for end in ends if end is not None), default=None)
 
     def _was_preempted(self, instance: Instance) -> bool:
         """Whether Compute Engine recorded a `compute.instances.preempted` operation for this VM.
 
         That operation is the documented way to tell a preemption from a stop or a deletion.
         """
+        return bool(self._operations_on(instance, "compute.instances.preempted"))
+
+    def _operations_on(self, instance: Instance, kind: str) -> list[compute_v1.Operation]:
+        """The zone's operations of one type whose target is this VM."""
         request = compute_v1.ListZoneOperationsRequest(
-            project=self.project_id(),
-            zone=instance.zone,
-            filter='operationType = "compute.instances.preempted"',
+            project=self.project_id(), zone=instance.zone, filter=f'operationType = "{kind}"'
         )
         suffix = f"/zones/{instance.zone}/instances/{instance.instance_id}"
         with _calling(f"listing the operations of {instance.zone}"):
             operations = self._client(compute_v1.ZoneOperationsClient).list(request=request, retry=RETRY)
-            return any(operation.target_link.endswith(suffix) for operation in operations)
+            return [operation for operation in operations if operation.target_link.endswith(suffix)]
 
     def _get(self, instance: Instance) -> compute_v1.Instance | None:
         """The VM as Compute Engine reports it; None once it is deleted."""

@@ -243,6 +243,13 @@ class GCEFake:
             if instance is not None:
                 self._stop(instance, delete=False)
 
+    def reach_max_run_duration(self, zone: str, name: str) -> None:
+        """The VM's `maxRunDuration` ran out now: Compute Engine deletes it and records no delete operation."""
+        with self._lock:
+            instance = self._instances.get((self.project, zone, name))
+            if instance is not None:
+                self._stop(instance, delete=True)
+
     def running_startup_scripts(self) -> list[dict[str, str]]:
         """name, zone, startup-script and service account of every RUNNING VM that has a startup script."""
         found = []

@@ -161,6 +161,34 @@ def test_a_gce_vm_that_powered_off_is_billed_to_its_last_stop(
     assert gce.live_instances() == [] and not run_key_path(run_id).exists()
 
 
+def test_a_gce_vm_deleted_by_an_orchestrator_killed_before_it_wrote_so_is_billed_to_the_delete_operation(
+    gce: GCEFake, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The orchestrator deleted its VM and died before the ledger learned it: nothing is listed, but the zone's
+    finished `delete` operation says when the VM ended, and the sweep bills it to that time."""
+    run_id = "20250101T000000Z-gdel"
+    request = replace(gce_request(), run_id=run_id, tags={"owner": owner_id(), "expiry": "1900000000"})
+    provider = GCEProvider()
+    instance = provider.wait_until_running(provider.launch(request), 30)
+    launched = time.time() - 300
+    provider.terminate(instance)
+    deleted = time.time()
+    run = dead_run(run_id, "gce", "gce-t4")
+    run.instances.append(InstanceRecord("gce", instance.instance_id, instance.zone, False, launched,
+                                        expires_at=time.time() + 3600))  # fmt: skip
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    ledger.append(run)
+    time.sleep(1.5)  # the sweep comes later: its own time must not be billed
+
+    code, out = sweep(ledger.path, "gce", capsys)
+    assert code == 0, out
+    assert f"billed {instance.instance_id} to " in out and "when gce recorded its end" in out
+    [billed] = ledger.runs()[run_id].instances
+    assert billed.terminated_by == "provider" and billed.terminated_at is not None
+    assert deleted - 1 <= billed.terminated_at <= deleted + 1
+    assert ledger.runs()[run_id].estimated_cost_usd is not None
+
+
 def test_a_gce_vm_that_deleted_itself_at_its_expiry_is_billed_to_its_expiry(
     gce: GCEFake, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -170,7 +198,9 @@ def test_a_gce_vm_that_deleted_itself_at_its_expiry_is_billed_to_its_expiry(
     request = replace(gce_request(), run_id=run_id, tags={"owner": owner_id(), "expiry": "1900000000"})
     provider = GCEProvider()
     instance = provider.wait_until_running(provider.launch(request), 30)
-    provider.terminate(instance)  # gone, as after instanceTerminationAction=DELETE
+    gce.reach_max_run_duration(instance.zone or "", instance.instance_id)
+    while gce.all_instances():  # STOPPING for a moment, then gone
+        time.sleep(0.05)
     run = dead_run(run_id, "gce", "gce-t4")
     launched = time.time() - 600
     record = InstanceRecord("gce", instance.instance_id, instance.zone, False, launched, expires_at=launched + 540)
