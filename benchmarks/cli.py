@@ -23,6 +23,7 @@ from benchmarks.command import RunnerCommand
 from benchmarks.harness.backends import BACKENDS, FLOAT32_MATMUL, Overrides
 from benchmarks.harness.distribution import BATCH_POLICIES, SAME_GLOBAL, DistributionError, check_request, parse_gpus
 from benchmarks.suites import SUITES, get_suite
+from benchmarks.work import WorkItem, item_command
 from benchmarks.workloads import WORKLOADS
 
 EXIT_FAILED = 1
@@ -303,7 +304,7 @@ def _run_repeats(
     seen_notes: set[str],
 ) -> int:
     """Every (workload, backend) item in fresh processes, round robin; then the table of medians."""
-    from benchmarks.repeats import Item, RepeatPolicy, run_repeats
+    from benchmarks.repeats import RepeatPolicy, run_repeats
     from benchmarks.summary import print_table, summarize
 
     policy = RepeatPolicy(args.repeats, args.target_ci, args.budget, args.max_repeats)
@@ -313,14 +314,14 @@ def _run_repeats(
         return _usage_error(str(exc))
     run_id = args.run_id or new_run_id()
     run_dir = args.out / args.platform / run_id
-    items = [Item(name, backend) for backend in backends for name in names]
+    items = [WorkItem(name, backend) for backend in backends for name in names]
     plan = f"{policy.repeats} repeats" if not policy.adaptive else f"until +-{policy.target_ci_pct:g}% (95% CI)"
     print(f"{len(items)} items x {plan}, each a fresh process, round robin; logs in {run_dir}", flush=True)
 
-    def launch(item: Item, index: int) -> int:
-        command = _runner_command(args, (item.workload,), item.backend, run_id, suite, synthetic)
-        command = replace(command, repeat_index=index, repeat_group=run_id, repeat_planned=policy.planned)
-        print(f"--- repeat {index}: {item.workload} [{item.backend}]", flush=True)
+    def launch(item: WorkItem) -> int:
+        shared = _runner_command(args, (item.workload,), item.backend, run_id, suite, synthetic)
+        command = item_command(shared, item, policy.planned)
+        print(f"--- repeat {item.repeat}: {item.workload} [{item.backend}]", flush=True)
         return _stream([sys.executable, "-m", "benchmarks", *command.argv()], seen_notes)
 
     outcome = run_repeats(items, policy, run_dir, run_id, launch)

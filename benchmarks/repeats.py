@@ -11,6 +11,10 @@ median, or the time budget (`--budget`) or `--max-repeats` runs out; an item tha
 early. The order-statistic interval needs 6 repeats before it reaches 95 % coverage, so adaptive runs do at least 6.
 What was reached is written to `repeats.json` in the run folder. Repeats run again into the same folder (same run
 id) continue the numbering. Importable without any framework.
+
+The round order is this module's for every scheduler of repeats: the runner's (`run_repeats`), the orchestrator's
+plan (`planned_rounds`) and the GPU session tool's budgeted rounds (`round_order` with the repeats already held,
+`fill_levels`).
 """
 
 from __future__ import annotations
@@ -18,28 +22,21 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from benchmarks.logs import LogFormatError, find_logs, read_epoch_log
 from benchmarks.metadata import Status
 from benchmarks.stats import CONFIDENCE, median_estimate
+from benchmarks.work import WorkItem
 
 ADAPTIVE_MIN_REPEATS = 6  # the fewest for which the order-statistic interval of a median covers 95 %
 DEFAULT_MAX_REPEATS = 30
 SUMMARY_FILE = "repeats.json"
 
-
-@dataclass(frozen=True)
-class Item:
-    workload: str
-    backend: str
-
-    @property
-    def stem(self) -> str:
-        return f"{self.workload}_{self.backend}"
+T = TypeVar("T", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -88,15 +85,36 @@ class ItemResult:
     stability_labels: dict[str, int] = field(default_factory=dict)
 
 
-def round_order(items: Sequence[Item], round_index: int) -> list[Item]:
-    """Round robin, each round starting one item later than the last."""
+def round_order(
+    items: Sequence[T], round_index: int, done: Mapping[T, int] | None = None, level: int | None = None
+) -> list[T]:
+    """Round robin, each round starting one item later than the last. With `done` (the repeats each item holds
+    already) and `level`: only the items below `level`, the least measured first, ties in the rotated order."""
     if not items:
         return []
     shift = round_index % len(items)
-    return [*items[shift:], *items[:shift]]
+    rotated = [*items[shift:], *items[:shift]]
+    if done is None or level is None:
+        return rotated
+    return sorted((item for item in rotated if done[item] < level), key=lambda item: done[item])
 
 
-def steady_medians(run_dir: Path, item: Item) -> tuple[list[float], dict[str, int]]:
+def fill_levels(done: Mapping[Any, int], target: int) -> range:
+    """The levels of budgeted rounds: each round raises every item below its level by one repeat, up to `target`
+    repeats in all, so that a budget cut leaves the items evenly measured rather than some with many and some with
+    none."""
+    return range(min(done.values(), default=0) + 1, target + 1)
+
+
+def planned_rounds(items: Sequence[WorkItem], repeats: int) -> tuple[WorkItem, ...]:
+    """A fixed number of repeats, planned ahead: every item's repeat 1 in round-robin order, then repeat 2, ...;
+    a single repeat keeps the items plain (no repeat index, the runner's plain file names)."""
+    if repeats == 1:
+        return tuple(items)
+    return tuple(item.at_repeat(r + 1) for r in range(repeats) for item in round_order(items, r))
+
+
+def steady_medians(run_dir: Path, item: WorkItem) -> tuple[list[float], dict[str, int]]:
     """Each finished repeat's median steady-epoch time, and how many repeats got each stability label."""
     medians: list[float] = []
     labels: dict[str, int] = {}
@@ -117,26 +135,26 @@ def steady_medians(run_dir: Path, item: Item) -> tuple[list[float], dict[str, in
     return medians, labels
 
 
-def _repeat_index(stem: str, item: Item) -> int | None:
+def _repeat_index(stem: str, item: WorkItem) -> int | None:
     """The repeat index in a file stem of `item` (`mnist_mlp_jax.r02` -> 2), None for other files."""
     base, dot, repeat = stem.rpartition(".")
     if not dot or not repeat.startswith("r") or not repeat[1:].isdigit():
         return None
-    return int(repeat[1:]) if base in (item.stem, f"{item.stem}_synthetic") else None
+    return int(repeat[1:]) if base in (item.base_stem, f"{item.base_stem}_synthetic") else None
 
 
-def _is_repeat_of(stem: str, item: Item) -> bool:
+def _is_repeat_of(stem: str, item: WorkItem) -> bool:
     return _repeat_index(stem, item) is not None
 
 
-def repeats_done(run_dir: Path, item: Item) -> int:
+def repeats_done(run_dir: Path, item: WorkItem) -> int:
     """The highest repeat index already in `run_dir` for `item`: a rerun into the same folder adds repeats after
     it rather than overwriting them."""
     indices = [_repeat_index(path.stem, item) for path in run_dir.glob("*.csv")] if run_dir.is_dir() else []
     return max((i for i in indices if i is not None), default=0)
 
 
-def evaluate(run_dir: Path, item: Item, policy: RepeatPolicy, failed: int = 0) -> ItemResult:
+def evaluate(run_dir: Path, item: WorkItem, policy: RepeatPolicy, failed: int = 0) -> ItemResult:
     medians, labels = steady_medians(run_dir, item)
     result = ItemResult(item.workload, item.backend, len(medians), failed, medians, stability_labels=labels)
     if not medians:
@@ -182,14 +200,15 @@ INTERRUPTED = 130
 
 
 def run_repeats(
-    items: Sequence[Item],
+    items: Sequence[WorkItem],
     policy: RepeatPolicy,
     run_dir: Path,
     group: str,
-    launch: Callable[[Item, int], int],
+    launch: Callable[[WorkItem], int],
     clock: Callable[[], float] = time.monotonic,
 ) -> Outcome:
-    """Run `launch(item, repeat_index)` round robin until the policy is satisfied; write repeats.json.
+    """Run `launch(item)` round robin, each item at its next repeat index, until the policy is satisfied; write
+    repeats.json.
 
     `launch` starts one fresh process for one repeat and returns its exit code (130: interrupted, which stops the
     whole plan). A budget stops new repeats from starting; a running one is never cut.
@@ -208,7 +227,7 @@ def run_repeats(
             if policy.budget_s is not None and clock() - started >= policy.budget_s:
                 outcome.stopped = "budget spent"
                 break
-            code = launch(item, earlier[item] + round_index + 1)
+            code = launch(item.at_repeat(earlier[item] + round_index + 1))
             outcome.exit_codes.append(code)
             failures[item] += code != 0
             if code == INTERRUPTED:

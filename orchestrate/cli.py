@@ -27,7 +27,9 @@ from benchmarks.cli import new_run_id
 from benchmarks.command import BATCH_POLICIES
 from benchmarks.harness.backends import BACKENDS
 from benchmarks.harness.distribution import SINGLE_DEVICE_BACKENDS, TORCH_SINGLE_DEVICE
+from benchmarks.repeats import planned_rounds
 from benchmarks.suites import SUITES, UnknownSuite, get_suite
+from benchmarks.work import WorkItem
 from orchestrate.detached import DETACHED_IMAGE_SOURCES, DetachedError, DetachedSpec, boot_script
 from orchestrate.detached_runs import (
     DetachedRunError,
@@ -65,7 +67,7 @@ from orchestrate.fanout import (
 from orchestrate.fanout import Manifest as FanoutManifest
 from orchestrate.images import IMAGE_SOURCES, default_build_spec, default_image_ref, is_registry_ref
 from orchestrate.lifecycle import Interrupted, Lifecycle, Outcome, raise_interrupted
-from orchestrate.plan import RunPlan, WorkItem
+from orchestrate.plan import RunPlan
 from orchestrate.progress import make_reporter
 from orchestrate.provider import Capability, InstanceState, Provider, ProviderError
 from orchestrate.recover import recover_dead_runs, recover_run
@@ -793,14 +795,13 @@ def _make_plan(args: argparse.Namespace, profile: Profile, provider: Provider) -
     _check_limits(args, profile)
     _check_devices(args.gpus, profile, backends, exact_shape=provider.has(Capability.BILLABLE))
     image = args.image or default_image_ref(profile.docker_image)
-    repeats = range(1, args.repeats + 1) if args.repeats > 1 else (None,)
     return RunPlan(
         run_id=args.run_id or new_run_id(),
         profile=profile,
         platform=platform,
         suite=suite.name,
         # round robin: repeat 1 of every item, then repeat 2..., so a slow drift does not favour one item
-        items=tuple(WorkItem(w, b, r) for r in repeats for b in backends for w in workloads),
+        items=planned_rounds([WorkItem(w, b) for b in backends for w in workloads], args.repeats),
         spot=spot,
         image_ref=image,
         image_source=args.image_source,

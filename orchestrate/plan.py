@@ -1,41 +1,16 @@
 """What one orchestrated run will do, decided and validated before anything starts (see orchestrate.cli): the
-machine profile, the work items (workload x backend x repeat), the image, the limits, and the runner's command
-line for each item."""
+machine profile, the work items (`benchmarks.work.WorkItem`: workload x backend x repeat, in the order of
+`benchmarks.repeats.planned_rounds`), the image, the limits, and the runner's command line for each item."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.command import RunnerCommand, repeat_stem
+from benchmarks.command import RunnerCommand
+from benchmarks.work import WorkItem, item_command
 from orchestrate.images import BuildSpec
 from records.catalog import Profile
-
-
-@dataclass(frozen=True)
-class WorkItem:
-    workload: str
-    backend: str
-    repeat: int | None = None  # 1-based with `--repeats`; None: one measurement, the runner's plain file names
-
-    @property
-    def label(self) -> str:
-        return f"{self.workload} [{self.backend}]" + (f" #{self.repeat}" if self.repeat is not None else "")
-
-    @property
-    def stem(self) -> str:
-        return repeat_stem(f"{self.workload}_{self.backend}", self.repeat)
-
-    def container_name(self, run_id: str) -> str:
-        return f"{run_id}-{self.workload}-{self.backend}" + (f"-r{self.repeat}" if self.repeat is not None else "")
-
-    def owns_log(self, name: str) -> bool:
-        """Whether a file the runner wrote is this item's: `<workload>_<backend>[_synthetic][.rII].csv|.json`."""
-        base = f"{self.workload}_{self.backend}"
-        return name.endswith((".csv", ".json")) and name.rsplit(".", 1)[0] in (
-            repeat_stem(base, self.repeat),
-            repeat_stem(f"{base}_synthetic", self.repeat),
-        )
 
 
 @dataclass(frozen=True)
@@ -79,7 +54,7 @@ class RunPlan:
 
     def runner_command(self, item: WorkItem) -> RunnerCommand:
         """The runner invocation of one container run (the image entrypoint form)."""
-        return RunnerCommand(
+        shared = RunnerCommand(
             workloads=(item.workload,),
             backend=item.backend,
             platform=self.platform,
@@ -92,7 +67,5 @@ class RunPlan:
             val_limit=self.val_limit,
             gpus=self.gpus,
             batch_policy=self.batch_policy,
-            repeat_index=item.repeat,
-            repeat_group=self.run_id if item.repeat is not None else None,
-            repeat_planned=self.repeats if item.repeat is not None else None,
         )
+        return item_command(shared, item, self.repeats)

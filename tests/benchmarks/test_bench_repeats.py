@@ -8,22 +8,34 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from benchmarks.logs import EpochLogWriter, EpochRecord, write_metadata
-from benchmarks.repeats import ADAPTIVE_MIN_REPEATS, SUMMARY_FILE, Item, RepeatPolicy, round_order, run_repeats
+from benchmarks.repeats import (
+    ADAPTIVE_MIN_REPEATS,
+    SUMMARY_FILE,
+    RepeatPolicy,
+    fill_levels,
+    planned_rounds,
+    round_order,
+    run_repeats,
+)
+from benchmarks.work import WorkItem
 
-ITEMS = [Item("mnist_mlp", "jax"), Item("mnist_cnn", "jax"), Item("mnist_mlp", "torch")]
+ITEMS = [WorkItem("mnist_mlp", "jax"), WorkItem("mnist_cnn", "jax"), WorkItem("mnist_mlp", "torch")]
 
 
-def _writer(run_dir: Path, steady: dict[Item, list[float]], log: list[tuple[str, int]]):
+def _writer(run_dir: Path, steady: dict[WorkItem, list[float]], log: list[tuple[str, int]]):
     """A launcher that records its calls and writes one repeat's files, with steady epochs from `steady`."""
 
-    def launch(item: Item, index: int) -> int:
+    def launch(repeat: WorkItem) -> int:
+        assert repeat.repeat is not None
+        item, index = replace(repeat, repeat=None), repeat.repeat
         log.append((item.stem, index))
-        path = run_dir / f"{item.stem}.r{index:02d}.csv"
+        path = run_dir / f"{repeat.stem}.csv"
         writer = EpochLogWriter(path)
         writer.append(EpochRecord(0, 5.0, compiled=True))
         seconds = steady[item][(index - 1) % len(steady[item])]
@@ -47,6 +59,23 @@ def _writer(run_dir: Path, steady: dict[Item, list[float]], log: list[tuple[str,
 def test_round_robin_interleaves_items_and_rotates_the_start() -> None:
     assert [i.stem for i in round_order(ITEMS, 0)] == ["mnist_mlp_jax", "mnist_cnn_jax", "mnist_mlp_torch"]
     assert [i.stem for i in round_order(ITEMS, 1)] == ["mnist_cnn_jax", "mnist_mlp_torch", "mnist_mlp_jax"]
+
+
+def test_planned_rounds_number_each_round_in_its_rotated_order() -> None:
+    assert planned_rounds(ITEMS, 1) == tuple(ITEMS)  # one measurement: plain items, the runner's plain file names
+    assert [i.stem for i in planned_rounds(ITEMS[:2], 2)] == [
+        "mnist_mlp_jax.r01",
+        "mnist_cnn_jax.r01",
+        "mnist_cnn_jax.r02",
+        "mnist_mlp_jax.r02",
+    ]
+
+
+def test_budgeted_rounds_fill_the_least_measured_first() -> None:
+    done = {ITEMS[0]: 2, ITEMS[1]: 0, ITEMS[2]: 1}
+    assert list(fill_levels(done, 3)) == [1, 2, 3]
+    assert round_order(ITEMS, 0, done, level=2) == [ITEMS[1], ITEMS[2]]
+    assert round_order(ITEMS, 1, done, level=3) == [ITEMS[1], ITEMS[2], ITEMS[0]]
 
 
 def test_fixed_repeats_run_every_item_once_per_round_and_record_the_summary(tmp_path: Path) -> None:

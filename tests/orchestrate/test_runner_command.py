@@ -62,10 +62,13 @@ def test_repeats_are_interleaved_and_named_as_the_runner_names_them() -> None:
     )  # fmt: skip
     profile = get_profile(load_catalog(), "ssh-gpu")
     plan = _make_plan(args, profile, _make_provider(profile, args))
+    items = [(w, b) for b in ("jax", "tensorflow") for w in ("mnist_mlp", "imdb_fasttext")]
+    # repeat 1 of every item, then repeat 2, each round starting one item later (benchmarks.repeats.round_order)
     assert [(i.workload, i.backend, i.repeat) for i in plan.items] == [
-        (w, b, r) for r in (1, 2) for b in ("jax", "tensorflow") for w in ("mnist_mlp", "imdb_fasttext")
+        *((w, b, 1) for w, b in items),
+        *((w, b, 2) for w, b in [*items[1:], items[0]]),
     ]
-    argv = plan.runner_command(plan.items[5]).argv(entrypoint=True)
+    argv = plan.runner_command(plan.items[4]).argv(entrypoint=True)
     assert argv[:3] == ["imdb_fasttext", "--backend", "jax"]
     flags = dict(zip(argv[3::2], argv[4::2], strict=False))
     assert flags["--repeat-index"] == "2" and flags["--repeat-group"] == "g" and flags["--repeat-planned"] == "2"
