@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.command import RunnerCommand, repeat_stem
+from benchmarks.work import item_command
 from orchestrate.hostprep import INSTALL_DOCKER, INSTALL_NVIDIA_TOOLKIT
 from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.storage import GCS_ENDPOINT_ENV, StorageError, StorageURL
@@ -118,7 +119,7 @@ class DetachedSpec:
 
     def runner_argv(self, item: WorkItem) -> list[str]:
         """The image entrypoint's arguments for one item, the run id left as RUN_ID_TOKEN for the machine."""
-        command = RunnerCommand(
+        shared = RunnerCommand(
             workloads=(item.workload,),
             backend=item.backend,
             platform=self.platform,
@@ -131,11 +132,8 @@ class DetachedSpec:
             val_limit=self.val_limit,
             gpus=self.gpus,
             batch_policy=self.batch_policy,
-            repeat_index=item.repeat,
-            repeat_group=RUN_ID_TOKEN if item.repeat is not None else None,
-            repeat_planned=self.repeats if item.repeat is not None else None,
         )
-        return command.argv(entrypoint=True)
+        return item_command(shared, item, self.repeats).argv(entrypoint=True)
 
     def to_json(self) -> dict[str, Any]:
         """What the agent reads (`spec.json` on the machine and in the bucket)."""
