@@ -23,8 +23,10 @@ measured first (`--tag` names the machine);
 `sweep` times each backend's configurations a careful user would try (jit on/off, torch.compile,
 steps_per_execution, cuDNN or generic LSTM) for 3 epochs on the bounded suite's data; `suite` runs the bounded
 suite (published epochs and hyperparameters) with each backend's default settings; `overhead` measures the
-harness's overhead on the GPU. `--compile-cache DIR` keeps compiled programs (JAX, torch.compile) in DIR across the
-phase's fresh processes; each run records whether its compile hit it (benchmarks.harness.compile_cache).
+harness's overhead on the GPU; `headroom` trains each workload benchmarks.headroom supports by one compiled program
+per epoch, its data on the device, on the short suite's slice (`--tag` names the machine). `--compile-cache DIR`
+keeps compiled programs (JAX, torch.compile) in DIR across the phase's fresh processes; each run records whether
+its compile hit it (benchmarks.harness.compile_cache).
 """
 
 from __future__ import annotations
@@ -214,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
             manifest = _scaling(args, env, logs, console, deadline)
         elif args.phase == "variance":
             manifest = _variance(args, env, logs, console, deadline)
+        elif args.phase == "headroom":
+            manifest = _headroom(args, env, logs, console, deadline)
         else:
             items = plan(args.phase, args.backends, args.workloads, _preferred_dataset(args.carry), args.configs)
             manifest = [_run_item(item, args.platform, logs, env, console, deadline) for item in items]
@@ -397,6 +401,28 @@ def _variance(args: argparse.Namespace, env: dict[str, str], logs: Path, console
     return entries
 
 
+# The workloads benchmarks.headroom trains (kept here: that module imports Keras, which this machine may lack).
+HEADROOM_WORKLOADS = ("mnist_mlp", "mnist_cnn", "imdb_fasttext", "cifar10_cnn")
+HEADROOM_SUFFIX = ".headroom.json"
+
+
+def _headroom(args: argparse.Namespace, env: dict[str, str], logs: Path, console, deadline: float) -> list[dict]:
+    """Each host-bound workload's model trained by one compiled program per epoch, data on the device, on the
+    short suite's slice and data (benchmarks.headroom): what the GPU needs for the epoch the suite times."""
+    folder = logs / args.platform / f"gpu-headroom-{args.tag}"
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for workload in (w for w in args.workloads if w in HEADROOM_WORKLOADS):
+        command = [sys.executable, "-m", "benchmarks.headroom", "--workload", workload, "--cut", "short"]
+        command += ["--allow-synthetic", "--out", str(folder / f"{workload}{HEADROOM_SUFFIX}")]
+        if dataset := _preferred_dataset(args.carry):
+            command += ["--prefer-dataset", dataset]
+        console.write(f"\n### gpu-headroom-{args.tag} {workload}\n")
+        entry = {"phase": "headroom", "run_id": f"gpu-headroom-{args.tag}", "workload": workload, "backend": "jax"}
+        entries.append(_run_until(command, env, console, deadline - 10, {**entry, "returncode": None}, "stopped"))
+    return entries
+
+
 @dataclass(frozen=True)
 class ScalingConfig:
     devices: int
@@ -551,7 +577,12 @@ def collect(tarballs: Sequence[Path], logs: Path) -> list[Path]:
                 shutil.copy2(path, target)
                 target.with_suffix(".json").write_text(json.dumps(metadata.to_dict(), indent=2))
                 collected.add(target)
-    print(f"collected {len(collected)} complete runs into {logs}")
+            for path in sorted(Path(tmp).rglob(f"*{HEADROOM_SUFFIX}")):
+                target = logs / path.relative_to(tmp)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
+                collected.add(target)
+    print(f"collected {len(collected)} complete runs and headroom records into {logs}")
     return sorted(collected)
 
 
@@ -584,7 +615,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--backends", default="jax,torch")
     p = sub.add_parser("run", help="run a phase on the GPU machine")
     p.add_argument("--carry", type=Path, required=True)
-    phases = ("sweep", "suite", "overhead", "repeats", "variance", "scaling")
+    phases = ("sweep", "suite", "overhead", "repeats", "variance", "scaling", "headroom")
     p.add_argument("--phase", choices=phases, required=True)
     p.add_argument(
         "--repeats",
@@ -592,7 +623,7 @@ def _parser() -> argparse.ArgumentParser:
         default=3,
         help="repeats: per workload; scaling: per workload and configuration, counting --existing",
     )
-    p.add_argument("--tag", default="a", help="repeats, scaling: names this machine's run (gpu-repeats-TAG)")
+    p.add_argument("--tag", default="a", help="repeats, scaling, headroom: names this machine's run (gpu-PHASE-TAG)")
     p.add_argument("--device-counts", default="2", help="scaling: device counts beside one, e.g. 2,4")
     p.add_argument("--round-offset", type=int, default=0, help="scaling: rounds an earlier call already ran")
     p.add_argument(

@@ -24,6 +24,10 @@ Bound-by rule, per row (the median over its runs):
 A faster GPU can save at most the busy share of an epoch (the rest is the host loop waiting on nothing the GPU
 does), and the compute floor says how little of that busy time the arithmetic itself needs.
 
+Headroom (`gpu_session --phase headroom`, benchmarks.headroom): the same model trained by one compiled program per
+epoch with its data on the device; over the Keras JAX steady epoch of the same slice it is the GPU's share of that
+epoch, the rest the framework's host loop.
+
     python -m report.roofline logs/reference                 # the section, markdown
     python -m report.roofline logs/reference --chart OUT     # and the roofline chart, OUT.png and OUT.svg
 """
@@ -31,6 +35,7 @@ does), and the compute floor says how little of that busy time the arithmetic it
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tomllib
@@ -47,7 +52,8 @@ from report.today import GPUS, PLATFORMS, REPEATS_PREFIX
 
 DATASHEET_FILE = Path(__file__).parent / "data" / "datasheet.toml"
 HOST, MEMORY, COMPUTE = "host", "memory", "compute"
-HEADROOM_COMMAND = "python -m benchmarks.headroom --workload W --out headroom.json"
+HEADROOM_COMMAND = "python3 -m orchestrate.gpu_session run --carry .carry --phase headroom --tag TAG --out OUT"
+HEADROOM_GLOB = "gpu-headroom-*/*.headroom.json"  # what that phase leaves, collected beside the runs
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,7 @@ class Row:
     backend: str
     runs: int
     epoch_s: float
+    samples: float  # trained per device per epoch
     tflops: float  # achieved
     gemm_tflops: float  # measured peak
     datasheet_tflops: float
@@ -132,6 +139,72 @@ def measured(logs: Path) -> dict[tuple[str, str, str], list[Run]]:
     return found
 
 
+@dataclass(frozen=True)
+class Headroom:
+    """One compiled-loop measurement (benchmarks.headroom): the GPU's time for the epoch's arithmetic alone."""
+
+    gpu: str
+    workload: str
+    steady_s: float
+    train_samples: int
+    val_samples: int
+    source: str
+
+
+def headroom(logs: Path) -> dict[tuple[str, str], list[Headroom]]:
+    """(gpu, workload) -> the headroom records collected under each GPU's platform folder."""
+    found: dict[tuple[str, str], list[Headroom]] = {}
+    for gpu, platform in PLATFORMS.items():
+        for path in sorted((logs / platform).glob(HEADROOM_GLOB)):
+            record = json.loads(path.read_text())
+            if record.get("steady_median_s") is None:
+                continue
+            found.setdefault((gpu, record["workload"]), []).append(
+                Headroom(
+                    gpu=gpu,
+                    workload=record["workload"],
+                    steady_s=float(record["steady_median_s"]),
+                    train_samples=int(record["train_samples"]),
+                    val_samples=int(record.get("val_samples_evaluated") or 0),
+                    source=str(record.get("source", "")),
+                )
+            )
+    return found
+
+
+def headroom_lines(table: Sequence[Row], records: dict[tuple[str, str], list[Headroom]]) -> list[str]:
+    """Per workload and GPU: how much of the suite's JAX epoch the GPU's arithmetic needs when no host loop
+    drives it, and so how much is the framework's host loop."""
+    if not records:
+        return [
+            "Headroom (the same Keras model trained by a compiled loop with its data on the device, "
+            f"`{HEADROOM_COMMAND}`, then `collect`) has not been measured on these GPUs.",
+        ]
+    lines = [
+        "Headroom: the same Keras model, loss and optimizer trained by one compiled program per epoch with its "
+        "data on the device (JAX, `benchmarks.headroom`, on the short suite's slice, its validation pass "
+        "included). *compiled epoch*: the median of its steady epochs over the records; *GPU share*: compiled "
+        "over Keras's steady JAX epoch, what the GPU needs of that epoch; the rest is Keras's host loop "
+        "(callbacks, metrics, dispatch, data feeding).",
+        "",
+        "| workload | GPU | Keras JAX epoch s | compiled epoch s | records | GPU share | host loop share |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    keras_rows = {(r.gpu, r.workload): r for r in table if r.backend == "jax"}
+    for (gpu, workload), found in sorted(records.items()):
+        row = keras_rows.get((gpu, workload))
+        compiled = statistics.median(h.steady_s for h in found)
+        if row is None or any(h.train_samples != round(row.samples) for h in found):
+            lines.append(f"| {workload} | {gpu} | n/a | {compiled:.3f} | {len(found)} | not the suite's slice | |")
+            continue
+        share = compiled / row.epoch_s
+        lines.append(
+            f"| {workload} | {gpu} | {row.epoch_s:.3f} | {compiled:.3f} | {len(found)} | {_pct(share)} | "
+            f"{_pct(max(0.0, 1 - share))} |"
+        )
+    return lines
+
+
 def bound_by(host_share: float | None, intensity: float, ridge: float) -> str:
     if host_share is not None and host_share > HOST_BOUND_SHARE:
         return HOST
@@ -157,6 +230,7 @@ def make_row(gpu: str, workload: str, backend: str, runs: Sequence[Run], cost: M
         backend=backend,
         runs=len(runs),
         epoch_s=epoch_s,
+        samples=samples,
         tflops=flops / epoch_s / 1e12,
         gemm_tflops=gemm,
         datasheet_tflops=sheet.peak_tflops(runs[0].float32_matmul),
@@ -273,10 +347,8 @@ def section(logs: Path, costs: dict[str, ModelCost] | None = None, markdown: Pat
     missing = sorted({w for _, w, _ in measured(logs)} - set(costs))
     if missing:
         lines += ["", f"No model cost for {', '.join(missing)}: left out."]
+    lines += ["", *headroom_lines(table, headroom(logs))]
     lines += [
-        "",
-        "Headroom (the same Keras model trained by a compiled loop with its data on the device, "
-        f"`{HEADROOM_COMMAND}`) is not measured on these GPUs yet.",
         "",
         "Datasheet peaks (dense, no sparsity):",
         "",

@@ -39,6 +39,43 @@ def test_the_command_trains_mnist_mlp_and_writes_its_epochs(tmp_path: Path) -> N
     assert record["steady_median_s"] < record["first_epoch_s"]  # the first epoch compiles
 
 
+def test_a_suite_cut_sets_slice_and_epochs_and_missing_data_fall_back_to_synthetic(tmp_path: Path) -> None:
+    """`--cut quick` trains the quick suite's slice for its epochs and evaluates its held-out slice each epoch; with
+    no MNIST file offline, `--allow-synthetic` trains labelled synthetic data and says so, as the runner does."""
+    out = tmp_path / "headroom.json"
+    args = ["--workload", "mnist_mlp", "--cut", "quick", "--prefer-dataset", "fashion_mnist", "--allow-synthetic"]
+    env = {**ENV, "BENCH_DATA_DIR": str(tmp_path / "no-data"), "KERAS_HOME": str(tmp_path / "no-keras-home")}
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.headroom", *args, "--out", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "using labelled synthetic data instead" in done.stderr
+    record = json.loads(out.read_text())
+    assert (record["cut"], record["source"], record["train_samples"], len(record["epochs"])) == (
+        "quick",
+        "synthetic",
+        6000,
+        3,
+    )
+    assert record["val_samples_evaluated"] == 1000 // 128 * 128
+    assert all(e["val_loss"] > 0 for e in record["epochs"])
+
+
+def test_without_allow_synthetic_missing_data_stop_the_command(tmp_path: Path) -> None:
+    env = {**ENV, "BENCH_DATA_DIR": str(tmp_path / "no-data"), "KERAS_HOME": str(tmp_path / "no-keras-home")}
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.headroom", "--workload", "imdb_fasttext", "--cut", "quick", "--out",
+         str(tmp_path / "x.json")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode != 0 and not (tmp_path / "x.json").exists()
+
+
 def test_the_other_workloads_train_in_one_process() -> None:
     # One process for three models: importing Keras per workload is slow on this machine.
     script = (
@@ -63,6 +100,8 @@ def test_bad_arguments_stop_before_anything_is_loaded(tmp_path: Path, capsys: py
     out = tmp_path / "x.json"
     assert headroom.main(["--workload", "siamese", "--out", str(out)]) == 2
     assert headroom.main(["--workload", "mnist_mlp", "--epochs", "1", "--out", str(out)]) == 2
+    assert headroom.main(["--workload", "mnist_mlp", "--val-limit", "0", "--out", str(out)]) == 2
     errors = capsys.readouterr().err.splitlines()
     assert errors[0].startswith("error: --workload:") and errors[1].startswith("error: --epochs:")
+    assert errors[2].startswith("error: --val-limit:")
     assert not out.exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import tarfile
 import time
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import headroom
 from benchmarks.logs import EpochLogWriter, EpochRecord, LogFormatError, write_metadata
 from benchmarks.workloads import WORKLOADS, spec
 from orchestrate import gpu_session
@@ -294,3 +296,39 @@ def test_the_run_command_takes_a_compile_cache_folder() -> None:
         ["run", "--carry", "c", "--phase", "repeats", "--out", "o", "--compile-cache", "/tmp/cache"]
     )
     assert args.compile_cache == Path("/tmp/cache")
+
+
+def test_collect_brings_headroom_records_beside_the_runs(tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    record = remote / "h100" / "gpu-headroom-a" / f"mnist_mlp{gpu_session.HEADROOM_SUFFIX}"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"workload": "mnist_mlp", "steady_median_s": 0.02}))
+    collected = gpu_session.collect([_tarball(remote, tmp_path / "h.tar.gz")], tmp_path / "logs")
+    target = tmp_path / "logs" / "h100" / "gpu-headroom-a" / f"mnist_mlp{gpu_session.HEADROOM_SUFFIX}"
+    assert collected == [target] and json.loads(target.read_text())["steady_median_s"] == 0.02
+
+
+def test_the_headroom_phase_trains_the_supported_workloads_on_the_short_suites_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "carry" / "keras" / "datasets" / "fashion-mnist").mkdir(parents=True)
+    commands: list[list[str]] = []
+
+    def record(command: list[str], env: dict, console: object, deadline: float, entry: dict, stopped: str) -> dict:
+        commands.append(command)
+        return {**entry, "returncode": 0, "wall_s": 1.0}
+
+    monkeypatch.setattr(gpu_session, "_run_until", record)
+    args = gpu_session._parser().parse_args(
+        ["run", "--carry", str(tmp_path / "carry"), "--phase", "headroom", "--out", str(tmp_path), "--tag", "c",
+         "--platform", "NVIDIA-H100", "--workloads", "siamese_lstm,mnist_cnn,mnist_mlp"]
+    )  # fmt: skip
+    args.workloads = tuple(args.workloads.split(","))
+    assert gpu_session.HEADROOM_WORKLOADS == headroom.SUPPORTED
+    entries = gpu_session._headroom(args, {}, tmp_path / "logs", io.StringIO(), time.monotonic() + 600)
+    assert [e["workload"] for e in entries] == ["mnist_cnn", "mnist_mlp"]  # siamese_lstm has no compiled loop
+    folder = tmp_path / "logs" / "NVIDIA-H100" / "gpu-headroom-c"
+    assert commands[0][1:] == [
+        "-m", "benchmarks.headroom", "--workload", "mnist_cnn", "--cut", "short", "--allow-synthetic",
+        "--out", str(folder / "mnist_cnn.headroom.json"), "--prefer-dataset", "fashion_mnist",
+    ]  # fmt: skip

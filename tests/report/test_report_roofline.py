@@ -113,7 +113,7 @@ def test_the_datasheet_is_the_board_the_logs_name() -> None:
         roofline._check_board(sheets["H100"], [pcie])
 
 
-def test_the_section_says_what_bounds_each_workload_and_that_headroom_is_not_measured(tmp_path: Path) -> None:
+def test_the_section_says_what_bounds_each_workload_and_whether_headroom_was_measured(tmp_path: Path) -> None:
     markdown = tmp_path / "results.md"
     text = roofline.section(LOGS, markdown=markdown)
     table = roofline.rows(LOGS)
@@ -122,7 +122,7 @@ def test_the_section_says_what_bounds_each_workload_and_that_headroom_is_not_mea
     for workload in {r.workload for r in table}:
         assert f"- **{workload}**: " in text
     assert "mnist_mlp**: no: " in text  # the H200's MLP runs leave the GPU idle most of each epoch
-    assert "not measured on these GPUs yet" in text
+    assert ("has not been measured on these GPUs" in text) == (not roofline.headroom(LOGS))
     assert "![" in text and (tmp_path / "results_charts" / "roofline.svg").is_file()
 
 
@@ -150,3 +150,22 @@ def test_the_studys_markdown_carries_the_section_after_todays_gpus(tmp_path: Pat
     text = target.read_text()
     assert text.index("on today's GPUs") < text.index("## Where the time goes") < text.index("# Benchmark results")
     assert (tmp_path / "results_charts" / "roofline.png").is_file()
+
+
+def test_headroom_records_give_the_gpus_share_of_the_keras_epoch(tmp_path: Path) -> None:
+    """A collected headroom record of the suite's slice sets the GPU's share against the Keras JAX epoch's median;
+    one of another slice is shown but not divided."""
+    logs = tmp_path / "logs"
+    shutil.copytree(LOGS / "NVIDIA-H200", logs / "NVIDIA-H200")
+    keras_row = next(r for r in roofline.rows(logs) if (r.gpu, r.workload, r.backend) == ("H200", "mnist_mlp", "jax"))
+    folder = logs / "NVIDIA-H200" / "gpu-headroom-t"
+    folder.mkdir()
+    record = {"workload": "mnist_mlp", "steady_median_s": keras_row.epoch_s / 4, "train_samples": keras_row.samples,
+              "val_samples_evaluated": 9984, "source": "real"}  # fmt: skip
+    (folder / "mnist_mlp.headroom.json").write_text(json.dumps(record))
+    other = {**record, "workload": "mnist_cnn", "train_samples": 1000}
+    (folder / "mnist_cnn.headroom.json").write_text(json.dumps(other))
+    text = roofline.section(logs)
+    assert "has not been measured" not in text
+    assert f"| mnist_mlp | H200 | {keras_row.epoch_s:.3f} | {keras_row.epoch_s / 4:.3f} | 1 | 25 % | 75 % |" in text
+    assert "| mnist_cnn | H200 | n/a |" in text and "not the suite's slice" in text
