@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.logs import STATUS_COMPLETE, metadata_path, read_epoch_log
-from orchestrate.cli import ORCHESTRATION_STAGES, stage_totals
+from orchestrate.cli.run_attached import ORCHESTRATION_STAGES, stage_totals
 from tests.orchestrate.orchestrate_helpers import TINY, Workspace, orchestrate, ssh_run_args
 from tests.support.docker import build_cpu_image, containers_of_run, remove_containers_of_run
 

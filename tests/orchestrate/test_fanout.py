@@ -7,11 +7,14 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
 
-from orchestrate.cli import _profile_args, _run_argv, build_parser, main
+from orchestrate.cli import build_parser, main
+from orchestrate.cli.request import AttachedRun, DetachedRun, Fanout, RunOptions, request_of
+from orchestrate.cli.run_fanout import child_request
 from orchestrate.fanout import Candidate, CandidateResult, resolve_candidates, results_table
 from records.catalog import CatalogError, load_catalogs
 from records.ledger import RunRecord
@@ -37,16 +40,18 @@ def test_each_profile_gets_every_option_and_only_its_providers_settings(tmp_path
         "--epochs", "1", "--on-demand", "--strict-data", "--logs", str(tmp_path), "--run-id", "fan0",
         "--catalog", str(tmp_path / "a.toml"), "--max-cost", "2",
     ]  # fmt: skip
-    args = build_parser().parse_args(argv)
-    candidates = resolve_candidates(load_catalogs([]), args.profiles, allow_retired=False)
-    ssh, aws = (build_parser().parse_args(["run", *_run_argv(_profile_args(args, c, "fan0"))]) for c in candidates)
-    assert (ssh.profile, ssh.run_id, ssh.host, ssh.port, ssh.provider_setting) == (
-        "ssh", "fan0-ssh", "me@box", "2222", [],
+    fanout = request_of(build_parser().parse_args(argv))
+    assert isinstance(fanout, Fanout) and fanout.max_cost == 2
+    candidates = resolve_candidates(load_catalogs([]), fanout.profiles, allow_retired=False)
+    ssh, aws = (_reparsed(child_request(fanout, c, "fan0")) for c in candidates)
+    assert isinstance(ssh, AttachedRun) and isinstance(aws, AttachedRun)
+    assert (ssh.profile, ssh.options.run_id, ssh.options.host, ssh.options.port, ssh.options.provider_setting) == (
+        "ssh", "fan0-ssh", "me@box", "2222", (),
     )  # fmt: skip
-    assert (aws.profile, aws.run_id, aws.host, aws.provider_setting) == (
-        "aws-g4dn.xlarge", "fan0-aws-g4dn.xlarge", None, ["ssh_address=127.0.0.1:22"],
+    assert (aws.profile, aws.options.run_id, aws.options.host, aws.options.provider_setting) == (
+        "aws-g4dn.xlarge", "fan0-aws-g4dn.xlarge", None, ("ssh_address=127.0.0.1:22",),
     )  # fmt: skip
-    for child in (ssh, aws):
+    for child in (ssh.options, aws.options):
         assert (child.backends, child.epochs, child.spot, child.strict_data, child.logs) == (
             "jax",
             1,
@@ -54,8 +59,15 @@ def test_each_profile_gets_every_option_and_only_its_providers_settings(tmp_path
             True,
             tmp_path,
         )
-        assert child.catalog == [tmp_path / "a.toml"] and child.profiles is None and child.max_cost is None
+        assert child.catalog == (tmp_path / "a.toml",)
         assert child.plain and not child.dry_run
+
+
+def _reparsed(request: AttachedRun | DetachedRun) -> AttachedRun | DetachedRun | Fanout:
+    """A child request through its own command line and back, as the child process reads it."""
+    reparsed = request_of(build_parser().parse_args(["run", *request.argv()]))
+    assert reparsed == request
+    return reparsed
 
 
 @pytest.mark.parametrize(
@@ -150,18 +162,23 @@ FANOUT_OWN |= {"--on-demand", "--allow-retired", "-h"}  # --spot's other half; s
 FANOUT_OWN |= {"--detach", "--bucket", "--upload-interval"}  # refused with --profiles: a detached run is one profile
 
 
-def test_every_run_option_reaches_each_profiles_run() -> None:
+@pytest.mark.parametrize("detach", [[], ["--detach", "--upload-interval", "9.0", "--bucket", "s3://b"]])
+def test_every_run_option_reaches_each_profiles_run(detach: list[str]) -> None:
     parser = build_parser()
     run_parser = parser._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
     options = {option for action in run_parser._actions for option in action.option_strings[:1]}
     assert options - FANOUT_OWN == set(EVERY_OPTION)
-    argv = ["run", "--profiles", "ssh-gpu", "--run-id", "b"]
+    # every field of the typed request is the option its name spells, which the child's command line relies on
+    assert {"--" + f.name.replace("_", "-") for f in fields(RunOptions)} <= options
+    argv = ["run", "--profiles", "ssh-gpu", "--run-id", "b", *detach]
     argv += [part for flag, value in EVERY_OPTION.items() for part in ([flag] if value is None else [flag, value])]
-    args = parser.parse_args(argv)
+    fanout = request_of(parser.parse_args(argv))
+    assert isinstance(fanout, Fanout)
     (candidate,) = resolve_candidates(load_catalogs([]), "ssh-gpu", allow_retired=False)
-    child = parser.parse_args(["run", *_run_argv(_profile_args(args, candidate, "b"))])
-    changed = {"profile": "ssh-gpu", "profiles": None, "run_id": "b-ssh-gpu", "allow_retired": False}
-    assert vars(child) == vars(args) | changed
+    child = _reparsed(child_request(fanout, candidate, "b"))
+    assert child.profile == "ssh-gpu" and child.options == replace(fanout.options, run_id="b-ssh-gpu")
+    assert isinstance(child, DetachedRun if detach else AttachedRun)
+    assert getattr(child, "detach", None) == fanout.detach
 
 
 def test_max_cost_is_held_against_the_cap_when_the_estimate_outlives_the_machine(

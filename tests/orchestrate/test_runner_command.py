@@ -51,17 +51,19 @@ def test_importable_without_any_framework() -> None:
 
 
 def test_repeats_are_interleaved_and_named_as_the_runner_names_them() -> None:
-    from orchestrate.cli import _make_plan, _make_provider
     from orchestrate.cli import build_parser as orchestrate_parser
+    from orchestrate.cli.planning import make_plan, make_provider
+    from orchestrate.cli.request import AttachedRun, request_of
     from records.catalog import get_profile, load_catalog
 
-    args = orchestrate_parser().parse_args(
+    request = request_of(orchestrate_parser().parse_args(
         ["run", "--profile", "ssh-gpu", "--host", "me@box", "--workloads", "mnist_mlp,imdb_fasttext",
          "--backends", "jax,tensorflow", "--repeats", "2", "--gpus", "2", "--batch-policy", "per-device",
          "--run-id", "g"]
-    )  # fmt: skip
+    ))  # fmt: skip
+    assert isinstance(request, AttachedRun)
     profile = get_profile(load_catalog(), "ssh-gpu")
-    plan = _make_plan(args, profile, _make_provider(profile, args))
+    plan = make_plan(request.options, profile, make_provider(profile, request.options))
     items = [(w, b) for b in ("jax", "tensorflow") for w in ("mnist_mlp", "imdb_fasttext")]
     # repeat 1 of every item, then repeat 2, each round starting one item later (benchmarks.repeats.round_order)
     assert [(i.workload, i.backend, i.repeat) for i in plan.items] == [

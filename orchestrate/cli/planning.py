@@ -1,0 +1,207 @@
+"""From one profile's run options to a validated `RunPlan`, and the plan as printed before anything starts: the
+steps an attached run, a detached run and every run of a fan-out share."""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from benchmarks.cli import new_run_id
+from benchmarks.harness.backends import BACKENDS
+from benchmarks.harness.distribution import SINGLE_DEVICE_BACKENDS, TORCH_SINGLE_DEVICE
+from benchmarks.repeats import planned_rounds
+from benchmarks.suites import get_suite
+from benchmarks.work import WorkItem
+from orchestrate.cli.common import UsageError, is_safe_name, key_value, owner_id, row
+from orchestrate.cli.request import MAX_LIFETIME_MIN, MAX_REPEATS, RunOptions
+from orchestrate.images import default_build_spec, default_image_ref
+from orchestrate.plan import RunPlan
+from orchestrate.provider import Capability, Provider
+from orchestrate.registry import load_provider_class
+from records.catalog import Profile, load_catalogs, retired_notice, runs_as
+from records.ledger import STATUS_COMPLETE, Ledger
+
+STALE_PRICE_DAYS = 365
+# `--remote-dir`: `~`, `~/path` or `/path` of plain characters; it reaches a remote shell and `docker -v`.
+REMOTE_DIR_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+@")
+SSH_FLAGS = {"host": "host", "port": "port", "identity_file": "identity"}  # provider setting -> run option
+
+
+def profile_to_run(name: str, options: RunOptions) -> Profile:
+    """The profile, or its replacement when retired (as in a fan-out), said before anything is checked or launched."""
+    catalog = load_catalogs(options.catalog)
+    profile = runs_as(catalog, name, options.allow_retired)
+    if profile.name != name:
+        print(retired_notice(catalog[name]))
+    return profile
+
+
+def make_provider(profile: Profile, options: RunOptions) -> Provider:
+    settings = dict(key_value(text) for text in options.provider_setting)
+    cls = load_provider_class(profile.provider)
+    for key, option in SSH_FLAGS.items():
+        value = getattr(options, option)
+        if value is not None:
+            if key not in cls.settings:  # ssh's settings, and those of any provider that declares them
+                raise UsageError(
+                    f"--{key.split('_')[0]} applies to providers with a {key} setting, like ssh; "
+                    f"{profile.name} is {profile.provider}"
+                )
+            settings[key] = value
+    if options.ssh_config is not None and not options.ssh_config.is_file():
+        raise UsageError(f"--ssh-config {options.ssh_config}: no such file")
+    provider = cls.from_settings(settings)
+    provider.validate_profile(profile)
+    return provider
+
+
+def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunPlan:
+    suite = get_suite(options.suite)
+    backends = suite.subset("backend", options.backends)
+    workloads = suite.subset("workload", options.workloads)
+    spot = profile.use_spot if options.spot is None else options.spot
+    if spot and not provider.has(Capability.BILLABLE):
+        raise UsageError(f"--spot applies to rented machines; {profile.name} is a {profile.provider} host")
+    platform = options.platform or profile.name
+    for what, value in (("--platform", platform), ("--run-id", options.run_id)):
+        if value is not None and not is_safe_name(value):
+            raise UsageError(f"{what} {value!r}: use letters, digits, '-', '_' and '.' only")
+    _check_limits(options, profile)
+    _check_devices(options.gpus, profile, backends, exact_shape=provider.has(Capability.BILLABLE))
+    image = options.image or default_image_ref(profile.docker_image)
+    return RunPlan(
+        run_id=options.run_id or new_run_id(),
+        profile=profile,
+        platform=platform,
+        suite=suite.name,
+        # round robin: repeat 1 of every item, then repeat 2..., so a slow drift does not favour one item
+        items=planned_rounds([WorkItem(w, b) for b in backends for w in workloads], options.repeats),
+        spot=spot,
+        image_ref=image,
+        image_source=options.image_source,
+        build=default_build_spec(profile.docker_image, image),
+        logs_dir=options.logs,
+        owner=owner_id(),
+        remote_dir=options.remote_dir,
+        epochs=options.epochs,
+        train_limit=options.train_limit,
+        val_limit=options.val_limit,
+        gpus=options.gpus,
+        batch_policy=options.batch_policy,
+        repeats=options.repeats,
+        allow_synthetic=not options.strict_data,
+        ssh_config=options.ssh_config,
+        ssh_timeout_s=options.ssh_timeout,
+        boot_timeout_s=options.boot_timeout,
+        max_lifetime_s=options.max_lifetime * 60,
+        max_preemptions=options.max_preemptions,
+        install_host_software=options.install_host_software,
+    )
+
+
+def _check_limits(options: RunOptions, profile: Profile) -> None:
+    """Flags whose bad values would otherwise surface only once a machine runs."""
+    if options.max_lifetime > MAX_LIFETIME_MIN:
+        raise UsageError(f"--max-lifetime {options.max_lifetime}: at most {MAX_LIFETIME_MIN} minutes (a week)")
+    if options.repeats > MAX_REPEATS:
+        raise UsageError(f"--repeats {options.repeats}: at most {MAX_REPEATS}")
+    remote = options.remote_dir
+    if not (remote == "~" or remote.startswith(("~/", "/"))) or not set(remote[1:]) <= REMOTE_DIR_CHARS:
+        raise UsageError(f"--remote-dir {remote!r}: use ~, ~/path or /path of letters, digits and / . _ - + @ only")
+    if ".." in remote.split("/"):
+        raise UsageError(f"--remote-dir {remote!r}: '..' is not allowed")
+    if (options.gpus is not None or options.batch_policy is not None) and not profile.has_gpu:
+        flag = "--gpus" if options.gpus is not None else "--batch-policy"
+        raise UsageError(f"{flag} applies to GPU profiles; {profile.name} has no accelerator")
+
+
+def _check_devices(gpus: str | None, profile: Profile, backends: Sequence[str], exact_shape: bool) -> None:
+    """A --gpus that the machine or a backend cannot honour fails here, not on a machine already paid for. A rented
+    profile's GPU count is its shape; an SSH profile's is only what its catalog entry says of the user's box."""
+    if gpus is None:
+        return
+    known = profile.accelerator_count if exact_shape else None
+    if known is not None and gpus != "all" and int(gpus) > known:
+        raise UsageError(f"--gpus {gpus}: {profile.name} has {known} GPU(s)")
+    devices = known if gpus == "all" else int(gpus)
+    if SINGLE_DEVICE_BACKENDS & set(backends) and devices is not None and devices > 1:
+        raise UsageError(f"--gpus {gpus}: {TORCH_SINGLE_DEVICE}; choose --backends jax,tensorflow")
+
+
+def refuse_existing_run(plan: RunPlan, ledger: Ledger) -> None:
+    """A run id names one run: reusing it would overwrite (and then delete) the results already under it."""
+    if plan.run_id in ledger.runs():
+        raise UsageError(f"--run-id {plan.run_id}: a run of that id is in the ledger {ledger.path}; choose another")
+    if plan.run_logs.exists():
+        raise UsageError(f"--run-id {plan.run_id}: {plan.run_logs} already exists; choose another")
+
+
+def with_validation_time(plan: RunPlan, started: float) -> RunPlan:
+    return replace(plan, validated_at=(started, time.time()))
+
+
+def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledger, dry_run: bool) -> None:
+    profile = plan.profile
+    head = "Plan (dry run: nothing is launched)" if dry_run else "Plan"
+    print(f"{head} for run {plan.run_id}")
+    where = profile.description or profile.name
+    if provider.has(Capability.FRESH_HOST):
+        zones = ", ".join(profile.zones) or "provider default"
+        row("machine", f"{profile.name}: {where}")
+        row("", f"{profile.provider} {profile.machine_type}, zones {zones} ({provider.describe()})")
+    else:
+        row("machine", f"{profile.name}: {provider.describe()}")
+    gpus = "--gpus all, " if profile.has_gpu else ""
+    row("image", f"{plan.image_ref} ({gpus}source: {plan.image_source})")
+    backends = sorted({i.backend for i in plan.items}, key=BACKENDS.index)
+    workloads = list(dict.fromkeys(i.workload for i in plan.items))
+    repeats = f" x {plan.repeats} repeats" if plan.repeats > 1 else ""
+    row(
+        "suite",
+        f"{plan.suite}: {len(workloads)} workloads x {len(backends)} backends{repeats} = {len(plan.items)} runs",
+    )
+    width = max(len(w) for w in workloads)
+    print(f"    {'workload':<{width}}  {'  '.join(backends)}")
+    for workload in workloads:
+        cells = "  ".join(f"{'x':<{len(b)}}" for b in backends)
+        print(f"    {workload:<{width}}  {cells}")
+    row("logs", str(plan.run_logs))
+    runner = plan.runner_command(plan.items[0]).argv(entrypoint=True)
+    shown = ("--epochs", "--train-limit", "--val-limit", "--gpus", "--batch-policy")
+    flags = [f"{flag} {runner[i + 1]}" for i, flag in enumerate(runner) if flag in shown]
+    extra = f"; runner {' '.join(flags)}" if flags else ""
+    row("limits", f"SSH wait {plan.ssh_timeout_s:g} s; max lifetime {plan.max_lifetime_s // 60} min{extra}")
+    if provider.has(Capability.BILLABLE):
+        _print_cost(plan, ledger)
+    row("credentials", credentials)
+
+
+def _print_cost(plan: RunPlan, ledger: Ledger) -> None:
+    profile = plan.profile
+    price = profile.hourly_price(plan.spot)
+    market = "spot/preemptible" if plan.spot else "on-demand"
+    if price is None:
+        row("cost", f"unknown: the catalog has no {market} price for {profile.name}")
+        return
+    age_days = (dt.date.today() - dt.date.fromisoformat(price.date)).days
+    stale = f" -- {age_days // 365} years old, check current prices" if age_days > STALE_PRICE_DAYS else ""
+    row("price", f"${price.usd_per_hour:.4f}/h {market} (as of {price.date}{stale})")
+    row("", f"source: {price.source}")
+    billing = f"billed per {profile.billing_increment_s} s, minimum {profile.billing_minimum_s} s"
+    cap = profile.cost_usd(plan.max_lifetime_s, spot=plan.spot) or 0.0
+    history = [
+        r.billed_seconds
+        for r in ledger.runs().values()
+        if r.profile == profile.name and r.suite == plan.suite and r.status == STATUS_COMPLETE and r.billed_seconds
+    ]
+    if history:
+        typical = statistics.median(history)
+        estimate = profile.cost_usd(typical, spot=plan.spot) or 0.0
+        row("cost", f"about ${estimate:.2f}: median of {len(history)} earlier complete {plan.suite} runs")
+        row("", f"({typical / 60:.0f} min); at most ${cap:.2f} at the max lifetime; {billing}")
+    else:
+        row("cost", f"at most ${cap:.2f} (the max lifetime at this price); {billing}")
+        row("", f"no earlier complete {plan.suite} run on {profile.name} in the ledger to estimate from")

@@ -1,0 +1,122 @@
+"""`run --profile P --detach`: every check of an attached run, then the bucket's, before the launch; then launch
+and return (`status RUN_ID` follows the run, `collect RUN_ID` fetches it)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import replace
+
+from orchestrate.cli.common import UsageError, credentials, row
+from orchestrate.cli.planning import (
+    make_plan,
+    make_provider,
+    print_plan,
+    profile_to_run,
+    refuse_existing_run,
+    with_validation_time,
+)
+from orchestrate.cli.request import DetachedRun
+from orchestrate.detached import DETACHED_IMAGE_SOURCES, DetachedSpec, boot_script
+from orchestrate.detached_runs import DetachedRunError, Launched, check_bucket, launch, local_image, resolve_bucket
+from orchestrate.images import is_registry_ref
+from orchestrate.progress import make_reporter
+from orchestrate.provider import Capability, Provider
+from orchestrate.storage import StorageError, StorageURL
+from records.catalog import Profile
+from records.ledger import Ledger, StageRecord
+
+
+def run(request: DetachedRun) -> int:
+    options = request.options
+    started = time.time()
+    profile = profile_to_run(request.profile, options)
+    provider = make_provider(profile, options)
+    check_boot_script(profile, provider)
+    plan = make_plan(options, profile, provider)
+    refuse_existing_run(plan, Ledger(options.ledger))
+    image_source = _detached_image_source(options.image_source, plan.image_ref)
+    if image_source == "load" and not options.dry_run:
+        try:
+            local_image(plan.image_ref)  # a bad input: refused with the others, before the bucket is touched
+        except DetachedRunError as exc:
+            raise UsageError(str(exc)) from None
+    given = request.detach.bucket
+    bucket, create = resolve_bucket(given, profile) if not options.dry_run else _dry_bucket(given, profile)
+    spec = DetachedSpec.from_plan(plan, str(bucket), image_source, upload_interval_s=request.detach.upload_interval)
+    boot_script(spec)  # its own checks (and EC2's 16 KB user-data limit) before anything is created
+    status = credentials(provider)
+    plan = with_validation_time(plan, started)
+    print_plan(plan, provider, status, Ledger(options.ledger), dry_run=options.dry_run)
+    row("detached", f"logs to {bucket}runs/{plan.run_id}/ ({'created if missing' if create else 'yours'}); "
+        f"image: {image_source}")  # fmt: skip
+    if options.dry_run:
+        return 0
+    if status != "ok":
+        raise UsageError(status)
+    region = check_bucket(bucket, create, profile, plan.run_id)
+    spec = replace(spec, storage_region=region)
+    stages = [StageRecord("validate", started, time.time())]
+    reporter = make_reporter(force_plain=True)
+    try:
+        launched = launch(plan, provider, Ledger(options.ledger), spec, reporter.note, stages)
+    except KeyboardInterrupt:  # a machine may exist already, and would run the suite: say where to look
+        where = f"`python -m orchestrate status {plan.run_id}`"
+        print(f"\ninterrupted launching run {plan.run_id}: a machine may run it; see {where}", file=sys.stderr)
+        return 130
+    finally:
+        reporter.close()
+    return _print_launched(launched)
+
+
+def check_boot_script(profile: Profile, provider: Provider) -> None:
+    if not provider.has(Capability.BOOT_SCRIPT):
+        raise UsageError(
+            f"--detach needs a provider that runs boot scripts (aws, gce); {profile.name} is {profile.provider}"
+        )
+
+
+def check_detachable(profile: Profile, provider: Provider, bucket: str | None) -> None:
+    """A detached fan-out launches nothing unless every profile can run detached into the bucket given."""
+    check_boot_script(profile, provider)
+    if bucket is not None:
+        try:
+            resolve_bucket(bucket, profile)
+        except StorageError as exc:
+            raise UsageError(
+                f"{profile.name}: {exc}; leave --bucket out to give each cloud the project's own"
+            ) from None
+
+
+def _detached_image_source(source: str, ref: str) -> str:
+    """`auto` is `pull` for a registry reference, else `load` (this machine's image, through the bucket)."""
+    if source == "auto":
+        return "pull" if is_registry_ref(ref) else "load"
+    if source not in DETACHED_IMAGE_SOURCES:
+        raise UsageError(
+            f"--image-source {source}: a detached machine gets its image by {', '.join(DETACHED_IMAGE_SOURCES)} "
+            "(nothing streams or builds it from here)"
+        )
+    return source
+
+
+def _dry_bucket(bucket: str | None, profile: Profile) -> tuple[StorageURL, bool]:
+    """A dry run names the bucket without asking the cloud for the account that names the project's own."""
+    if bucket is not None:
+        return resolve_bucket(bucket, profile)
+    if profile.provider == "aws":
+        return StorageURL("s3", "keras-cloud-bench-account-id-region"), True
+    return StorageURL("gs", "keras-cloud-bench-project-id"), True
+
+
+def _print_launched(launched: Launched) -> int:
+    record = launched.record
+    if launched.instance is None:
+        print(f"\nRun {record.run_id}: {record.status}: {record.message}")
+        return 1
+    instance = launched.instance
+    print(f"\nRun {record.run_id}: detached on {instance.instance_id} in {instance.zone}")
+    print(f"  logs        {record.storage}runs/{record.run_id}/ (then {record.logs_dir})")
+    print(f"  follow      python -m orchestrate status {record.run_id}")
+    print(f"  fetch       python -m orchestrate collect {record.run_id}   (idempotent; resumes a preempted run)")
+    return 0
