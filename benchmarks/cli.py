@@ -245,7 +245,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _raise_interrupt)
     from benchmarks.data.files import DatasetUnavailable, FileLocations
     from benchmarks.harness.runner import BadRunArguments, RunOptions, run_workload
-    from benchmarks.metadata import Repeat
+    from benchmarks.metadata import ProcessPlace, Repeat
 
     suite = get_suite(args.suite) if args.suite else None
     options = RunOptions(
@@ -272,9 +272,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     notices: set[str] = set()
     failed = 0
-    for name in names:
+    for position, name in enumerate(names, start=1):
         try:
-            workload_options = replace(options, dataset=args.dataset or _preferred(name, args.prefer_dataset))
+            workload_options = replace(
+                options,
+                dataset=args.dataset or _preferred(name, args.prefer_dataset),
+                process=ProcessPlace(position, len(names)),
+            )
             print(f"wrote {run_workload(name, workload_options, notices)}", flush=True)
         except (BadRunArguments, DistributionError) as exc:
             return _usage_error(str(exc))

@@ -109,6 +109,16 @@ class Settings:
 
 
 @dataclass(frozen=True)
+class ProcessPlace:
+    """Where the run stood in its process. The runner may train several workloads in one process; only the first
+    pays the process's own start-up (library handles, allocator pools) in its first epoch, so the first epochs of
+    the others are not pooled with it."""
+
+    position: int  # 1: the process's first workload
+    workloads: int  # how many the process was asked to train
+
+
+@dataclass(frozen=True)
 class Repeat:
     group: str
     index: int
@@ -176,6 +186,7 @@ class RunMetadata:
     container: Container | None = None
     fingerprint: Fingerprint | None = None
     repeat: Repeat | None = None
+    process: ProcessPlace | None = None  # None: written before the place was recorded
     distribution: dict[str, Any] | None = None
     parameters: int | None = None
     timing: Timing | None = None

@@ -19,7 +19,8 @@ Phases: `scaling` runs the short suite data parallel (`--gpus`) at each device c
 both batch policies, next to one device, in fresh processes interleaved round robin (docs/distribution.md);
 `repeats` runs the short suite (5 epochs on slices sized for 1-3 s epochs) with each backend's defaults,
 each workload raised to `--repeats` fresh-process repeats counting those already collected in `--existing`, least
-measured first (`--tag` names the machine);
+measured first (`--tag` names the machine; `--processes round` trains each backend's workloads of a round in one
+process instead of one process per repeat, paying the framework's start-up once a round);
 `sweep` times each backend's configurations a careful user would try (jit on/off, torch.compile,
 steps_per_execution, cuDNN or generic LSTM) for 3 epochs on the bounded suite's data; `suite` runs the bounded
 suite (published epochs and hyperparameters) with each backend's default settings; `overhead` measures the
@@ -277,24 +278,42 @@ def _run_until(
 
 
 def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console, deadline: float) -> list[dict]:
-    """The short suite's defaults, each repeat a fresh process, raising every (workload, backend) to --repeats
-    counting the repeats already collected in --existing, least measured first, so that calls cut by their
-    budget (or machines given back) end evenly measured rather than the tail of a fixed order never reached."""
+    """The short suite's defaults, raising every (workload, backend) to --repeats counting the repeats already
+    collected in --existing, least measured first, so that calls cut by their budget (or machines given back) end
+    evenly measured rather than the tail of a fixed order never reached. `--processes repeat` starts a fresh
+    process per repeat; `--processes round` one per backend per round, training that round's workloads in turn
+    (each workload's repeats still come from as many processes as rounds, so their spread between processes stays
+    measured, and the process's start-up is paid once a round instead of once a workload)."""
     items = [(w, b) for b in args.backends for w in args.workloads]
     counts = existing_repeats(args.existing, items)
-    walls: dict[tuple[str, str], float] = {}
+    walls: dict[tuple[tuple[str, str], ...], float] = {}
     entries: list[dict] = []
     for round_index, level in enumerate(fill_levels(counts, args.repeats)):
-        for workload, backend in repeats_round(items, round_index, counts, level):
-            # A process that cannot end before the deadline would leave nothing: start only what fits.
-            if deadline - time.monotonic() < max(REPEATS_MIN_START_S, 1.2 * walls.get((workload, backend), 0)):
+        chosen = repeats_round(items, round_index, counts, level)
+        for group in process_groups(chosen, args.processes):
+            # A process that cannot end before the deadline would leave its last workload unfinished: start only
+            # what fits, by the same group's wall time earlier in this call.
+            if deadline - time.monotonic() < max(REPEATS_MIN_START_S, 1.2 * walls.get(group, 0)):
                 continue
-            entry = _repeat_process(args, env, logs, console, deadline, workload, backend, counts)
-            walls[workload, backend] = entry["wall_s"]
+            index = max(counts[item] for item in group) + 1
+            entry = _repeat_process(args, env, logs, console, deadline, group, index)
+            walls[group] = entry["wall_s"]
             entries.append({**entry, "round": round_index + 1})
-            counts[workload, backend] += 1
+            for item in group:
+                counts[item] += 1
     console.write(f"\nrounds: {json.dumps(round_walls(entries))}\n")
     return entries
+
+
+PROCESS_DESIGNS = ("repeat", "round")
+
+
+def process_groups(chosen: Sequence[tuple[str, str]], design: str) -> list[tuple[tuple[str, str], ...]]:
+    """The runner processes of one round: one per (workload, backend), or one per backend in the round's order."""
+    if design == "repeat":
+        return [(item,) for item in chosen]
+    backends = list(dict.fromkeys(b for _, b in chosen))
+    return [tuple(item for item in chosen if item[1] == backend) for backend in backends]
 
 
 # A short-suite process on a GPU takes 10-100 s (torch.compile's first epoch the most); none starts with less left.
@@ -321,25 +340,33 @@ def _repeat_process(
     logs: Path,
     console: TextIO,
     deadline: float,
-    workload: str,
-    backend: str,
-    counts: dict[tuple[str, str], int],
+    group: tuple[tuple[str, str], ...],
+    index: int,
 ) -> dict:
+    """One runner process for one repeat of each of `group`'s workloads (one backend)."""
     run_id = f"gpu-repeats-{args.tag}"
-    index = counts[workload, backend] + 1  # collect renumbers it after the folder's highest where it is taken
-    runner = _short_suite_repeat(args, logs, workload, backend, run_id, index, repeat_planned=args.repeats)
-    console.write(f"\n### {run_id} {workload} [{backend}] repeat {index}\n")
-    entry = {"phase": "repeats", "run_id": run_id, "workload": workload, "backend": backend, "repeat": index}
+    workloads, backend = tuple(w for w, _ in group), group[0][1]
+    # collect renumbers a repeat after its folder's highest where its index is taken
+    runner = _short_suite_repeat(args, logs, workloads, backend, run_id, index, repeat_planned=args.repeats)
+    console.write(f"\n### {run_id} {' '.join(workloads)} [{backend}] repeat {index}\n")
+    entry: dict[str, Any] = {"phase": "repeats", "run_id": run_id, "backend": backend, "repeat": index}
+    entry.update({"workload": workloads[0]} if len(workloads) == 1 else {"workloads": list(workloads)})
     command = [sys.executable, "-m", "benchmarks", *runner.argv()]
     return _run_until(command, env, console, deadline - 10, {**entry, "returncode": None}, "stopped at the time budget")
 
 
 def _short_suite_repeat(
-    args: argparse.Namespace, logs: Path, workload: str, backend: str, run_id: str, index: int, **settings: Any
+    args: argparse.Namespace,
+    logs: Path,
+    workloads: tuple[str, ...],
+    backend: str,
+    run_id: str,
+    index: int,
+    **settings: Any,
 ) -> RunnerCommand:
-    """One repeat of one workload on the short suite's data, offline, as every measuring phase runs it."""
+    """One repeat of some workloads on the short suite's data, offline, as every measuring phase runs it."""
     return RunnerCommand(
-        (workload,),
+        workloads,
         backend,
         platform=args.platform,
         run_id=run_id,
@@ -515,7 +542,7 @@ def _scaling_process(
     runner = _short_suite_repeat(
         args,
         logs,
-        workload,
+        (workload,),
         args.backends[0],
         run_id,
         index,
@@ -622,6 +649,12 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=3,
         help="repeats: per workload; scaling: per workload and configuration, counting --existing",
+    )
+    p.add_argument(
+        "--processes",
+        choices=PROCESS_DESIGNS,
+        default="repeat",
+        help="repeats: a fresh process per repeat (default), or one per backend per round training its workloads",
     )
     p.add_argument("--tag", default="a", help="repeats, scaling, headroom: names this machine's run (gpu-PHASE-TAG)")
     p.add_argument("--device-counts", default="2", help="scaling: device counts beside one, e.g. 2,4")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.logs import find_logs, read_epoch_log
-from benchmarks.metadata import RunMetadata, Settings, Status
+from benchmarks.metadata import ProcessPlace, RunMetadata, Settings, Status
 from benchmarks.stats import FASTER, TOO_FEW, Estimate, compare, median_estimate
 
 # Runs of the defaults: the GPU session's suite and repeats phases. Its variance phase studies the spread of one
@@ -46,10 +46,12 @@ def describe_settings(settings: Settings) -> str:
 COMPILED = "compiled"  # the first epoch compiled its programs (no cache, or a cold one)
 
 
-def first_epoch_kind(settings: Settings) -> str:
-    """What a run's first epoch measured: a compile, or a load from a warm (or partly warm) compile cache."""
+def first_epoch_kind(settings: Settings, process: ProcessPlace | None = None) -> str:
+    """What a run's first epoch measured: a compile in a fresh process, a compile after another workload in the
+    same process, or a load from a warm (or partly warm) compile cache."""
     cache = settings.compile_cache
-    return COMPILED if cache is None or cache.state == "cold" else f"compile cache {cache.state}"
+    kind = COMPILED if cache is None or cache.state == "cold" else f"compile cache {cache.state}"
+    return kind if process is None or process.position == 1 else f"{kind}, not first in its process"
 
 
 def _is_default_run(run_id: str) -> bool:
@@ -96,7 +98,8 @@ def configurations(logs: Path) -> list[Configuration]:
         key = (meta.workload, meta.backend, samples, settings, _is_default_run(run_id))
         config = found.setdefault(key, Configuration(*key[:4]))
         config.steady_medians.append(statistics.median(steady))
-        config.first_epochs.setdefault(first_epoch_kind(meta.settings), []).append(log.first_epoch.elapsed)
+        kind = first_epoch_kind(meta.settings, meta.process)
+        config.first_epochs.setdefault(kind, []).append(log.first_epoch.elapsed)
         config.run_ids.add(run_id)
         config.epochs.add(len(log.epochs))
     return list(found.values())

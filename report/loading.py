@@ -109,11 +109,16 @@ class Run:
 
     @property
     def first_epoch_s(self) -> float | None:
-        """The compiling epoch; None where the run loaded its programs from a warm compile cache (that epoch
-        measured a load, and is never pooled with compiles: report.configurations shows it apart)."""
+        """The compiling epoch of a fresh process; None where the run loaded its programs from a warm compile
+        cache (that epoch measured a load) or followed another workload in its process (the process's start-up
+        was paid before it): such epochs are never pooled with fresh compiles, report.configurations shows
+        them apart."""
         first = self.log.first_epoch
         cache = self.metadata.settings.compile_cache
-        return None if first is None or (cache is not None and cache.state != "cold") else first.elapsed
+        place = self.metadata.process
+        if first is None or (cache is not None and cache.state != "cold") or (place and place.position > 1):
+            return None
+        return first.elapsed
 
     @property
     def steady_median_s(self) -> float | None:

@@ -53,6 +53,7 @@ class RunOptions:
     gpus: int | str = 1  # devices to train on, data parallel ("all": every device of the machine)
     batch_policy: str = distribution.SAME_GLOBAL
     repeat: metadata.Repeat | None = None  # set when this run is one of several repeats of a configuration
+    process: metadata.ProcessPlace | None = None  # where this workload stands among those of its process
     host_gc: str = "on"  # Python's garbage collector during fit: on, frozen (gc.freeze first) or off
 
 
@@ -241,6 +242,7 @@ def run_metadata(
         container=sysinfo.container(),
         fingerprint=metadata.Fingerprint(**fingerprint(options.backend, gpu)),
         repeat=options.repeat,
+        process=options.process,
         parameters=model.count_params(),
     )
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import headroom
+from benchmarks.cli import build_parser
 from benchmarks.logs import EpochLogWriter, EpochRecord, LogFormatError, write_metadata
 from benchmarks.workloads import WORKLOADS, spec
 from orchestrate import gpu_session
@@ -332,3 +333,39 @@ def test_the_headroom_phase_trains_the_supported_workloads_on_the_short_suites_d
         "-m", "benchmarks.headroom", "--workload", "mnist_cnn", "--cut", "short", "--allow-synthetic",
         "--out", str(folder / "mnist_cnn.headroom.json"), "--prefer-dataset", "fashion_mnist",
     ]  # fmt: skip
+
+
+def test_a_round_design_trains_each_backends_workloads_of_the_round_in_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--processes round`: one runner process per backend per round, its workloads in the round's rotated order;
+    every workload still gets one repeat per round, each from another process. The runner parses the command."""
+    commands: list[list[str]] = []
+
+    def record(command: list[str], env: dict, console: object, deadline: float, entry: dict, stopped: str) -> dict:
+        commands.append(command)
+        return {**entry, "returncode": 0, "wall_s": 1.0}
+
+    monkeypatch.setattr(gpu_session, "_run_until", record)
+    args = gpu_session._parser().parse_args(
+        ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path), "--repeats", "2",
+         "--processes", "round", "--backends", "jax,torch", "--workloads", "mnist_mlp,mnist_cnn,imdb_fasttext"]
+    )  # fmt: skip
+    args.backends, args.workloads = ("jax", "torch"), ("mnist_mlp", "mnist_cnn", "imdb_fasttext")
+    entries = gpu_session._repeats(args, {}, tmp_path / "logs", io.StringIO(), time.monotonic() + 600)
+    assert [(e["round"], e["backend"], e["workloads"]) for e in entries] == [
+        (1, "jax", ["mnist_mlp", "mnist_cnn", "imdb_fasttext"]),
+        (1, "torch", ["mnist_mlp", "mnist_cnn", "imdb_fasttext"]),
+        (2, "jax", ["mnist_cnn", "imdb_fasttext", "mnist_mlp"]),  # round 2's rotated order starts one item later
+        (2, "torch", ["mnist_mlp", "mnist_cnn", "imdb_fasttext"]),
+    ]
+    parsed = build_parser().parse_args(commands[2][3:])
+    assert (parsed.workload, parsed.backend, parsed.suite) == ("mnist_cnn,imdb_fasttext,mnist_mlp", "jax", "short")
+    assert (parsed.repeat_index, parsed.repeat_group, parsed.repeat_planned) == (2, "gpu-repeats-a", 2)
+
+
+def test_the_per_repeat_design_starts_a_process_per_workload() -> None:
+    chosen = [("mnist_mlp", "jax"), ("mnist_cnn", "jax"), ("mnist_mlp", "torch")]
+    assert gpu_session.process_groups(chosen, "repeat") == [(i,) for i in chosen]
+    assert gpu_session.process_groups(chosen, "round") == [(("mnist_mlp", "jax"), ("mnist_cnn", "jax")),
+                                                          (("mnist_mlp", "torch"),)]  # fmt: skip

@@ -9,18 +9,27 @@ from statistics import median
 from benchmarks.logs import EpochLogWriter, EpochRecord, write_metadata
 from benchmarks.workloads import WORKLOADS, spec
 from report import configurations
+from report.loading import load_runs
 
 
-def _write_timed(root: Path, run_id: str, steady: float, samples: int = 60000, index: int = 1, **settings) -> None:
+def _write_timed(
+    root: Path,
+    run_id: str,
+    steady: float,
+    samples: int = 60000,
+    index: int = 1,
+    process: dict | None = None,
+    **settings,
+) -> None:
     path = root / "h200" / run_id / f"mnist_mlp_torch.r{index:02d}.csv"
     writer = EpochLogWriter(path)
     writer.append(EpochRecord(0, 9.0, compiled=True))
     writer.append(EpochRecord(1, steady, compiled=False))
     writer.append(EpochRecord(2, steady * 1.2, compiled=False))
     writer.close()
-    meta = {"workload": "mnist_mlp", "backend": "torch", "status": "complete", "run_id": run_id}
+    meta = {"workload": "mnist_mlp", "backend": "torch", "status": "complete", "run_id": run_id, "platform": "h200"}
     meta |= {"data": {"train_samples": samples}, "settings": {"steps_per_execution": 1, **settings}}
-    write_metadata(path, meta)
+    write_metadata(path, {**meta, "process": process})
 
 
 def _repeats(root: Path, run_id: str, steadies: list[float], **settings) -> None:
@@ -95,6 +104,18 @@ def test_first_epochs_from_a_warm_compile_cache_are_never_pooled_with_compiled_o
     assert config.first_epochs == {"compiled": [9.0, 9.0], "compile cache warm": [9.0]}
     row = configurations.configuration_table(tmp_path).splitlines()[2]
     assert "9.00 (compile cache warm, n=1); 9.00 (compiled, n=2)" in row
+
+
+def test_first_epochs_after_another_workload_in_the_process_are_kept_apart(tmp_path: Path) -> None:
+    """A process that trains several workloads pays its start-up in the first one's first epoch only: the others'
+    first epochs are their own kind, and the report's pooled first epoch leaves them out."""
+    _write_timed(tmp_path, "gpu-repeats-a", 1.0, index=1, process={"position": 1, "workloads": 3})
+    _write_timed(tmp_path, "gpu-repeats-a", 1.1, index=2, process={"position": 2, "workloads": 3})
+    _write_timed(tmp_path, "gpu-repeats-a", 1.2, index=3)  # written before the place was recorded
+    [config] = configurations.configurations(tmp_path)
+    assert config.first_epochs == {"compiled": [9.0, 9.0], "compiled, not first in its process": [9.0]}
+    runs = sorted(load_runs(tmp_path).runs, key=lambda r: r.metadata.repeat.index if r.metadata.repeat else 0)
+    assert [r.first_epoch_s for r in runs] == [9.0, None, 9.0]
 
 
 def test_the_committed_h100_runs_name_their_cache_state() -> None:
