@@ -15,10 +15,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def command(args: argparse.Namespace) -> int:
-    request = request_of(args)
-    if isinstance(request, Fanout):
-        return run_fanout.run(request)
-    if isinstance(request, DetachedRun):
-        return run_detached.run(request)
-    assert isinstance(request, AttachedRun)
-    return run_attached.run(request)
+    match request_of(args):
+        case Fanout() as fanout:
+            return run_fanout.run(fanout)
+        case DetachedRun() as detached:
+            return run_detached.run(detached)
+        case AttachedRun() as attached:
+            return run_attached.run(attached)
