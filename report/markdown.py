@@ -30,7 +30,12 @@ def markdown_table(table: pd.DataFrame) -> str:
 
 
 def _image(chart: Chart | None) -> str:
-    return f"![{chart.title}]({chart.png})" if chart else ""
+    return linked_image(chart.title, chart.png) if chart else ""
+
+
+def linked_image(title: str, png: str) -> str:
+    """The PNG shown, linking to the SVG drawn beside it (report.charts writes both), as the HTML report does."""
+    return f"[![{title}]({png})]({png.removesuffix('.png')}.svg)"
 
 
 def render_markdown(report: Report) -> str:
@@ -153,7 +158,7 @@ def _scaling_markdown(report: Report) -> list[str]:
         markdown_table(report.scaling.published),
         "",
         *_scaling_prices_markdown(report.scaling.prices),
-        f"![{report.scaling.chart[0]}]({report.scaling.chart[1]})" if report.scaling.chart else "",
+        linked_image(*report.scaling.chart) if report.scaling.chart else "",
         "",
     ]
 
@@ -187,7 +192,7 @@ def _trends_markdown(report: Report) -> list[str]:
     ]
     for trend in report.trends.trends:
         if trend.chart is not None:
-            parts += [f"![{trend.chart[0]}]({trend.chart[1]})", ""]
+            parts += [linked_image(*trend.chart), ""]
     return parts
 
 

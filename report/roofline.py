@@ -314,7 +314,8 @@ def section(logs: Path, costs: dict[str, ModelCost] | None = None, markdown: Pat
         folder = markdown.parent / f"{markdown.stem}_charts"
         folder.mkdir(parents=True, exist_ok=True)
         chart(table, sheets, folder / "roofline")
-        image = ["", f"![The H100 and H200 runs on their rooflines]({folder.name}/roofline.png)"]
+        png, svg = f"{folder.name}/roofline.png", f"{folder.name}/roofline.svg"  # the PNG shown, linking the SVG
+        image = ["", f"[![The H100 and H200 runs on their rooflines]({png})]({svg})"]
     lines = [
         "## Where the time goes: the H100 and H200 runs on a roofline",
         "",

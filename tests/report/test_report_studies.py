@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -128,9 +129,10 @@ def test_markdown_for_the_results_page(logs: Path, tmp_path: Path, capsys: pytes
     assert "| gce-k80-tensorflow (base) | real | 1 | 20 |" in text
     assert "## Measured vs published: Benchmarking Modern GPUs" in text
     assert "| published | k80-tensorflow |" in text and "| measured | gce-k80-tensorflow |" in text
-    images = [line[line.index("](") + 2 : -1] for line in text.splitlines() if line.startswith("![")]
+    images = re.findall(r"\]\((results_charts/[^)]+)\)", text)  # each PNG shown and the SVG it links to
     assert images and all((target.parent / image).is_file() for image in images)
-    assert all(image.startswith("results_charts/") for image in images)
+    drawn = {f"results_charts/{p.name}" for p in (target.parent / "results_charts").iterdir()}
+    assert drawn == set(images)  # no chart drawn that the page does not show or link
 
 
 def test_markdown_preamble_comes_first(logs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
