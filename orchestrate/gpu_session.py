@@ -49,6 +49,7 @@ from typing import Any, TextIO
 from benchmarks.command import RunnerCommand
 from benchmarks.harness.compile_cache import ENV as COMPILE_CACHE_ENV
 from benchmarks.metadata import RunMetadata
+from benchmarks.repeats import fill_levels, round_order
 from benchmarks.suites import get_suite
 from benchmarks.workloads import LSTM_WORKLOADS as RECURRENT
 from benchmarks.workloads import WORKLOADS
@@ -289,7 +290,7 @@ def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console,
     walls: dict[tuple[tuple[str, str], ...], float] = {}
     entries: list[dict] = []
     for round_index, level in enumerate(fill_levels(counts, args.repeats)):
-        chosen = repeats_round(items, round_index, counts, level)
+        chosen = round_order(items, round_index, counts, level)
         for group in process_groups(chosen, args.processes):
             # A process that cannot end before the deadline would leave its last workload unfinished: start only
             # what fits, by the same group's wall time earlier in this call.
@@ -323,15 +324,6 @@ REPEATS_MIN_START_S = 30
 def existing_repeats(logs: Path | None, items: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
     """Repeats already collected per (workload, backend), over every machine's gpu-repeats-* folder."""
     return {(w, b): len(list(logs.glob(f"gpu-repeats-*/{w}_{b}*.r*.csv"))) if logs else 0 for w, b in items}
-
-
-def repeats_round(
-    items: Sequence[tuple[str, str]], round_index: int, counts: dict[tuple[str, str], int], level: int
-) -> list[tuple[str, str]]:
-    """The items below `level` repeats, least measured first, ties in an order rotated each round."""
-    shift = round_index % len(items)
-    rotated = [*items[shift:], *items[:shift]]
-    return sorted((i for i in rotated if counts[i] < level), key=lambda i: counts[i])
 
 
 def _repeat_process(
@@ -397,11 +389,11 @@ def round_walls(entries: Sequence[dict]) -> dict[str, dict]:
 # as Python leaves it, frozen, or off, and with the process held to 4 cores (thread placement), interleaved.
 VARIANCE_WORKLOAD = ("mnist_mlp", "jax")
 VARIANCE_EPOCHS = 8
-VARIANCE_VARIANTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {  # name: (command prefix, runner flags)
-    "gc-on": ((), ()),
-    "gc-frozen": ((), ("--host-gc", "frozen")),
-    "gc-off": ((), ("--host-gc", "off")),
-    "pinned-4-cores": (("taskset", "-c", "0-3"), ()),
+VARIANCE_VARIANTS: dict[str, tuple[tuple[str, ...], str | None]] = {  # name: (command prefix, runner's --host-gc)
+    "gc-on": ((), None),
+    "gc-frozen": ((), "frozen"),
+    "gc-off": ((), "off"),
+    "pinned-4-cores": (("taskset", "-c", "0-3"), None),
 }
 
 
@@ -409,16 +401,26 @@ def _variance(args: argparse.Namespace, env: dict[str, str], logs: Path, console
     workload, backend = VARIANCE_WORKLOAD
     entries: list[dict[str, Any]] = []
     for index in range(1, args.repeats + 1):
-        for name, (prefix, flags) in VARIANCE_VARIANTS.items():
+        for name, (prefix, gc) in VARIANCE_VARIANTS.items():
             if deadline - time.monotonic() < 60:
                 return entries
             run_id = f"gpu-variance-{args.tag}-{name}"
-            command = [*prefix, sys.executable, "-m", "benchmarks", "run", "--workload", workload, "--backend", backend]
-            command += ["--platform", args.platform, "--out", str(logs), "--run-id", run_id, "--offline"]
-            command += ["--epochs", str(VARIANCE_EPOCHS), "--repeat-index", str(index), "--repeat-group", run_id]
-            command += ["--repeat-planned", str(args.repeats), *flags, "--allow-synthetic"]
-            if dataset := _preferred_dataset(args.carry):
-                command += ["--prefer-dataset", dataset]
+            runner = RunnerCommand(
+                (workload,),
+                backend,
+                platform=args.platform,
+                run_id=run_id,
+                out=str(logs),
+                epochs=VARIANCE_EPOCHS,
+                prefer_dataset=_preferred_dataset(args.carry),
+                offline=True,
+                allow_synthetic=True,
+                repeat_index=index,
+                repeat_group=run_id,
+                repeat_planned=args.repeats,
+                host_gc=gc,
+            )
+            command = [*prefix, sys.executable, "-m", "benchmarks", *runner.argv()]
             started = time.monotonic()
             console.write(f"\n### {run_id} repeat {index}\n")
             console.flush()
@@ -493,12 +495,6 @@ def _scaling(args: argparse.Namespace, env: dict[str, str], logs: Path, console,
             entries.append(_scaling_process(args, env, logs, console, deadline, workload, config, round_index + 1))
             counts[workload, config.name] += 1
     return entries
-
-
-def fill_levels(counts: dict[tuple[str, str], int], target: int) -> range:
-    """Each round raises every configuration below its level by one repeat, up to `target` repeats in all, so a
-    budget cut leaves the configurations evenly measured rather than some with many repeats and some with none."""
-    return range(min(counts.values(), default=0) + 1, target + 1)
 
 
 def existing_scaling_repeats(

@@ -13,6 +13,7 @@ import pytest
 from benchmarks import headroom
 from benchmarks.cli import build_parser
 from benchmarks.logs import EpochLogWriter, EpochRecord, LogFormatError, write_metadata
+from benchmarks.repeats import fill_levels, round_order
 from benchmarks.workloads import WORKLOADS, spec
 from orchestrate import gpu_session
 
@@ -179,7 +180,7 @@ def test_a_later_scaling_call_tops_up_the_thinnest_configurations_first(tmp_path
     counts = gpu_session.existing_scaling_repeats(tmp_path, "a", "jax", workloads, configs)
     assert counts[("mnist_mlp", "1gpu")] == 2 and counts[("mnist_cnn", "1gpu")] == 1
     assert counts[("siamese_lstm", "1gpu")] == counts[("mnist_mlp", "2gpu-per-device")] == 0
-    assert list(gpu_session.fill_levels(counts, 2)) == [1, 2]
+    assert list(fill_levels(counts, 2)) == [1, 2]
     first = gpu_session.scaling_round(workloads, configs, 0, counts, 1)
     # mnist_cnn's and mnist_mlp's one-GPU runs are already at the level; the workload with none goes first
     assert [(w, c.name) for w, c in first] == [
@@ -200,7 +201,7 @@ def test_a_later_scaling_call_tops_up_the_thinnest_configurations_first(tmp_path
 def test_without_earlier_logs_each_round_is_one_repeat_of_everything() -> None:
     configs = gpu_session.scaling_configs([2])
     counts = gpu_session.existing_scaling_repeats(None, "a", "jax", ["mnist_mlp", "mnist_cnn"], configs)
-    assert list(gpu_session.fill_levels(counts, 3)) == [1, 2, 3]
+    assert list(fill_levels(counts, 3)) == [1, 2, 3]
     assert len(gpu_session.scaling_round(["mnist_mlp", "mnist_cnn"], configs, 0, counts, 1)) == 6
 
 
@@ -274,10 +275,10 @@ def test_repeats_count_every_machines_collected_runs_and_start_with_the_least_me
     items = [("mnist_mlp", "jax"), ("cifar10_cnn", "torch"), ("siamese_lstm", "torch")]
     counts = gpu_session.existing_repeats(tmp_path, items)
     assert counts == {("mnist_mlp", "jax"): 3, ("cifar10_cnn", "torch"): 1, ("siamese_lstm", "torch"): 0}
-    levels = gpu_session.fill_levels(counts, 3)
+    levels = fill_levels(counts, 3)
     assert list(levels) == [1, 2, 3]
-    assert gpu_session.repeats_round(items, 0, counts, 1) == [("siamese_lstm", "torch")]
-    assert gpu_session.repeats_round(items, 0, counts, 3) == [("siamese_lstm", "torch"), ("cifar10_cnn", "torch")]
+    assert round_order(items, 0, counts, 1) == [("siamese_lstm", "torch")]
+    assert round_order(items, 0, counts, 3) == [("siamese_lstm", "torch"), ("cifar10_cnn", "torch")]
     assert gpu_session.existing_repeats(None, items) == dict.fromkeys(items, 0)
 
 
@@ -369,3 +370,22 @@ def test_the_per_repeat_design_starts_a_process_per_workload() -> None:
     assert gpu_session.process_groups(chosen, "repeat") == [(i,) for i in chosen]
     assert gpu_session.process_groups(chosen, "round") == [(("mnist_mlp", "jax"), ("mnist_cnn", "jax")),
                                                           (("mnist_mlp", "torch"),)]  # fmt: skip
+
+
+def test_the_variance_phase_builds_runner_commands_the_runner_parses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from argparse import Namespace
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(
+        gpu_session.subprocess, "run", lambda command, **_: seen.append(command) or Namespace(returncode=0)
+    )
+    args = Namespace(tag="a", repeats=1, platform="gpu", carry=tmp_path)
+    entries = gpu_session._variance(args, {}, tmp_path, io.StringIO(), time.monotonic() + 600)
+    assert [e["run_id"] for e in entries] == [f"gpu-variance-a-{name}" for name in gpu_session.VARIANCE_VARIANTS]
+    for command, (prefix, gc) in zip(seen, gpu_session.VARIANCE_VARIANTS.values(), strict=True):
+        assert command[: len(prefix)] == list(prefix)
+        parsed = build_parser().parse_args(command[len(prefix) + 3 :])
+        assert (parsed.workload, parsed.backend, parsed.epochs) == ("mnist_mlp", "jax", gpu_session.VARIANCE_EPOCHS)
+        assert parsed.host_gc == (gc or "on") and parsed.repeat_index == 1 and parsed.offline
