@@ -6,7 +6,8 @@ metadata item), so the orchestrator can return right after the launch, or not ex
                                       image_ref="ghcr.io/me/keras-cloud-bench:gpu"))
 
 The script is plain POSIX sh: it writes the agent (`orchestrate/machine_agent.py`, standard-library Python, gzip +
-base64 so EC2's 16 KB user-data limit holds) and the run's spec (JSON) to the machine's work folder, runs the agent
+base64 so EC2's 16 KB user-data limit holds), the cloud's side of it (the provider's `MachineIdentity.agent_source`)
+and the run's spec (JSON) to the machine's work folder, runs the agent
 with the machine's python3, and powers the machine off on exit. The agent does the run (see its docstring) and
 deletes its own instance through the cloud's API on every path it controls; powering off (which terminates an EC2
 instance launched with InstanceInitiatedShutdownBehavior=terminate) and the cloud-side maximum lifetime are the
@@ -22,40 +23,29 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.command import RunnerCommand, repeat_stem
 from benchmarks.work import item_command
+from orchestrate.capabilities import MachineIdentity, check_storage_url, machine_identity, object_storage
 from orchestrate.hostprep import INSTALL_DOCKER, INSTALL_NVIDIA_TOOLKIT
 from orchestrate.plan import RunPlan, WorkItem
-from orchestrate.storage import GCS_ENDPOINT_ENV, StorageError, StorageURL
+from orchestrate.provider import ProviderError
+from orchestrate.registry import load_provider_class
+from orchestrate.storage import StorageError, StorageURL
 
 AGENT_SOURCE = Path(__file__).with_name("machine_agent.py")
+CLOUD_MODULE = "cloud.py"  # the cloud's side of the agent, beside it (machine_agent.CLOUD_MODULE)
 RUN_ID_TOKEN = "{run_id}"  # the agent's own constant: replaced on the machine by the run id
 DETACHED_IMAGE_SOURCES = ("pull", "present", "load")
-AWS_USER_DATA_LIMIT = 16 * 1024  # bytes, before base64 (EC2 RunInstances)
-GCE_METADATA_VALUE_LIMIT = 256 * 1024
 DEFAULT_WORK_DIR = "/var/lib/keras-cloud-bench"
 SPEC_VERSION = 1
 
 
 class DetachedError(ValueError):
     """A spec that cannot make a working boot script; the message names the field."""
-
-
-def endpoints_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """API endpoints the machine must use instead of the clouds' defaults: the ones this process is redirected to
-    (VPC / Private Service Connect endpoints, or the tests' doubles), so the machine reaches the same services."""
-    env = os.environ if environ is None else environ
-    found = {
-        "s3": env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL"),
-        "ec2": env.get("AWS_ENDPOINT_URL_EC2") or env.get("AWS_ENDPOINT_URL"),
-        "gcs": env.get(GCS_ENDPOINT_ENV),
-        "compute": env.get("KCB_GCE_API_ENDPOINT"),
-    }
-    return {key: value for key, value in found.items() if value}
 
 
 @dataclass(frozen=True)
@@ -66,8 +56,8 @@ class DetachedSpec:
     The runner fields mirror `RunPlan`'s; `items` are run in order, each in a fresh container.
     """
 
-    provider: str  # "aws" or "gce": which metadata server and APIs the machine talks to
-    storage_url: str  # s3://bucket[/prefix] or gs://bucket[/prefix]; the run writes under <prefix>runs/<run-id>/
+    provider: str  # a provider with Capability.BOOT_SCRIPT: which metadata server and APIs the machine talks to
+    storage_url: str  # that provider's bucket, e.g. s3://bucket[/prefix]; the run writes under <prefix>runs/<run-id>/
     platform: str  # the logs' platform name (the profile's name)
     suite: str
     items: tuple[WorkItem, ...]
@@ -83,9 +73,11 @@ class DetachedSpec:
     batch_policy: str | None = None
     repeats: int = 1
     allow_synthetic: bool = True
-    max_lifetime_s: int = 4 * 3600  # the machine powers itself off after this (AWS; GCE has maxRunDuration)
+    max_lifetime_s: int = 4 * 3600  # the machine ends after this (by the cloud, or by the boot script's power-off)
     upload_interval_s: float = 60.0  # a running item's files go up this often (and the status heartbeat)
-    endpoints: Mapping[str, str] = field(default_factory=endpoints_from_env)
+    # API endpoints the machine must use instead of the cloud's defaults; None: the ones this process is
+    # redirected to (VPC / Private Service Connect endpoints, or the tests' doubles), so it reaches the same services
+    endpoints: Mapping[str, str] | None = None
 
     @classmethod
     def from_plan(cls, plan: RunPlan, storage_url: str, image_source: str, **overrides: Any) -> DetachedSpec:
@@ -160,10 +152,15 @@ class DetachedSpec:
             "items": [self._item_json(item) for item in self.items],
             "max_lifetime_s": self.max_lifetime_s,
             "upload_interval_s": self.upload_interval_s,
-            "endpoints": dict(self.endpoints),
+            "endpoints": dict(self.machine_endpoints()),
             "install_docker": INSTALL_DOCKER,
             "install_nvidia_toolkit": INSTALL_NVIDIA_TOOLKIT if self.gpu_host else None,
         }
+
+    def machine_endpoints(self) -> Mapping[str, str]:
+        if self.endpoints is not None:
+            return self.endpoints
+        return machine_of(self.provider).agent_endpoints(os.environ)
 
     def _item_json(self, item: WorkItem) -> dict[str, Any]:
         # the runner's file names for this item, real data or synthetic (WorkItem.owns_log's rule)
@@ -202,14 +199,23 @@ class DetachedSpec:
         )
 
 
-def validate(spec: DetachedSpec) -> None:
-    """DetachedError naming the first field that cannot work on a machine."""
-    if spec.provider not in ("aws", "gce"):
-        raise DetachedError(f"provider {spec.provider!r}: detached runs need aws or gce")
-    storage = spec.storage
-    if storage.provider != spec.provider:
-        raise DetachedError(f"storage_url {spec.storage_url!r}: a {spec.provider} machine writes to a "
-                            f"{'s3' if spec.provider == 'aws' else 'gs'}:// bucket")  # fmt: skip
+def machine_of(provider: str) -> type[MachineIdentity]:
+    """The boot-script side of the provider named `provider`; DetachedError when it cannot run a detached run."""
+    try:
+        cls = load_provider_class(provider)
+        object_storage(cls)
+        return machine_identity(cls)
+    except ProviderError as error:
+        raise DetachedError(f"provider {provider!r}: {error}") from None
+
+
+def validate(spec: DetachedSpec) -> type[MachineIdentity]:
+    """DetachedError naming the first field that cannot work on a machine; the provider's boot-script side."""
+    machine = machine_of(spec.provider)
+    try:
+        check_storage_url(spec.storage, spec.provider, spec.storage_url)
+    except StorageError as error:
+        raise DetachedError(f"storage_url: {error}") from None
     if spec.image_source not in DETACHED_IMAGE_SOURCES:
         raise DetachedError(
             f"image source {spec.image_source!r}: a detached machine can {', '.join(DETACHED_IMAGE_SOURCES)} "
@@ -223,6 +229,7 @@ def validate(spec: DetachedSpec) -> None:
         raise DetachedError(f"run_id {spec.run_id!r}: use letters, digits, '-', '_' and '.' only")
     if not _safe(spec.platform):
         raise DetachedError(f"platform {spec.platform!r}: use letters, digits, '-', '_' and '.' only")
+    return machine
 
 
 def _safe(text: str) -> bool:
@@ -238,16 +245,17 @@ def _packed(data: bytes) -> str:
 def boot_script(spec: DetachedSpec) -> str:
     """The machine's whole job as a POSIX sh script: EC2 user data, or the GCE `startup-script` metadata value.
 
-    Raises DetachedError when the spec is invalid, or when the script is over the cloud's size limit (16 KB of
-    EC2 user data). The script runs as root at first boot; `KCB_WORK_DIR` (default /var/lib/keras-cloud-bench)
-    is where it keeps the run's files, `AWS_EC2_METADATA_SERVICE_ENDPOINT` / `GCE_METADATA_HOST` where the
-    metadata server is (the clouds' standard variables; unset on real machines).
+    Raises DetachedError when the spec is invalid, or when the script is over the cloud's size limit
+    (`MachineIdentity.boot_script_limit`: 16 KB of EC2 user data). The script runs as root at first boot;
+    `KCB_WORK_DIR` (default /var/lib/keras-cloud-bench) is where it keeps the run's files; the cloud's standard
+    variables (e.g. `AWS_EC2_METADATA_SERVICE_ENDPOINT`, unset on real machines) say where the metadata server is.
     """
-    validate(spec)
+    machine = validate(spec)
     agent = _packed(AGENT_SOURCE.read_bytes())
+    cloud = _packed(machine.agent_source.read_bytes())
     spec_json = _packed(json.dumps(spec.to_json(), sort_keys=True).encode())
     self_destruct = ""
-    if spec.provider == "aws":  # GCE ends the VM itself at scheduling.maxRunDuration
+    if not machine.ends_itself:
         minutes = max(1, math.ceil(spec.max_lifetime_s / 60))
         self_destruct = (
             "# backstop: power off (= terminate, InstanceInitiatedShutdownBehavior) at the max lifetime\n"
@@ -267,6 +275,9 @@ trap power_off EXIT
 base64 -d <<'KCB_AGENT' | gunzip > agent.py
 {agent}
 KCB_AGENT
+base64 -d <<'KCB_CLOUD' | gunzip > {CLOUD_MODULE}
+{cloud}
+KCB_CLOUD
 base64 -d <<'KCB_SPEC' | gunzip > spec.json
 {spec_json}
 KCB_SPEC
@@ -275,7 +286,7 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 python3 agent.py spec.json >> console.log 2>&1
 """
-    limit = AWS_USER_DATA_LIMIT if spec.provider == "aws" else GCE_METADATA_VALUE_LIMIT
+    limit = machine.boot_script_limit
     if len(script.encode()) > limit:
         raise DetachedError(
             f"the boot script is {len(script.encode())} bytes, over the {limit}-byte limit of {spec.provider}: "

@@ -31,6 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from orchestrate.accounting import close_accounts
+from orchestrate.capabilities import (
+    ObjectStore,
+    check_storage_url,
+    offered,
+    offering,
+    open_store,
+    region_of,
+    storage_of,
+)
 from orchestrate.detached import DetachedSpec, boot_script
 from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.provider import (
@@ -43,7 +52,7 @@ from orchestrate.provider import (
     Provider,
     ProviderError,
 )
-from orchestrate.storage import StorageError, StorageURL, Store, default_bucket, open_store
+from orchestrate.storage import StorageError, StorageURL, own_bucket_name
 from orchestrate.sweep import local_process_alive
 from records.catalog import Profile
 from records.ledger import (
@@ -68,44 +77,24 @@ class DetachedRunError(RuntimeError):
 # ---- before launch ---------------------------------------------------------------------------------------------
 
 
-def region_of_zone(provider: str, zone: str) -> str:
-    """`us-east-1a` -> `us-east-1` (AWS), `us-central1-a` -> `us-central1` (GCE)."""
-    return zone[:-1] if provider == "aws" else zone.rsplit("-", 1)[0]
-
-
 def resolve_bucket(bucket: str | None, profile: Profile) -> tuple[StorageURL, bool]:
     """The run's bucket (the user's, or the project's own) and whether the project may create it."""
     if bucket is not None:
         url = StorageURL.parse(bucket)
-        if url.provider != profile.provider:
-            scheme = "s3" if profile.provider == "aws" else "gs"
-            raise StorageError(f"--bucket {bucket}: a {profile.provider} machine writes to a {scheme}:// bucket")
+        check_storage_url(url, profile.provider, bucket)
         return url, False
-    region = region_of_zone(profile.provider, profile.zones[0])
-    return default_bucket(profile.provider, _account(profile.provider, region)), True
-
-
-def _account(provider: str, region: str) -> str:
-    """What names the project's own bucket: the AWS account and region, or the Google Cloud project."""
-    if provider == "aws":
-        import boto3
-
-        account = boto3.Session().client("sts", region_name=region).get_caller_identity()["Account"]
-        return f"{account}-{region}"
-    import google.auth
-
-    _, project = google.auth.default()
-    if not project:
-        raise StorageError("no Google Cloud project to name the run's bucket: set GOOGLE_CLOUD_PROJECT or --bucket")
-    return str(project)
+    storage = storage_of(profile.provider)
+    account = storage.storage_account(region_of(profile))
+    return StorageURL(storage.storage_scheme, own_bucket_name(account)), True
 
 
 def check_bucket(url: StorageURL, create: bool, profile: Profile, run_id: str) -> str | None:
-    """The bucket exists (or is created and tagged) and the run's prefix is writable; its region (S3)."""
-    store = open_store(url)
-    location = store.ensure_bucket(create, region_of_zone(profile.provider, profile.zones[0]))
+    """The bucket exists (or is created and tagged) and the run's prefix is writable; the region the machine must
+    address it in, where its store needs one (S3)."""
+    store = open_store(profile.provider, url)
+    location = store.ensure_bucket(create, region_of(profile))
     store.check_writable(url.run_prefix(run_id) + ".write-check")
-    return location if url.scheme == "s3" else None
+    return location
 
 
 # ---- launch --------------------------------------------------------------------------------------------------
@@ -122,10 +111,12 @@ def launch(
     plan: RunPlan, provider: Provider, ledger: Ledger, spec: DetachedSpec, note: Note, stages: list[StageRecord]
 ) -> Launched:
     """Spec into the bucket, the run into the ledger (`detached`), the machine launched; then return."""
-    if not provider.has(Capability.BOOT_SCRIPT):
-        raise DetachedRunError(f"provider {provider.name} cannot run a boot script: --detach needs aws or gce")
+    if not offered(provider, Capability.BOOT_SCRIPT):
+        raise DetachedRunError(
+            f"provider {provider.name} cannot run a boot script: --detach needs {offering(Capability.BOOT_SCRIPT)}"
+        )
     url = spec.storage
-    store = open_store(url)
+    store = open_store(provider.name, url)
     image = local_image(spec.image_ref) if spec.image_source == "load" else None  # refused before any record
     record = RunRecord(
         run_id=plan.run_id,
@@ -176,7 +167,7 @@ def local_image(ref: str) -> Any:
         raise DetachedRunError(f"--image-source load: {ref} is not in this machine's Docker engine ({error})") from None
 
 
-def upload_image(store: Store, key: str, image: Any, ref: str, note: Note) -> None:
+def upload_image(store: ObjectStore, key: str, image: Any, ref: str, note: Note) -> None:
     """`docker save` of the local image into the bucket, for the machine to `docker load` (image source load).
     Saved under the name the run uses: an image with several tags would otherwise be saved under its first.
     Spooled to a file without a name, which the system frees however this process ends (even kill -9)."""
@@ -259,9 +250,9 @@ class Progress:
         return self.summary or self.status
 
 
-def read_progress(record: RunRecord) -> tuple[Store, Progress]:
+def read_progress(record: RunRecord) -> tuple[ObjectStore, Progress]:
     url = run_storage(record)
-    store = open_store(url)
+    store = open_store(record.provider, url)
     prefix = url.run_prefix(record.run_id)
     objects = store.list(prefix)
     status = _json(store, prefix + "status.json") if prefix + "status.json" in objects else None
@@ -275,7 +266,7 @@ def run_storage(record: RunRecord) -> StorageURL:
     return StorageURL.parse(record.storage)
 
 
-def _json(store: Store, key: str) -> dict[str, Any] | None:
+def _json(store: ObjectStore, key: str) -> dict[str, Any] | None:
     data = store.read(key)
     return json.loads(data) if data else None
 
@@ -360,7 +351,7 @@ def collect(
     return Collected(record, downloaded, action)
 
 
-def _download_files(store: Store, objects: dict[str, int], prefix: str, run_logs: Path) -> list[str]:
+def _download_files(store: ObjectStore, objects: dict[str, int], prefix: str, run_logs: Path) -> list[str]:
     """New or changed objects under files/ into the run's log folder (sizes compared: collect is idempotent)."""
     copied = []
     for key, size in sorted(objects.items()):
@@ -375,7 +366,7 @@ def _download_files(store: Store, objects: dict[str, int], prefix: str, run_logs
 
 
 def _download_partials(
-    store: Store, objects: dict[str, int], prefix: str, run_logs: Path, status: dict[str, Any]
+    store: ObjectStore, objects: dict[str, int], prefix: str, run_logs: Path, status: dict[str, Any]
 ) -> list[str]:
     """Files of items a preemption (or an interruption) cut short: into preempted/attempt-N/, never results."""
     copied = []
@@ -465,7 +456,7 @@ def _make_sure_gone(record: RunRecord, provider: Provider, note: Note) -> None:
 
 def _follow(
     record: RunRecord,
-    store: Store,
+    store: ObjectStore,
     prefix: str,
     provider: Provider,
     profile: Profile,
@@ -496,7 +487,7 @@ def _follow(
 
 
 def _never_launched(
-    record: RunRecord, store: Store, prefix: str, provider: Provider, profile: Profile, note: Note
+    record: RunRecord, store: ObjectStore, prefix: str, provider: Provider, profile: Profile, note: Note
 ) -> str:
     """No machine recorded, found by its tag, or reporting: the orchestrator stopped (kill -9, a crash) between
     the ledger record and the launch. Unless it is still at work, the run ends before it began (failed, nothing
@@ -518,7 +509,7 @@ def _launching_here(record: RunRecord) -> bool:
     return bool(record.pid) and record.owner.rpartition("@")[2] == here and local_process_alive(here)(record)
 
 
-def discard_image(store: Store, prefix: str) -> list[str]:
+def discard_image(store: ObjectStore, prefix: str) -> list[str]:
     """The image of a run that never launched, gone: an unfinished upload (S3 multipart: no object, yet its parts
     are billed until aborted) is aborted, and a finished image.tar deleted (a failed run is never relaunched, so
     nothing reads it). Cloud Storage has nothing to abort (see `GCSStore.abort_uploads`). What was done."""
@@ -529,7 +520,9 @@ def discard_image(store: Store, prefix: str) -> list[str]:
     return done
 
 
-def _relaunch(record: RunRecord, store: Store, prefix: str, provider: Provider, profile: Profile, note: Note) -> str:
+def _relaunch(
+    record: RunRecord, store: ObjectStore, prefix: str, provider: Provider, profile: Profile, note: Note
+) -> str:
     data = _json(store, prefix + "spec.json")
     if data is None:
         return _give_up(record, provider, profile, note, f"{prefix}spec.json is missing: cannot relaunch")

@@ -7,7 +7,8 @@ Standard library only, Python 3.8+: it runs on the machine image's own python3 (
 AMI / VM), not in the project's environment. What it does:
 
 1. asks the cloud's metadata server who it is (instance id, zone) and for the instance role's / service account's
-   short-lived credentials (never written anywhere, never printed);
+   short-lived credentials (never written anywhere, never printed): the cloud's side of the agent, `cloud.py` beside
+   it (the provider's `MachineIdentity.agent_source`, e.g. `orchestrate/providers/aws/agent.py`);
 2. reads the run's `status.json` from the bucket: a relaunch after a preemption skips the items an earlier machine
    finished, and marks the one it was running `preempted`;
 3. gets the image (`present`, `pull`, or `load`: `docker load` of the image tar the orchestrator put in the bucket);
@@ -24,7 +25,7 @@ layout of `logs/<platform>/<run-id>/`), `partial/attempt-N/<name>`, `image.tar` 
 from __future__ import annotations
 
 import hashlib
-import hmac
+import importlib.util
 import json
 import os
 import signal
@@ -35,6 +36,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+CLOUD_MODULE = "cloud.py"  # the cloud's side, beside this file on the machine
 RUN_ID_TOKEN = "{run_id}"  # in the items' runner arguments: replaced by the run id (derived here when unset)
 FINISHED = ("complete", "failed")  # an item in one of these states is never run again
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
@@ -74,144 +76,6 @@ def request(method: str, url: str, headers: dict | None = None, data: bytes | No
                 raise
         time.sleep(min(30, 2**attempt))
     raise AssertionError("unreachable")
-
-
-# ---- clouds: identity, storage, self-delete -------------------------------------------------------------------
-
-
-def sigv4_headers(
-    method: str, url: str, service: str, region: str, headers: dict, body: bytes, credentials: dict, stamp: str
-) -> dict:
-    """The request's headers signed with SigV4 (docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html),
-    S3 bodies unsigned; written out because the machine has only the standard library (no botocore)."""
-    parts = urllib.parse.urlsplit(url)
-    day = stamp[:8]
-    payload = "UNSIGNED-PAYLOAD" if service == "s3" else hashlib.sha256(body).hexdigest()
-    signed = {k.lower(): v for k, v in headers.items()}
-    signed.update({"host": parts.netloc, "x-amz-date": stamp, "x-amz-content-sha256": payload})
-    if credentials.get("Token"):
-        signed["x-amz-security-token"] = credentials["Token"]
-    names = ";".join(sorted(signed))
-    query = "&".join(sorted(parts.query.split("&"))) if parts.query else ""
-    header_lines = "".join(f"{k}:{signed[k].strip()}\n" for k in sorted(signed))
-    canonical = "\n".join([method, parts.path or "/", query, header_lines, names, payload])
-    scope = f"{day}/{region}/{service}/aws4_request"
-    to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
-    key = ("AWS4" + credentials["SecretAccessKey"]).encode()
-    for part in (day, region, service, "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    signed["authorization"] = (
-        f"AWS4-HMAC-SHA256 Credential={credentials['AccessKeyId']}/{scope}, "
-        f"SignedHeaders={names}, Signature={signature}"
-    )
-    return signed
-
-
-class AWS:
-    """EC2 instance metadata (IMDSv2), S3 and EC2 through SigV4-signed requests with the instance role."""
-
-    def __init__(self, spec: dict) -> None:
-        self.imds = os.environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://169.254.169.254").rstrip("/")
-        self.instance_id = self._meta("instance-id")
-        self.zone = self._meta("placement/availability-zone")
-        self.region = self._meta("placement/region")
-        storage = spec["storage"]
-        self.bucket, self.bucket_region = storage["bucket"], storage.get("region") or self.region
-        endpoints = spec.get("endpoints", {})
-        self.s3 = endpoints.get("s3")  # None: the bucket's virtual-hosted address
-        self.ec2 = endpoints.get("ec2") or f"https://ec2.{self.region}.amazonaws.com"
-        self._credentials: dict = {}
-
-    def _meta(self, path: str) -> str:
-        token = request(
-            "PUT", f"{self.imds}/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "21600"}
-        ).read()
-        answer = request("GET", f"{self.imds}/latest/meta-data/{path}", {"X-aws-ec2-metadata-token": token.decode()})
-        return answer.read().decode().strip()
-
-    def credentials(self) -> dict:
-        if not self._credentials or self._credentials.get("Expiration", "") < utc(300):  # ISO 8601 sorts as time
-            role = self._meta("iam/security-credentials/").splitlines()[0]
-            self._credentials = json.loads(self._meta(f"iam/security-credentials/{role}"))
-        return self._credentials
-
-    def _object_url(self, key: str) -> str:
-        quoted = urllib.parse.quote(key, safe="/-_.~")
-        if self.s3:
-            return f"{self.s3.rstrip('/')}/{self.bucket}/{quoted}"
-        return f"https://{self.bucket}.s3.{self.bucket_region}.amazonaws.com/{quoted}"
-
-    def _signed(self, method: str, url: str, service: str, region: str, headers: dict, body: bytes = b""):
-        stamp = utc(form="%Y%m%dT%H%M%SZ")
-        signed = sigv4_headers(method, url, service, region, headers, body, self.credentials(), stamp)
-        del signed["host"]  # urllib sets it from the URL
-        return request(method, url, signed, body or None)
-
-    def put(self, key: str, data: bytes) -> None:
-        # an explicit type: urllib's default for a body (form-urlencoded) would invite parsing it as a form
-        headers = {"content-type": "application/octet-stream"}
-        self._signed("PUT", self._object_url(key), "s3", self.bucket_region, headers, data).read()
-
-    def open(self, key: str):
-        """The object's body as a stream; None when it does not exist (403 too: the machine may not list the
-        bucket, and S3 then answers a missing object with 403, not 404)."""
-        try:
-            return self._signed("GET", self._object_url(key), "s3", self.bucket_region, {})
-        except urllib.error.HTTPError as error:
-            if error.code in (403, 404):
-                return None
-            raise
-
-    def delete_self(self) -> None:
-        body = urllib.parse.urlencode(
-            {"Action": "TerminateInstances", "InstanceId.1": self.instance_id, "Version": "2016-11-15"}
-        ).encode()
-        headers = {"content-type": "application/x-www-form-urlencoded; charset=utf-8"}
-        self._signed("POST", f"{self.ec2.rstrip('/')}/", "ec2", self.region, headers, body).read()
-
-
-class GCE:
-    """The Compute Engine metadata server, Cloud Storage's JSON API and Compute's API with the VM's account."""
-
-    def __init__(self, spec: dict) -> None:
-        self.metadata = "http://" + os.environ.get("GCE_METADATA_HOST", "metadata.google.internal")
-        self.instance_id = self._meta("instance/name")
-        self.zone = self._meta("instance/zone").rsplit("/", 1)[-1]
-        self.project = self._meta("project/project-id")
-        self.bucket = spec["storage"]["bucket"]
-        endpoints = spec.get("endpoints", {})
-        self.gcs = (endpoints.get("gcs") or "https://storage.googleapis.com").rstrip("/")
-        self.compute = (endpoints.get("compute") or "https://compute.googleapis.com").rstrip("/")
-        self._token: tuple[str, float] = ("", 0.0)
-
-    def _meta(self, path: str) -> str:
-        answer = request("GET", f"{self.metadata}/computeMetadata/v1/{path}", {"Metadata-Flavor": "Google"})
-        return answer.read().decode().strip()
-
-    def _auth(self) -> dict:
-        if time.time() > self._token[1] - 300:
-            answer = json.loads(self._meta("instance/service-accounts/default/token"))
-            self._token = (answer["access_token"], time.time() + float(answer["expires_in"]))
-        return {"Authorization": f"Bearer {self._token[0]}"}
-
-    def put(self, key: str, data: bytes) -> None:
-        name = urllib.parse.quote(key, safe="")
-        url = f"{self.gcs}/upload/storage/v1/b/{self.bucket}/o?uploadType=media&name={name}"
-        request("POST", url, {**self._auth(), "Content-Type": "application/octet-stream"}, data).read()
-
-    def open(self, key: str):
-        url = f"{self.gcs}/storage/v1/b/{self.bucket}/o/{urllib.parse.quote(key, safe='')}?alt=media"
-        try:
-            return request("GET", url, self._auth())
-        except urllib.error.HTTPError as error:
-            if error.code == 404:
-                return None
-            raise
-
-    def delete_self(self) -> None:
-        url = f"{self.compute}/compute/v1/projects/{self.project}/zones/{self.zone}/instances/{self.instance_id}"
-        request("DELETE", url, self._auth()).read()
 
 
 # ---- the run -----------------------------------------------------------------------------------------------
@@ -455,6 +319,18 @@ class Run:
                 self.cloud.put(self.prefix + "summary.json", json.dumps(self.status, indent=1).encode())
 
 
+def load_cloud(path: str):
+    """The cloud's side of the agent (`MachineIdentity.agent_source`, written beside this file by the boot script):
+    a `Cloud(spec, request)` class with `instance_id`, `put(key, data)`, `open(key)` (a stream, or None when the
+    object does not exist) and `delete_self()`, speaking to the metadata server, the bucket and the compute API."""
+    module_spec = importlib.util.spec_from_file_location("kcb_cloud", path)
+    if module_spec is None or module_spec.loader is None:
+        raise RunFailed(f"{path} is not a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
 def on_sigterm(signum, frame) -> None:
     raise Stop("SIGTERM")
 
@@ -464,7 +340,7 @@ def main(argv: list) -> int:
     with open(spec_path) as handle:
         spec = json.load(handle)
     signal.signal(signal.SIGTERM, on_sigterm)
-    cloud = AWS(spec) if spec["provider"] == "aws" else GCE(spec)
+    cloud = load_cloud(os.path.join(os.path.dirname(os.path.abspath(spec_path)), CLOUD_MODULE)).Cloud(spec, request)
     run = Run(spec, cloud, os.path.dirname(os.path.abspath(spec_path)))
     stopped, failure = False, None
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Self
@@ -18,6 +19,12 @@ if TYPE_CHECKING:
     from records.catalog import Profile
 
 PROJECT_TAG = "keras-cloud-bench"  # value of the `project` tag/label on everything this project creates
+
+
+def safe_name(text: str, limit: int, allowed: str = "a-z0-9-") -> str:
+    """`text` lowercased, each run of characters outside `allowed` (a regex class body) one '-', cut to `limit`, no
+    '-' at either end: the one rule for cloud resource names made from other names (buckets, schedules, machines)."""
+    return re.sub(f"[^{allowed}]+", "-", text.lower())[:limit].strip("-")
 
 
 class ProviderError(RuntimeError):
@@ -45,8 +52,12 @@ class Capability(enum.StrEnum):
     LEFTOVERS = "leftovers"  # a crash can leave machines or per-run resources behind: the sweep asks this provider
     PERSISTENT_HOST = "persistent-host"  # the host outlives the run: the sweep recovers a dead run's containers
     RUNS_LOCALLY = "runs-locally"  # the machine is this one: commands run here instead of over SSH
+    # The optional capabilities below each come with an interface in orchestrate.capabilities, which the provider
+    # implements by inheriting it; orchestrate.capabilities.require is the one place that checks them.
     BOOT_SCRIPT = "boot-script"  # launch runs LaunchRequest.boot_script at first boot, with an identity that can
-    # write LaunchRequest.storage_prefix and delete its own machine: detached runs (orchestrate.detached)
+    # write LaunchRequest.storage_prefix and delete its own machine: detached runs (MachineIdentity)
+    OBJECT_STORE = "object-store"  # buckets the machines write their logs to (ObjectStorage)
+    SCHEDULER = "scheduler"  # the cloud's scheduler launches machines on a cron schedule (CloudScheduler)
 
 
 class InstanceState(enum.StrEnum):
@@ -126,6 +137,11 @@ class Provider(abc.ABC):
         if settings:
             raise ProviderError(f"provider '{cls.name}' takes no settings; got {', '.join(sorted(settings))}")
         return cls()
+
+    @classmethod
+    def region_of(cls, zone: str) -> str:
+        """The region a zone of this provider is in (`us-east-1a` -> `us-east-1`); the zone itself by default."""
+        return zone
 
     def describe(self) -> str:
         """Where this provider runs things, in a few words for the plan (e.g. `me@box:2222`, `aws EC2`)."""

@@ -2,44 +2,50 @@
 schedule; the machine runs the suite detached (`orchestrate.detached`'s boot script: logs to the bucket, then it
 deletes itself). Nothing of this project runs in between: no orchestrator, no always-on machine, no functions.
 
-- AWS: an EventBridge Scheduler schedule whose universal target `arn:aws:scheduler:::aws-sdk:ec2:runInstances`
-  calls RunInstances with a launch template; the template carries the image, the machine type, the boot script
-  (user data), the machine's instance profile and the tags. The schedule assumes a role of its own that may only
-  run that template and pass that one machine role.
-- Google Cloud: a Cloud Scheduler job whose HTTP target POSTs the instance resource to Compute Engine's
-  `instances.insert`, with an OAuth token of a service account; the resource's `startup-script` metadata is the
-  boot script. The VM has a fixed name, so a firing while the previous machine still runs is refused by Compute
-  Engine instead of starting a second one.
+Any provider with `Capability.SCHEDULER` can hold a schedule (`orchestrate.capabilities.CloudScheduler`): on AWS
+an EventBridge Scheduler schedule calling RunInstances with a launch template (`orchestrate.providers.aws.scheduler`),
+on Google Cloud a Cloud Scheduler job POSTing to Compute Engine's `instances.insert`
+(`orchestrate.providers.gce.scheduler`).
 
-Both launch in the profile's first zone (there is no orchestrator to try the next one) with the image resolved
+Schedules launch in the profile's first zone (there is no orchestrator to try the next one) with the image resolved
 when the schedule is created, so every run of a schedule runs on the same image and a trend over time measures
 the cloud, not image updates. Every input (profile, cron, time zone, suite, name, lifetime) is checked before
 anything is created, and a create that fails half-way deletes what it had created. `delete` is idempotent and
-also removes what a failed create may have left. The clouds' side is `orchestrate.schedulers`; the monthly cost's
-arithmetic is `orchestrate.schedule_cost`.
+also removes what a failed create may have left. The monthly cost's arithmetic is `orchestrate.schedule_cost`.
 """
 
 from __future__ import annotations
 
 import argparse
-import builtins
 import datetime as dt
 import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any
 
 from benchmarks.suites import UnknownSuite, get_suite
+from orchestrate.capabilities import (
+    CloudScheduler,
+    Scheduler,
+    check_storage_url,
+    cloud_scheduler,
+    offered,
+    offering,
+    open_store,
+    storage_of,
+)
 from orchestrate.cron import CronError, check_time_zone, parse_cron
 from orchestrate.detached import DetachedError, DetachedSpec
 from orchestrate.detached import boot_script as detached_boot_script
 from orchestrate.detached_runs import check_bucket, resolve_bucket
 from orchestrate.images import is_registry_ref
 from orchestrate.plan import WorkItem
-from orchestrate.provider import ProviderError
+from orchestrate.provider import Capability, ProviderError, safe_name
+from orchestrate.registry import load_provider_class, provider_names
 from orchestrate.schedule_cost import (
+    PRICES_FILE,
     UnitPrice,
     Usage,
     cloud_prices,
@@ -52,19 +58,15 @@ from orchestrate.schedule_cost import (
 )
 from orchestrate.schedule_spec import (
     ScheduleFailure,
-    ScheduleInfo,
     ScheduleSpec,
-    resource_name,
 )
-from orchestrate.schedulers import AWSScheduler, GCEScheduler
-from orchestrate.storage import StorageError, StorageURL, default_bucket, open_store
+from orchestrate.storage import StorageError, StorageURL, own_bucket_name
 from records.catalog import Profile, get_profile, load_catalogs
 from records.ledger import Ledger
 from report.estimate import estimate_suite
 
 NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,37}[a-z0-9]")  # "kcb-schedule-<name>-machine" fits IAM's 64 characters
 STALE_PRICE_DAYS = 365  # as `run`'s plan flags a price
-SCHEDULER_PROVIDERS = ("aws", "gce")
 
 
 class ScheduleError(ValueError):
@@ -72,7 +74,7 @@ class ScheduleError(ValueError):
 
 
 def default_name(profile: str, suite: str) -> str:
-    return re.sub(r"[^a-z0-9-]+", "-", f"{profile}-{suite}".lower()).strip("-")[:39].rstrip("-")
+    return safe_name(f"{profile}-{suite}", 39)
 
 
 def check_spec(
@@ -93,10 +95,10 @@ def check_spec(
             f"--name {name!r}: 2-39 lowercase letters, digits and '-', starting with a letter "
             "(it names the cloud resources)"
         )
-    if profile.provider not in SCHEDULER_PROVIDERS:
+    if not _schedules(profile.provider):
         raise ScheduleError(
             f"profile {profile.name} is a {profile.provider} host: scheduled runs need a cloud profile "
-            f"({' or '.join(SCHEDULER_PROVIDERS)}), whose scheduler starts the machine"
+            f"({offering(Capability.SCHEDULER)}), whose scheduler starts the machine"
         )
     if not profile.zones or not profile.machine_type:
         raise ScheduleError(f"profile {profile.name}: a scheduled run needs a machine_type and zones")
@@ -133,27 +135,30 @@ def check_spec(
     )
 
 
-class Scheduler(Protocol):
-    provider: ClassVar[str]
-
-    def check_credentials(self) -> None: ...
-    def exists(self, spec: ScheduleSpec) -> bool: ...
-    def create(self, spec: ScheduleSpec, boot_script: str, storage: StorageURL) -> list[str]: ...
-    def list(self) -> list[ScheduleInfo]: ...
-    def delete(self, name: str) -> builtins.list[str]: ...
+def _schedules(provider: str) -> bool:
+    try:
+        return offered(load_provider_class(provider), Capability.SCHEDULER)
+    except ProviderError:
+        return False
 
 
-def make_scheduler(provider: str, scheduler_account: str | None, machine_settings: dict[str, str]) -> Scheduler:
-    """`scheduler_account` and `machine_settings` (service_account, self_delete_role) are Google Cloud's. The
-    clouds' SDKs load only when a scheduler talks to its cloud."""
-    if provider == "aws":
-        return AWSScheduler()
-    return GCEScheduler(scheduler_account, machine_settings)
+def scheduler_providers() -> list[str]:
+    """The registered providers whose cloud holds schedules."""
+    return [name for name in provider_names() if _schedules(name)]
+
+
+def make_scheduler(provider: str, account: str | None, settings: dict[str, str]) -> Scheduler:
+    """The scheduler of `provider`, built from its settings (e.g. the machine's identity); `account` is the one
+    the scheduler launches as, where the cloud needs one. ProviderError when a setting does not apply."""
+    cls = load_provider_class(provider)
+    cloud_scheduler(cls)
+    cloud = cls.from_settings(settings)
+    assert isinstance(cloud, CloudScheduler)  # cloud_scheduler() checked the class
+    return cloud.scheduler(account)
 
 
 # ---- the monthly cost ------------------------------------------------------------------------------------------
 
-DEFAULT_DISK_GB = {"aws": 8.0, "gce": 10.0}  # the default Ubuntu images' root disk, where the profile sets none
 LOG_MB_PER_ITEM = 0.1  # a CSV, its metadata JSON and the console log of one workload x backend
 UPLOADS_PER_ITEM = 4  # those three files and the status after the item
 UPLOADS_PER_MINUTE = 3  # while an item runs: its partial files and the status heartbeat (upload_interval_s 60 s)
@@ -177,7 +182,8 @@ def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> Month
     price = profile.hourly_price(spec.spot)
     assert price is not None, "check_spec refuses a profile without a price"
     compute = UnitPrice(price.usd_per_hour, "hour", price.date, price.source)
-    prices = cloud_prices(spec.provider, compute)
+    cloud = cloud_scheduler(load_provider_class(spec.provider))
+    prices = cloud_prices(spec.provider, compute, cloud.schedule_prices or PRICES_FILE)
     earlier = sorted(
         r.billed_seconds
         for r in ledger_runs
@@ -199,12 +205,13 @@ def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> Month
             + (f"; {missing} item(s) not estimated: a lower bound" if missing else "")
         )
     items = len(spec.items)
+    disk_gb = cloud.default_disk_gb
 
     def usage(run_seconds: float) -> Usage:
         return Usage(
             runs_per_month=spec.cron.runs_per_month(),
             seconds_per_run=min(run_seconds, spec.max_lifetime_s),
-            disk_gb=float(profile.extra.get("disk_gb", DEFAULT_DISK_GB[spec.provider])),
+            disk_gb=float(profile.extra.get("disk_gb", disk_gb)),
             scheduler_jobs=1,
             log_mb_per_run=LOG_MB_PER_ITEM * items,
             uploads_per_run=UPLOADS_PER_ITEM * items + UPLOADS_PER_RUN + round(UPLOADS_PER_MINUTE * training / 60),
@@ -275,7 +282,7 @@ NO_FUNCTIONS_NOTE = (
 def add_commands(parser: argparse.ArgumentParser, parser_class: type[argparse.ArgumentParser]) -> None:
     sub = parser.add_subparsers(dest="schedule_command", required=True, parser_class=parser_class)
     create = sub.add_parser("create", help="schedule a cloud profile's suite: the cloud's scheduler starts it")
-    create.add_argument("--profile", required=True, help="an aws or gce catalog profile")
+    create.add_argument("--profile", required=True, help="a catalog profile of a cloud with a scheduler (aws, gce)")
     create.add_argument("--cron", required=True, help='unix cron, minute hour day month weekday: "0 4 * * 1"')
     create.add_argument("--time-zone", default="UTC", help="IANA time zone of the cron times (default: UTC)")
     create.add_argument("--name", help="the schedule's name (default: <profile>-<suite>)")
@@ -291,13 +298,13 @@ def add_commands(parser: argparse.ArgumentParser, parser_class: type[argparse.Ar
     )
     create.add_argument("--bucket", help="s3://B[/P] or gs://B[/P] for the logs (default: the project's own)")
     create.add_argument("--max-lifetime", type=int, default=240, help="minutes after which a machine ends itself")
-    create.add_argument("--service-account", help="gce: the account Cloud Scheduler calls instances.insert as")
+    create.add_argument("--service-account", help="the account the scheduler launches as (gce: calls instances.insert)")
     create.add_argument(
         "--provider-setting",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="gce: the VM's service_account and self_delete_role, as for detached runs",
+        help="the provider's settings, as for detached runs (gce: the VM's service_account and self_delete_role)",
     )
     create.add_argument("--dry-run", action="store_true", help="print the plan and the monthly cost; create nothing")
     create.add_argument("--logs", type=Path, default=Path("logs"), help="logs to estimate the run time from")
@@ -313,7 +320,7 @@ def add_commands(parser: argparse.ArgumentParser, parser_class: type[argparse.Ar
         command = sub.add_parser(name, help=what)
         if name == "delete":
             command.add_argument("name", help="the schedule's name (see schedule list)")
-        command.add_argument("--provider", choices=SCHEDULER_PROVIDERS, help="only this cloud (default: both)")
+        command.add_argument("--provider", help="only this cloud (default: every cloud with a scheduler)")
     sub.add_parser("published", help="the 2018 study's scheduled run: its monthly cost recomputed from its inputs")
 
 
@@ -325,7 +332,11 @@ def run_command(args: argparse.Namespace, owner: str) -> int:
         return 0
     if args.schedule_command == "collect":
         return _collect(args)
-    providers = [args.provider] if args.provider else list(SCHEDULER_PROVIDERS)
+    providers = scheduler_providers()
+    if args.provider:
+        if args.provider not in providers:
+            raise ScheduleError(f"--provider {args.provider}: schedules are held by {', '.join(providers)}")
+        providers = [args.provider]
     if args.schedule_command == "list":
         return _list(providers)
     return _delete(args.name, providers)
@@ -341,18 +352,16 @@ def _create(args: argparse.Namespace, owner: str) -> int:
         args.max_lifetime, owner,
     )  # fmt: skip
     settings = dict(_key_value(text) for text in args.provider_setting)
-    if spec.provider == "aws" and (settings or args.service_account):
-        raise ScheduleError("--service-account and --provider-setting apply to gce profiles")
-    storage = _storage_url(args.bucket, spec.provider)
-    detached = _detached_spec(spec, args.image, args.image_source, storage or _placeholder_bucket(spec.provider))
-    _checked_boot_script(detached)  # its checks (image source, size limit) before anything else
-    found = estimate(spec, args.logs, list(Ledger(args.ledger).runs().values()))
-    _print_plan(spec, args, storage)
-    print("\n".join(estimate_text(spec, found)))
     try:
         scheduler = make_scheduler(spec.provider, args.service_account, settings)
     except ProviderError as exc:
         raise ScheduleError(str(exc)) from None
+    storage = _storage_url(args.bucket, spec.provider)
+    detached = _detached_spec(spec, args.image, args.image_source, storage or _placeholder_bucket(spec.provider))
+    _checked_boot_script(detached)  # its checks (image source, size limit) before anything else
+    found = estimate(spec, args.logs, list(Ledger(args.ledger).runs().values()))
+    _print_plan(spec, args, storage, scheduler.how(spec))
+    print("\n".join(estimate_text(spec, found)))
     credentials = _credentials(scheduler)
     print(f"  credentials: {credentials}")
     if args.dry_run:
@@ -379,10 +388,10 @@ def schedule_storage(bucket: StorageURL, name: str) -> StorageURL:
     return replace(bucket, prefix=f"{bucket.prefix}schedules/{name}/")
 
 
-def collect_runs(storage: StorageURL, platform: str, logs: Path) -> dict[str, list[str]]:
+def collect_runs(provider: str, storage: StorageURL, platform: str, logs: Path) -> dict[str, list[str]]:
     """Every run of a schedule into `logs/<platform>/<run-id>/` (the layout of attached runs), from the `files/` the
     machines uploaded; what was new or changed, per run id. Idempotent: a file of the same size is not fetched."""
-    store = open_store(storage)
+    store = open_store(provider, storage)
     base = f"{storage.prefix}runs/"
     fetched: dict[str, list[str]] = {}
     for key, size in sorted(store.list(base).items()):
@@ -406,11 +415,11 @@ def _collect(args: argparse.Namespace) -> int:
     if not NAME_RE.fullmatch(args.name):
         raise ScheduleError(f"schedule name {args.name!r}: 2-39 lowercase letters, digits and '-'")
     profile = get_profile(load_catalogs(args.catalog), args.profile, allow_retired=True)
-    if profile.provider not in SCHEDULER_PROVIDERS:
+    if not _schedules(profile.provider):
         raise ScheduleError(f"profile {profile.name} is a {profile.provider} host, not a cloud profile")
     try:
         bucket, _ = resolve_bucket(args.bucket, profile)
-        fetched = collect_runs(schedule_storage(bucket, args.name), profile.name, args.logs)
+        fetched = collect_runs(profile.provider, schedule_storage(bucket, args.name), profile.name, args.logs)
     except StorageError as exc:
         raise ScheduleFailure(str(exc)) from None
     for run_id, files in sorted(fetched.items()):
@@ -432,17 +441,15 @@ def _storage_url(bucket: str | None, provider: str) -> StorageURL | None:
         return None
     try:
         url = StorageURL.parse(bucket)
+        check_storage_url(url, provider, bucket)
     except StorageError as exc:
         raise ScheduleError(str(exc)) from None
-    if url.provider != provider:
-        scheme = "s3" if provider == "aws" else "gs"
-        raise ScheduleError(f"--bucket {bucket}: {provider} machines write to {scheme}:// buckets")
     return url
 
 
 def _placeholder_bucket(provider: str) -> StorageURL:
     """For the checks before the account is known: the project's own bucket, of an account not yet named."""
-    return default_bucket(provider, "account")
+    return StorageURL(storage_of(provider).storage_scheme, own_bucket_name("account"))
 
 
 def _ready_bucket(bucket: str | None, spec: ScheduleSpec) -> tuple[StorageURL, str | None]:
@@ -488,15 +495,8 @@ def _credentials(scheduler: Scheduler) -> str:
     return "ok"
 
 
-def _print_plan(spec: ScheduleSpec, args: argparse.Namespace, storage: StorageURL | None) -> None:
+def _print_plan(spec: ScheduleSpec, args: argparse.Namespace, storage: StorageURL | None, how: str) -> None:
     head = "Schedule (dry run: nothing is created)" if args.dry_run else "Schedule"
-    if spec.provider == "aws":
-        how = (
-            f"EventBridge Scheduler in {spec.region}, {spec.cron.eventbridge()} -> ec2:RunInstances "
-            f"(launch template {resource_name(spec.name)}) in {spec.zone}"
-        )
-    else:
-        how = f"Cloud Scheduler job in {spec.region} -> Compute Engine instances.insert in {spec.zone}"
     print(f"{head} {spec.name}")
     print(f"  when         {spec.cron.text} ({spec.time_zone}): {spec.cron.runs_per_month():.2f} runs a month")
     print(f"  how          {how}")

@@ -216,7 +216,7 @@ def load_price_file(path: Path = PRICES_FILE) -> dict[str, Any]:
 
 
 def cloud_prices(cloud: str, compute: UnitPrice, path: Path = PRICES_FILE) -> Prices:
-    """Today's prices for `cloud` ("aws" or "gce"), with the machine's own hourly price."""
+    """Today's prices for `cloud` (its `[clouds.<cloud>]` table in `path`), with the machine's own hourly price."""
     entry = load_price_file(path).get("clouds", {}).get(cloud)
     if not isinstance(entry, dict):
         raise PriceDataError(f"{path}: no [clouds.{cloud}] prices")

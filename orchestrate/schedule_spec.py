@@ -1,13 +1,17 @@
-"""What a schedule is, as both sides of scheduled runs see it: `orchestrate.schedule` checks and creates one,
-`orchestrate.schedulers` holds it in a cloud's scheduler and reads it back (`ScheduleInfo`)."""
+"""What a schedule is, as both sides of scheduled runs see it: `orchestrate.schedule` checks and creates one, a
+provider's scheduler (`orchestrate.capabilities.Scheduler`) holds it in the cloud and reads it back (`ScheduleInfo`);
+`Undo` removes what a create made when a later step fails."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 from orchestrate.cron import Cron
 from orchestrate.provider import PROJECT_TAG
+from orchestrate.registry import load_provider_class
 from records.catalog import Profile
 
 RESOURCE_PREFIX = "kcb-schedule-"
@@ -47,8 +51,8 @@ class ScheduleSpec:
 
     @property
     def region(self) -> str:
-        """AWS: the zone less its letter (us-east-1a); GCE: the zone less its suffix (us-central1-a)."""
-        return self.zone[:-1] if self.provider == "aws" else self.zone.rsplit("-", 1)[0]
+        """The zone's region, as its provider names regions (`Provider.region_of`)."""
+        return load_provider_class(self.provider).region_of(self.zone)
 
     @property
     def items(self) -> list[tuple[str, str]]:
@@ -96,3 +100,38 @@ def description_facts(description: str) -> dict[str, str]:
     except json.JSONDecodeError:
         return {}
     return {str(k): str(v) for k, v in facts.items()} if isinstance(facts, dict) else {}
+
+
+@dataclass
+class Undo:
+    """What a create made so far, each with the step that removes it: run backwards when a later step fails."""
+
+    steps: list[tuple[str, Callable[[], object]]] = field(default_factory=list)
+
+    def add(self, what: str, step: Callable[[], object]) -> None:
+        self.steps.append((what, step))
+
+    @property
+    def created(self) -> list[str]:
+        return [what for what, _ in self.steps]
+
+    def rollback(self) -> list[str]:
+        """Remove everything, last first; returns what could not be removed (each step is tried)."""
+        left = []
+        for what, step in reversed(self.steps):
+            try:
+                step()
+            except Exception as exc:  # broad on purpose: every step is tried, the rest still undone
+                left.append(f"{what} ({exc})")
+        return left
+
+
+@contextlib.contextmanager
+def undoing(undo: Undo) -> Iterator[Undo]:
+    try:
+        yield undo
+    except Exception as exc:
+        left = undo.rollback()
+        undone = f"; undone: {', '.join(undo.created)}" if undo.created and not left else ""
+        kept = f"; NOT undone (delete by hand or run `schedule delete`): {', '.join(left)}" if left else ""
+        raise ScheduleFailure(f"{exc}{undone}{kept}") from exc

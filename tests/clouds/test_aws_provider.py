@@ -353,7 +353,7 @@ def test_provider_private_data_travels_with_the_instance(aws: FaultyMotoServer) 
 
 def test_the_end_time_is_read_from_ec2s_state_transition_reason() -> None:
     """EC2 documents `User initiated (YYYY-MM-DD hh:mm:ss GMT)`; moto writes UTC; a reason without a time is None."""
-    from orchestrate.providers.aws import transition_time
+    from orchestrate.providers.aws.compute import transition_time
 
     assert transition_time("User initiated (2016-05-10 22:59:27 GMT)") == 1462921167.0
     assert transition_time("User initiated (2016-05-10 22:59:27 UTC)") == 1462921167.0

@@ -488,7 +488,8 @@ def test_aws_image_upload_that_fails_ends_the_run_in_the_ledger_in_one_line(
 
 
 def test_the_projects_own_s3_bucket_aborts_uploads_left_unfinished(aws: FaultyMotoServer) -> None:
-    from orchestrate.storage import UNFINISHED_UPLOAD_DAYS, S3Store, StorageURL
+    from orchestrate.providers.aws.storage import UNFINISHED_UPLOAD_DAYS, S3Store
+    from orchestrate.storage import StorageURL
 
     S3Store(StorageURL("s3", "kcb-own-bucket-test")).ensure_bucket(create=True, location="us-west-2")
     s3 = boto3.client("s3", region_name="us-west-2")

@@ -27,7 +27,8 @@ from google.cloud import scheduler_v1
 from google.oauth2 import service_account
 
 from orchestrate.cli import main
-from orchestrate.schedulers import RUN_INSTANCES_TARGET, SCHEDULER_ENDPOINT_ENV
+from orchestrate.providers.aws.scheduler import RUN_INSTANCES_TARGET
+from orchestrate.providers.gce.scheduler import SCHEDULER_ENDPOINT_ENV
 from tests.clouds.aws_faults import Fault, FaultyMotoServer
 from tests.clouds.cloud_scheduler_fake import CloudSchedulerFake
 from tests.clouds.environments import SERVICE_ACCOUNT

@@ -13,7 +13,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-from orchestrate.machine_agent import sigv4_headers
+from orchestrate.providers.aws.agent import sigv4_headers
 
 STAMP = "20261123T101500Z"
 CREDENTIALS = {

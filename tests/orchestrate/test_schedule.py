@@ -11,10 +11,9 @@ import pytest
 
 from orchestrate.cli import main
 from orchestrate.cron import CronError, check_time_zone, parse_cron
+from orchestrate.providers.aws.iam import schedule_machine_policy, scheduler_policy
 from orchestrate.schedule import NO_FUNCTIONS_NOTE, ScheduleError, check_spec, estimate
 from orchestrate.schedule_cost import ITEMS, load_study, study_cost, total
-from orchestrate.schedulers import machine_policy, scheduler_policy
-from orchestrate.storage import StorageURL
 from records.catalog import load_catalogs
 from report.estimate import machine_start
 
@@ -165,7 +164,7 @@ def test_the_schedules_role_may_only_run_its_template_and_pass_the_machine_role(
     assert {a for s in policy["Statement"] for a in [s["Action"]]} == {
         "ec2:RunInstances", "ec2:CreateTags", "iam:PassRole",
     }  # fmt: skip
-    machine = machine_policy(StorageURL.parse("s3://kcb-b/bench/schedules/x"), "x")
+    machine = schedule_machine_policy("kcb-b", "bench/schedules/x/", "x")
     objects = {s["Sid"]: s for s in machine["Statement"]}
     assert objects["RunObjects"]["Resource"] == "arn:aws:s3:::kcb-b/bench/schedules/x/runs/*"
     assert objects["TerminateItself"]["Condition"]["StringEquals"]["aws:ResourceTag/schedule"] == "x"

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import google.auth
@@ -41,6 +42,7 @@ from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError, Tra
 from google.auth.transport.requests import Request
 from google.cloud import compute_v1
 
+from orchestrate.capabilities import CloudScheduler, MachineIdentity, ObjectStorage, ObjectStore, Scheduler
 from orchestrate.provider import (
     PROJECT_TAG,
     Capability,
@@ -53,6 +55,7 @@ from orchestrate.provider import (
     ProviderError,
     SSHTarget,
     UnreachableError,
+    safe_name,
 )
 from orchestrate.providers.cloud import (
     SSHAddress,
@@ -63,8 +66,11 @@ from orchestrate.providers.cloud import (
     run_key_path,
     validate_disk_gb,
 )
+from orchestrate.providers.gce import storage
+from orchestrate.providers.gce.scheduler import GCEScheduler
 
 if TYPE_CHECKING:
+    from orchestrate.storage import StorageURL
     from records.catalog import Profile
 
 API_ENDPOINT_ENV = "KCB_GCE_API_ENDPOINT"
@@ -113,8 +119,7 @@ def label_value(value: str) -> str:
 
 def instance_name(run_id: str) -> str:
     """`kcb-<run id>-<6 hex>`: unique per launch (a relaunch after preemption gets a new name)."""
-    slug = re.sub(r"[^a-z0-9-]", "-", run_id.lower()).strip("-")[:48]
-    return f"kcb-{slug}-{secrets.token_hex(3)}"
+    return f"kcb-{safe_name(run_id, 48)}-{secrets.token_hex(3)}"
 
 
 @contextlib.contextmanager
@@ -141,10 +146,19 @@ def _error_codes(error: api_exceptions.GoogleAPICallError) -> set[str]:
     return codes
 
 
-class GCEProvider(Provider):
+class GCEProvider(Provider, ObjectStorage, MachineIdentity, CloudScheduler):
     name: ClassVar[str] = "gce"
-    capabilities: ClassVar[frozenset[Capability]] = Provider.capabilities | {Capability.BOOT_SCRIPT}
+    capabilities: ClassVar[frozenset[Capability]] = Provider.capabilities | {
+        Capability.BOOT_SCRIPT,
+        Capability.OBJECT_STORE,
+        Capability.SCHEDULER,
+    }
     settings: ClassVar[tuple[str, ...]] = ("ssh_address", "service_account", "self_delete_role")
+    storage_scheme: ClassVar[str] = "gs"
+    boot_script_limit: ClassVar[int] = 256 * 1024  # bytes of one metadata value (startup-script)
+    agent_source: ClassVar[Path] = Path(__file__).with_name("agent.py")
+    ends_itself: ClassVar[bool] = True  # scheduling.maxRunDuration deletes the VM
+    default_disk_gb: ClassVar[float] = 10.0  # the default Ubuntu image's boot disk
 
     def __init__(
         self,
@@ -168,7 +182,34 @@ class GCEProvider(Provider):
         ssh = {key: value for key, value in settings.items() if key not in identity}
         return cls(ssh_address=SSHAddress.from_settings(cls.name, ssh), **identity)
 
-    def machine_identity(self) -> tuple[str, str]:
+    @classmethod
+    def region_of(cls, zone: str) -> str:
+        """`us-central1-a` -> `us-central1` (zone names are the region plus a suffix)."""
+        return zone.rsplit("-", 1)[0]
+
+    # -- capabilities: object storage, scheduler ---------------------------------------------------------------
+
+    @classmethod
+    def bucket_problem(cls, bucket: str) -> str | None:
+        return storage.bucket_problem(bucket)
+
+    @classmethod
+    def open_store(cls, url: StorageURL) -> ObjectStore:
+        return storage.GCSStore(url)
+
+    @classmethod
+    def storage_account(cls, region: str) -> str:
+        return storage.account_name(region)
+
+    @classmethod
+    def agent_endpoints(cls, environ: Mapping[str, str]) -> dict[str, str]:
+        found = {"gcs": environ.get(storage.GCS_ENDPOINT_ENV), "compute": environ.get(API_ENDPOINT_ENV)}
+        return {key: value for key, value in found.items() if value}
+
+    def scheduler(self, account: str | None) -> Scheduler:
+        return GCEScheduler(self, account)
+
+    def vm_identity(self) -> tuple[str, str]:
         """(service account, self-delete role) a detached run's VM gets."""
         project = self.project_id()
         account = self._service_account or DEFAULT_SERVICE_ACCOUNT.format(project=project)
@@ -288,7 +329,7 @@ class GCEProvider(Provider):
 
     def _grant_self_delete(self, zone: str, name: str) -> None:
         """Let the VM's service account delete this VM, and only it: a binding on the instance's own policy."""
-        account, role = self.machine_identity()
+        account, role = self.vm_identity()
         policy = compute_v1.Policy(bindings=[compute_v1.Binding(role=role, members=[f"serviceAccount:{account}"])])
         try:
             with _calling(f"granting {account} {role} on {name}"):
@@ -316,7 +357,7 @@ class GCEProvider(Provider):
             metadata.append(compute_v1.Items(key="ssh-keys", value=f"{user}:{public_key} kcb-{request.run_id}"))
         else:  # a detached VM is never reached over SSH; it runs the script as its service account
             metadata.append(compute_v1.Items(key="startup-script", value=request.boot_script))
-            accounts.append(compute_v1.ServiceAccount(email=self.machine_identity()[0], scopes=VM_SCOPES))
+            accounts.append(compute_v1.ServiceAccount(email=self.vm_identity()[0], scopes=VM_SCOPES))
         accelerators = []
         if profile.has_gpu:  # Deep Learning VM images install the driver at first boot when asked
             metadata.append(compute_v1.Items(key="install-nvidia-driver", value="True"))

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import boto3
@@ -36,6 +37,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, NoCredentialsError, WaiterError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
+from orchestrate.capabilities import CloudScheduler, MachineIdentity, ObjectStorage, ObjectStore, Scheduler
 from orchestrate.provider import (
     PROJECT_TAG,
     Capability,
@@ -49,6 +51,9 @@ from orchestrate.provider import (
     SSHTarget,
     UnreachableError,
 )
+from orchestrate.providers.aws import storage
+from orchestrate.providers.aws.iam import EC2_TRUST, ROLE_PATH, run_role_name, run_role_policy
+from orchestrate.providers.aws.scheduler import AWSScheduler
 from orchestrate.providers.cloud import (
     SSHAddress,
     ensure_run_key,
@@ -60,6 +65,7 @@ from orchestrate.providers.cloud import (
 )
 
 if TYPE_CHECKING:
+    from orchestrate.storage import StorageURL
     from records.catalog import Profile
 
 CHECKIP_URL = "https://checkip.amazonaws.com"
@@ -96,14 +102,8 @@ LIVE_STATES = ("pending", "running", "shutting-down", "stopping", "stopped")
 RETRY_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4})
 # Detached runs: each run's machine gets its own role (and instance profile) under this IAM path, allowed to write
 # its run's objects and to terminate instances tagged with its run id, nothing else (docs/clouds.md).
-ROLE_PATH = "/keras-cloud-bench/"
 ROLE_POLICY_NAME = "detached-run"
 PROFILE_PROPAGATION_S = 90.0  # a new instance profile takes a few seconds before RunInstances accepts it
-
-
-def region_of(zone: str) -> str:
-    """`us-east-1a` -> `us-east-1` (availability zone names are the region plus one letter)."""
-    return zone[:-1]
 
 
 def self_destruct_minutes(max_lifetime_s: int) -> int:
@@ -138,45 +138,19 @@ def _tag_dict(tags: list[dict[str, str]] | None) -> dict[str, str]:
     return {tag["Key"]: tag["Value"] for tag in tags or []}
 
 
-def run_role_name(run_id: str) -> str:
-    """`kcb-<run id>`, within IAM's 64 characters."""
-    return f"kcb-{run_id}"[:64]
-
-
-def run_role_policy(storage_prefix: str, run_id: str) -> dict[str, Any]:
-    """The detached machine's permissions: its run's objects (read for a relaunch's resume, write for its logs)
-    and terminating itself (instances tagged with its run id). It never lists the bucket."""
-    bucket, _, prefix = storage_prefix.removeprefix("s3://").partition("/")
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "RunObjects",
-                "Effect": "Allow",
-                "Action": ["s3:PutObject", "s3:GetObject"],
-                "Resource": f"arn:aws:s3:::{bucket}/{prefix}*",
-            },
-            {
-                "Sid": "TerminateItself",
-                "Effect": "Allow",
-                "Action": "ec2:TerminateInstances",
-                "Resource": "arn:aws:ec2:*:*:instance/*",
-                "Condition": {"StringEquals": {"aws:ResourceTag/run-id": run_id}},
-            },
-        ],
-    }
-
-
-EC2_TRUST = {
-    "Version": "2012-10-17",
-    "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
-}
-
-
-class AWSProvider(Provider):
+class AWSProvider(Provider, ObjectStorage, MachineIdentity, CloudScheduler):
     name: ClassVar[str] = "aws"
-    capabilities: ClassVar[frozenset[Capability]] = Provider.capabilities | {Capability.BOOT_SCRIPT}
+    capabilities: ClassVar[frozenset[Capability]] = Provider.capabilities | {
+        Capability.BOOT_SCRIPT,
+        Capability.OBJECT_STORE,
+        Capability.SCHEDULER,
+    }
     settings: ClassVar[tuple[str, ...]] = ("ssh_address",)
+    storage_scheme: ClassVar[str] = "s3"
+    boot_script_limit: ClassVar[int] = 16 * 1024  # bytes of user data, before base64 (RunInstances)
+    agent_source: ClassVar[Path] = Path(__file__).with_name("agent.py")
+    ends_itself: ClassVar[bool] = False  # the boot script powers off, which terminates (shutdown behaviour)
+    default_disk_gb: ClassVar[float] = 8.0  # the default Ubuntu AMI's root volume
 
     def __init__(self, session: boto3.Session | None = None, ssh_address: SSHAddress | None = None) -> None:
         self._session = session or boto3.Session()
@@ -189,6 +163,42 @@ class AWSProvider(Provider):
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> Self:
         return cls(ssh_address=SSHAddress.from_settings(cls.name, settings))
+
+    @property
+    def session(self) -> boto3.Session:
+        return self._session
+
+    @classmethod
+    def region_of(cls, zone: str) -> str:
+        """`us-east-1a` -> `us-east-1` (availability zone names are the region plus one letter)."""
+        return zone[:-1]
+
+    # -- capabilities: object storage, scheduler ---------------------------------------------------------------
+
+    @classmethod
+    def bucket_problem(cls, bucket: str) -> str | None:
+        return storage.bucket_problem(bucket)
+
+    @classmethod
+    def open_store(cls, url: StorageURL) -> ObjectStore:
+        return storage.S3Store(url)
+
+    @classmethod
+    def storage_account(cls, region: str) -> str:
+        return storage.account_name(region)
+
+    @classmethod
+    def agent_endpoints(cls, environ: Mapping[str, str]) -> dict[str, str]:
+        found = {
+            "s3": environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL"),
+            "ec2": environ.get("AWS_ENDPOINT_URL_EC2") or environ.get("AWS_ENDPOINT_URL"),
+        }
+        return {key: value for key, value in found.items() if value}
+
+    def scheduler(self, account: str | None) -> Scheduler:
+        if account:
+            raise ProviderError("aws: EventBridge Scheduler launches as the schedule's own role; name no account")
+        return AWSScheduler(self)
 
     def describe(self) -> str:
         return f"aws EC2, SSH to {self._ssh_address.template}"
@@ -225,7 +235,7 @@ class AWSProvider(Provider):
         try:
             if self._session.get_credentials() is None:
                 raise missing
-            self._client("sts", self._session.region_name or "us-east-1").get_caller_identity()
+            self.client("sts", self._session.region_name or "us-east-1").get_caller_identity()
         except NoCredentialsError:
             raise missing from None
         except ClientError as error:
@@ -244,9 +254,9 @@ class AWSProvider(Provider):
         self.validate_profile(profile)
         if request.zone not in profile.zones:
             raise ProviderError(f"profile {profile.name}: zone {request.zone!r} is not one of {profile.zones}")
-        region = region_of(request.zone)
+        region = self.region_of(request.zone)
         self._regions_used.add(region)
-        ec2 = self._client("ec2", region)
+        ec2 = self.client("ec2", region)
         image_id, root = self.resolve_image(region, profile)
         root_device = root["DeviceName"] if root else None
         tags = self._tags(request)
@@ -343,7 +353,7 @@ class AWSProvider(Provider):
         if code in QUOTA_ERRORS:
             return CapacityError(
                 f"{where}: quota exceeded ({code}): {message} - ask for a higher {market} vCPU quota "
-                f"for this instance family in Service Quotas (Amazon EC2, {region_of(request.zone or '')})"
+                f"for this instance family in Service Quotas (Amazon EC2, {self.region_of(request.zone or '')})"
             )
         return ProviderError(f"{where}: RunInstances failed ({code}): {message}")
 
@@ -357,9 +367,9 @@ class AWSProvider(Provider):
         if image.startswith(SSM_PREFIX):
             parameter = image.removeprefix(SSM_PREFIX)
             with _calling(f"profile {profile.name}: reading image parameter {parameter} in {region}"):
-                image = self._client("ssm", region).get_parameter(Name=parameter)["Parameter"]["Value"]
+                image = self.client("ssm", region).get_parameter(Name=parameter)["Parameter"]["Value"]
         with _calling(f"profile {profile.name}: looking up image {image} in {region}"):
-            images = self._client("ec2", region).describe_images(ImageIds=[image])["Images"]
+            images = self.client("ec2", region).describe_images(ImageIds=[image])["Images"]
         if not images:
             raise ProviderError(f"profile {profile.name}: image {image} not found in {region}")
         root = images[0].get("RootDeviceName")
@@ -411,7 +421,7 @@ class AWSProvider(Provider):
         """The run's role and instance profile (same name), created once per run; a relaunch reuses them."""
         if not request.storage_prefix or not request.storage_prefix.startswith("s3://"):
             raise ProviderError(f"aws: a boot script needs an s3:// storage prefix, not {request.storage_prefix}")
-        iam = self._client("iam", "us-east-1")  # IAM is global
+        iam = self.client("iam", "us-east-1")  # IAM is global
         name = run_role_name(request.run_id)
         policy = json.dumps(run_role_policy(request.storage_prefix, request.run_id))
         with _calling(f"creating role {name}"):
@@ -438,7 +448,7 @@ class AWSProvider(Provider):
         return name
 
     def _delete_run_role(self, run_id: str) -> None:
-        iam = self._client("iam", "us-east-1")
+        iam = self.client("iam", "us-east-1")
         name = run_role_name(run_id)
         with _calling(f"deleting role {name}"):
             for step in (
@@ -455,7 +465,7 @@ class AWSProvider(Provider):
 
     def _run_roles(self) -> dict[str, dict[str, str]]:
         """Detached runs whose role is still there, with the role's tags."""
-        iam = self._client("iam", "us-east-1")
+        iam = self.client("iam", "us-east-1")
         found: dict[str, dict[str, str]] = {}
         with _calling("listing the detached runs' roles"):
             for page in iam.get_paginator("list_roles").paginate(PathPrefix=ROLE_PATH):
@@ -521,7 +531,7 @@ class AWSProvider(Provider):
 
     def _describe(self, instance: Instance) -> dict[str, Any] | None:
         """The instance as DescribeInstances reports it; None once AWS no longer lists it."""
-        ec2 = self._client("ec2", region_of(instance.zone or ""))
+        ec2 = self.client("ec2", self.region_of(instance.zone or ""))
         try:
             reservations = ec2.describe_instances(InstanceIds=[instance.instance_id])["Reservations"]
         except ClientError as error:
@@ -536,7 +546,7 @@ class AWSProvider(Provider):
     # -- teardown and the sweep ------------------------------------------------------------------------------
 
     def terminate(self, instance: Instance) -> None:
-        ec2 = self._client("ec2", region_of(instance.zone or ""))
+        ec2 = self.client("ec2", self.region_of(instance.zone or ""))
         try:
             ec2.terminate_instances(InstanceIds=[instance.instance_id])
             ec2.get_waiter("instance_terminated").wait(
@@ -551,11 +561,11 @@ class AWSProvider(Provider):
 
     def list_instances(self) -> list[Instance]:
         with ThreadPoolExecutor(max_workers=8) as pool:
-            per_region = pool.map(self._list_region, self._all_regions())
+            per_region = pool.map(self._list_region, self.regions())
         return [instance for instances in per_region for instance in instances]
 
     def _list_region(self, region: str) -> list[Instance]:
-        paginator = self._client("ec2", region).get_paginator("describe_instances")
+        paginator = self.client("ec2", region).get_paginator("describe_instances")
         pages = paginator.paginate(
             Filters=[
                 {"Name": "tag:project", "Values": [PROJECT_TAG]},
@@ -584,9 +594,9 @@ class AWSProvider(Provider):
 
     def release_run(self, run_id: str) -> None:
         """Delete the run's security groups and key pairs in the regions it used (all when unknown)."""
-        regions = sorted(self._regions_used) or self._all_regions()
+        regions = sorted(self._regions_used) or self.regions()
         for region in regions:
-            ec2 = self._client("ec2", region)
+            ec2 = self.client("ec2", region)
             run_filter = [
                 {"Name": "tag:project", "Values": [PROJECT_TAG]},
                 {"Name": "tag:run-id", "Values": [run_id]},
@@ -602,7 +612,7 @@ class AWSProvider(Provider):
     def leftover_runs(self) -> dict[str, dict[str, str]]:
         """Runs holding a tagged key pair or security group in any searched region, or a local key file."""
         with ThreadPoolExecutor(max_workers=8) as pool:
-            per_region = list(pool.map(self._leftovers_in, self._all_regions()))
+            per_region = list(pool.map(self._leftovers_in, self.regions()))
         found: dict[str, dict[str, str]] = {run_id: {} for run_id in local_key_runs()}
         found.update(self._run_roles())
         for resources in per_region:
@@ -611,7 +621,7 @@ class AWSProvider(Provider):
         return found
 
     def _leftovers_in(self, region: str) -> list[dict[str, str]]:
-        ec2 = self._client("ec2", region)
+        ec2 = self.client("ec2", region)
         project = [{"Name": "tag:project", "Values": [PROJECT_TAG]}]
         with _calling(f"listing key pairs and security groups in {region}"):
             groups = ec2.describe_security_groups(Filters=project)["SecurityGroups"]
@@ -631,16 +641,17 @@ class AWSProvider(Provider):
                 f"aws: cannot delete security group {group_id} ({_error_code(error)}): {_error_message(error)}"
             ) from None
 
-    def _all_regions(self) -> list[str]:
+    def regions(self) -> list[str]:
         """$KCB_AWS_REGIONS (comma-separated), else every region enabled for the account."""
         configured = os.environ.get(REGIONS_ENV, "")
         if configured.strip():
             return sorted({region.strip() for region in configured.split(",") if region.strip()})
-        ec2 = self._client("ec2", self._session.region_name or "us-east-1")
+        ec2 = self.client("ec2", self._session.region_name or "us-east-1")
         with _calling("listing regions"):
             return sorted(region["RegionName"] for region in ec2.describe_regions()["Regions"])
 
-    def _client(self, service: str, region: str) -> Any:
+    def client(self, service: str, region: str) -> Any:
+        """The boto3 client of `service` in `region`, made once (the scheduler shares them)."""
         key = (service, region)
         with self._clients_lock:  # boto3 clients are thread-safe once made; making them is not
             if key not in self._clients:

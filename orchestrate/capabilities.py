@@ -1,0 +1,205 @@
+"""What a provider may offer beyond launching machines, each a small interface it implements or leaves out.
+
+A provider advertises a capability in `Provider.capabilities` (`orchestrate.provider.Capability`) and implements
+its interface here by inheriting it (dstack's compute mixins, SkyPilot's per-cloud packages):
+
+- `Capability.OBJECT_STORE` -> `ObjectStorage`: buckets for a detached run's spec, logs and status;
+- `Capability.BOOT_SCRIPT` -> `MachineIdentity`: the machine runs a boot script with an identity that may write
+  its run's objects and delete its own machine, nothing else (least privilege);
+- `Capability.SCHEDULER` -> `CloudScheduler`: the cloud's own scheduler starts machines on a cron schedule.
+
+Detached runs, schedules and the sweep reach a cloud only through `offered` and `require` (and the typed accessors
+built on it), the one place that checks both the advertised capability and its interface.
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, ClassVar, Protocol
+
+from orchestrate.provider import Capability, Provider, ProviderError
+from orchestrate.registry import load_provider_class, provider_names
+from orchestrate.schedule_spec import ScheduleInfo, ScheduleSpec
+from orchestrate.storage import StorageError, StorageURL
+
+if TYPE_CHECKING:
+    from records.catalog import Profile
+
+
+class ObjectStore(Protocol):
+    """One bucket: keys are full object names (`<prefix>runs/<run-id>/...`). Failures raise StorageError."""
+
+    url: StorageURL
+
+    def ensure_bucket(self, create: bool, location: str | None) -> str | None:
+        """Check the bucket exists, or create it (tagged with the project, private) when `create`; the region the
+        machine must address it in, where the store needs one named (None otherwise)."""
+        ...
+
+    def check_writable(self, key: str) -> None: ...
+    def put(self, key: str, data: bytes) -> None: ...
+    def upload_file(self, key: str, source: BinaryIO) -> None: ...
+    def read(self, key: str) -> bytes | None: ...
+    def list(self, prefix: str) -> dict[str, int]: ...
+    def download(self, key: str, path: Path) -> None: ...
+    def delete(self, key: str) -> None: ...
+
+    def abort_uploads(self, prefix: str) -> builtins.list[str]:
+        """Abort unfinished uploads under `prefix` (billed while they last); the keys they were for."""
+        ...
+
+
+class ObjectStorage(abc.ABC):
+    """Capability.OBJECT_STORE: the cloud's object storage, addressed as `<storage_scheme>://bucket/prefix`."""
+
+    storage_scheme: ClassVar[str]
+
+    @classmethod
+    @abc.abstractmethod
+    def bucket_problem(cls, bucket: str) -> str | None:
+        """Why `bucket` cannot name one of this cloud's buckets, as a phrase; None when it can."""
+
+    @classmethod
+    @abc.abstractmethod
+    def open_store(cls, url: StorageURL) -> ObjectStore:
+        """The bucket of `url`; nothing is called until a method is."""
+
+    @classmethod
+    @abc.abstractmethod
+    def storage_account(cls, region: str) -> str:
+        """What names the project's own bucket (the account and region, the project); StorageError if unknown."""
+
+
+class MachineIdentity(abc.ABC):
+    """Capability.BOOT_SCRIPT: `launch` runs `LaunchRequest.boot_script` at first boot, as an identity that may
+    write `LaunchRequest.storage_prefix` and delete its own machine, nothing else. The machine runs
+    `orchestrate/machine_agent.py` with `agent_source` beside it."""
+
+    boot_script_limit: ClassVar[int]  # bytes of boot script the cloud accepts
+    ends_itself: ClassVar[bool]  # the cloud ends the machine at its max lifetime (else the script powers it off)
+    # The cloud's side of the agent, standard library only: a `Cloud(spec, request)` class (see
+    # `orchestrate.machine_agent.load_cloud`) that knows who the machine is, reads and writes its bucket, and
+    # deletes its machine with the identity the launch gave it.
+    agent_source: ClassVar[Path]
+
+    @classmethod
+    @abc.abstractmethod
+    def agent_endpoints(cls, environ: Mapping[str, str]) -> dict[str, str]:
+        """The API endpoints this process is redirected to (in `environ`), which the machine must use too, by the
+        names the cloud's side of the agent reads."""
+
+
+class Scheduler(Protocol):
+    """One cloud's scheduler: creates, lists and deletes what a schedule needs there. Failures raise
+    ScheduleFailure; a create that fails half-way removes what it made; every delete is idempotent."""
+
+    def check_credentials(self) -> None: ...
+
+    def how(self, spec: ScheduleSpec) -> str:
+        """How the schedule starts its machine, in a line for the plan."""
+        ...
+
+    def exists(self, spec: ScheduleSpec) -> bool: ...
+
+    def create(self, spec: ScheduleSpec, boot_script: str, storage: StorageURL) -> builtins.list[str]:
+        """Everything the schedule needs; what was created, in words."""
+        ...
+
+    def list(self) -> builtins.list[ScheduleInfo]: ...
+    def delete(self, name: str) -> builtins.list[str]: ...
+
+
+class CloudScheduler(abc.ABC):
+    """Capability.SCHEDULER: the cloud's scheduler launches a `MachineIdentity` machine on a cron schedule."""
+
+    default_disk_gb: ClassVar[float]  # the default image's root disk, billed where the profile sets none
+    # The TOML file with this cloud's `[clouds.<name>]` prices of a scheduled run besides the machine (disk, scheduler,
+    # storage, requests; orchestrate.schedule_cost); None: the project's own, orchestrate/schedule_prices.toml.
+    schedule_prices: ClassVar[Path | None] = None
+
+    @abc.abstractmethod
+    def scheduler(self, account: str | None) -> Scheduler:
+        """The scheduler; `account` is the identity the scheduler launches as, where the cloud needs one named
+        (ProviderError where it takes none)."""
+
+
+INTERFACES: dict[Capability, type] = {
+    Capability.OBJECT_STORE: ObjectStorage,
+    Capability.BOOT_SCRIPT: MachineIdentity,
+    Capability.SCHEDULER: CloudScheduler,
+}
+
+
+def offered(provider: Provider | type[Provider], capability: Capability) -> bool:
+    """Whether `provider` (a class or an instance) advertises `capability` and implements its interface."""
+    cls = provider if isinstance(provider, type) else type(provider)
+    interface = INTERFACES.get(capability)
+    return capability in cls.capabilities and (interface is None or issubclass(cls, interface))
+
+
+def require(provider: Provider | type[Provider], capability: Capability) -> type[Provider]:
+    """The provider's class; ProviderError naming the providers that offer `capability` when it does not."""
+    cls = provider if isinstance(provider, type) else type(provider)
+    if not offered(cls, capability):
+        raise ProviderError(f"provider {cls.name} has no {capability} capability (offered by {offering(capability)})")
+    return cls
+
+
+def object_storage(provider: Provider | type[Provider]) -> type[ObjectStorage]:
+    cls = require(provider, Capability.OBJECT_STORE)
+    assert issubclass(cls, ObjectStorage)  # require() checked it
+    return cls
+
+
+def machine_identity(provider: Provider | type[Provider]) -> type[MachineIdentity]:
+    cls = require(provider, Capability.BOOT_SCRIPT)
+    assert issubclass(cls, MachineIdentity)  # require() checked it
+    return cls
+
+
+def cloud_scheduler(provider: Provider | type[Provider]) -> type[CloudScheduler]:
+    cls = require(provider, Capability.SCHEDULER)
+    assert issubclass(cls, CloudScheduler)  # require() checked it
+    return cls
+
+
+def offering(capability: Capability) -> str:
+    """The registered providers that offer `capability`, for messages: `aws, gce`."""
+    names = []
+    for name in provider_names():
+        try:
+            if offered(load_provider_class(name), capability):
+                names.append(name)
+        except ProviderError:
+            continue  # a plug-in that cannot load offers nothing here
+    return ", ".join(names) or "none installed"
+
+
+def storage_of(provider: str) -> type[ObjectStorage]:
+    """The object storage of the provider named `provider`; StorageError when it has none."""
+    try:
+        return object_storage(load_provider_class(provider))
+    except ProviderError as error:
+        raise StorageError(str(error)) from None
+
+
+def check_storage_url(url: StorageURL, provider: str, given: str) -> None:
+    """StorageError when `url` (the user's `given` text) is not a bucket a `provider` machine writes to."""
+    storage = storage_of(provider)
+    if url.scheme != storage.storage_scheme:
+        raise StorageError(f"--bucket {given}: a {provider} machine writes to a {storage.storage_scheme}:// bucket")
+    problem = storage.bucket_problem(url.bucket)
+    if problem:
+        raise StorageError(f"--bucket {given!r}: bucket name {url.bucket!r} {problem}")
+
+
+def open_store(provider: str, url: StorageURL) -> ObjectStore:
+    return storage_of(provider).open_store(url)
+
+
+def region_of(profile: Profile) -> str:
+    """The region of the profile's first zone, as its provider names regions."""
+    return load_provider_class(profile.provider).region_of(profile.zones[0])
