@@ -321,7 +321,7 @@ class Run:
 
 def load_cloud(path: str):
     """The cloud's side of the agent (`MachineIdentity.agent_source`, written beside this file by the boot script):
-    a `Cloud(spec, request)` class with `instance_id`, `put(key, data)`, `open(key)` (a stream, or None when the
+    a `Cloud(spec, request)` class with `instance_id`, `zone`, `put(key, data)`, `open(key)` (a stream, or None when the
     object does not exist) and `delete_self()`, speaking to the metadata server, the bucket and the compute API."""
     module_spec = importlib.util.spec_from_file_location("kcb_cloud", path)
     if module_spec is None or module_spec.loader is None:

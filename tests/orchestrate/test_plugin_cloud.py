@@ -1,0 +1,132 @@
+"""A cloud from a separate package: `tests/plugins/kcb_foldercloud`, installed as a user installs a plug-in (a
+distribution with entry points for its provider and its catalog), runs attached, detached and scheduled through
+the public CLI, and passes the contracts `orchestrate.testing` ships, with no edit to this project."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from records.ledger import Ledger
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = ROOT / "tests" / "plugins" / "kcb_foldercloud"
+RUN_ID = "20260101T000000Z-fold"
+
+
+class FolderCloud:
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp, self.site, self.root = tmp_path, tmp_path / "site", tmp_path / "cloud"
+        shutil.copytree(PLUGIN, self.site / "kcb_foldercloud", ignore=shutil.ignore_patterns("__pycache__"))
+        dist = self.site / "kcb_foldercloud-0.1.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kcb-foldercloud\nVersion: 0.1\n")
+        (dist / "entry_points.txt").write_text(
+            "[keras_cloud_bench.providers]\nfoldercloud = kcb_foldercloud:FolderCloudProvider\n"
+            "[keras_cloud_bench.catalogs]\nfoldercloud = kcb_foldercloud:CATALOG\n"
+        )
+        self.ledger = tmp_path / "ledger.jsonl"
+        self.env = {
+            **os.environ,
+            "PYTHONPATH": f"{self.site}:{ROOT}",
+            "FOLDERCLOUD_ROOT": str(self.root),
+            "KCB_STATE_DIR": str(tmp_path / "state"),
+        }
+
+    def orchestrate(self, *args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "orchestrate", *args]
+        return subprocess.run(command, cwd=self.tmp, env=self.env, capture_output=True, text=True, timeout=300)
+
+    def boot(self, boot_script: str, instance_id: str) -> subprocess.CompletedProcess[str]:
+        """Be the machine: unpack what the boot script writes and run the agent as it does (without powering off
+        this machine, which the script does at the end)."""
+        work = self.tmp / "machine" / instance_id
+        work.mkdir(parents=True)
+        for marker, name in re.findall(r"base64 -d <<'(KCB_\w+)' \| gunzip > (\S+)\n", boot_script):
+            block = boot_script.split(f"<<'{marker}' | gunzip > {name}\n", 1)[1].split(f"\n{marker}\n", 1)[0]
+            (work / name).write_bytes(gzip.decompress(base64.b64decode(block)))
+        # a machine whose Docker engine has no images: `docker image inspect` fails, nothing is installed or run
+        bin_dir = self.tmp / "machine" / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        (bin_dir / "docker").write_text("#!/bin/sh\nexit 1\n")
+        (bin_dir / "docker").chmod(0o755)
+        env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FOLDERCLOUD_INSTANCE": instance_id}
+        return subprocess.run(
+            [sys.executable, "agent.py", "spec.json"], cwd=work, env=env, capture_output=True, text=True, timeout=300
+        )
+
+
+@pytest.fixture
+def cloud(tmp_path: Path) -> FolderCloud:
+    return FolderCloud(tmp_path)
+
+
+def test_the_plugin_passes_the_contracts_orchestrate_testing_ships(cloud: FolderCloud) -> None:
+    tests = cloud.tmp / "plugin_tests"
+    tests.mkdir()
+    shutil.copy(PLUGIN / "plugin_tests.py", tests / "test_foldercloud.py")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tests), str(tests)],
+        cwd=cloud.tmp, env=cloud.env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0 and " passed" in done.stdout, done.stdout[-3000:]
+
+
+def test_attached_run_is_planned_on_the_plugins_cloud(cloud: FolderCloud) -> None:
+    plan = cloud.orchestrate(
+        "run", "--profile", "folder-cpu", "--suite", "quick", "--workloads", "mnist_mlp", "--backends", "jax",
+        "--dry-run", "--ledger", str(cloud.ledger), "--logs", str(cloud.tmp / "logs"),
+    )  # fmt: skip
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert "folder-cpu" in plan.stdout and "foldercloud" in plan.stdout
+
+
+def test_detached_run_launches_reports_and_is_collected(cloud: FolderCloud) -> None:
+    launched = cloud.orchestrate(
+        "run", "--profile", "folder-cpu", "--suite", "quick", "--workloads", "mnist_mlp", "--backends", "jax",
+        "--detach", "--image", "kcb-test/absent-on-the-machine:1", "--image-source", "present", "--run-id", RUN_ID,
+        "--ledger", str(cloud.ledger), "--logs", str(cloud.tmp / "logs"),
+    )  # fmt: skip
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    [machine] = (cloud.root / "machines").glob("*.json")
+    bucket = "folder://keras-cloud-bench-folder-fold-1/"
+    assert f"{bucket}runs/{RUN_ID}/" in launched.stdout
+    assert (cloud.root / "buckets" / "keras-cloud-bench-folder-fold-1" / "runs" / RUN_ID / "spec.json").is_file()
+
+    booted = cloud.boot(json.loads(machine.read_text())["boot_script"], machine.stem)
+    assert booted.returncode == 1, booted.stdout + booted.stderr  # the image is not on the machine: a failed run
+    assert json.loads(machine.read_text())["state"] == "terminated"  # it deleted itself
+
+    status = cloud.orchestrate("status", RUN_ID, "--ledger", str(cloud.ledger))
+    assert status.returncode == 0 and "0 of 1 items done" in status.stdout, status.stdout + status.stderr
+    collected = cloud.orchestrate("collect", RUN_ID, "--ledger", str(cloud.ledger))
+    assert collected.returncode == 1, collected.stdout + collected.stderr  # the run failed
+    record = Ledger(cloud.ledger).runs()[RUN_ID]
+    assert record.status == "failed" and "kcb-test/absent-on-the-machine:1 is not on" in record.message
+
+
+def test_schedule_is_created_listed_and_deleted_on_the_plugins_cloud(cloud: FolderCloud) -> None:
+    created = cloud.orchestrate(
+        "schedule", "create", "--profile", "folder-cpu", "--cron", "0 4 * * 1", "--name", "weekly",
+        "--image", "registry.example/kcb:cpu", "--ledger", str(cloud.ledger), "--logs", str(cloud.tmp / "logs"),
+    )  # fmt: skip
+    assert created.returncode == 0, created.stdout + created.stderr
+    assert "foldercloud scheduler in fold-1" in created.stdout and "Schedule weekly created" in created.stdout
+    job = json.loads((cloud.root / "schedules" / "weekly.json").read_text())
+    assert job["storage"] == "folder://keras-cloud-bench-folder-fold-1/schedules/weekly/"
+    assert "KCB_CLOUD" in job["boot_script"]
+
+    listed = cloud.orchestrate("schedule", "list", "--provider", "foldercloud")
+    assert listed.returncode == 0 and re.search(r"weekly\s+foldercloud", listed.stdout), listed.stdout + listed.stderr
+    deleted = cloud.orchestrate("schedule", "delete", "weekly", "--provider", "foldercloud")
+    assert deleted.returncode == 0 and "deleted foldercloud job weekly" in deleted.stdout, deleted.stdout
+    assert not (cloud.root / "schedules" / "weekly.json").exists()
