@@ -1,9 +1,10 @@
 """The provider interface: the few things the lifecycle needs from a place that runs machines.
 
-A provider is one module with one class implementing `Provider`, registered under the entry-point group
-`keras_cloud_bench.providers` (see `docs/providers.md`). The lifecycle never reaches past this interface, so a
-third-party package can add a cloud without editing this project. `orchestrate/testing/contract.py` is the contract
-suite a provider runs against itself.
+A provider is one package (or module) with one class implementing `Provider`, registered under the entry-point group
+`keras_cloud_bench.providers` (see `docs/providers.md`); what it offers beyond machines (buckets, boot scripts, a
+scheduler) are the interfaces of `orchestrate.capabilities`. Nothing reaches past these interfaces, so a third-party
+package can add a cloud without editing this project. `orchestrate.testing` holds the contract suites a provider runs
+against itself.
 """
 
 from __future__ import annotations
