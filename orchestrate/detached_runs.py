@@ -88,6 +88,12 @@ def resolve_bucket(bucket: str | None, profile: Profile) -> tuple[StorageURL, bo
     return StorageURL(storage.storage_scheme, own_bucket_name(account)), True
 
 
+def placeholder_bucket(provider: str, account: str = "account") -> StorageURL:
+    """The project's own bucket of an account not named yet: for the checks and plans made before asking the cloud
+    (a dry run, a schedule's boot-script size check)."""
+    return StorageURL(storage_of(provider).storage_scheme, own_bucket_name(account))
+
+
 def check_bucket(url: StorageURL, create: bool, profile: Profile, run_id: str) -> str | None:
     """The bucket exists (or is created and tagged) and the run's prefix is writable; the region the machine must
     address it in, where its store needs one (S3)."""

@@ -34,12 +34,11 @@ from orchestrate.capabilities import (
     offered,
     offering,
     open_store,
-    storage_of,
 )
 from orchestrate.cron import CronError, check_time_zone, parse_cron
 from orchestrate.detached import DetachedError, DetachedSpec
 from orchestrate.detached import boot_script as detached_boot_script
-from orchestrate.detached_runs import check_bucket, resolve_bucket
+from orchestrate.detached_runs import check_bucket, placeholder_bucket, resolve_bucket
 from orchestrate.images import is_registry_ref
 from orchestrate.plan import WorkItem
 from orchestrate.provider import Capability, ProviderError, safe_name
@@ -60,7 +59,7 @@ from orchestrate.schedule_spec import (
     ScheduleFailure,
     ScheduleSpec,
 )
-from orchestrate.storage import StorageError, StorageURL, own_bucket_name
+from orchestrate.storage import StorageError, StorageURL
 from records.catalog import Profile, get_profile, load_catalogs
 from records.ledger import Ledger
 from report.estimate import estimate_suite
@@ -357,7 +356,7 @@ def _create(args: argparse.Namespace, owner: str) -> int:
     except ProviderError as exc:
         raise ScheduleError(str(exc)) from None
     storage = _storage_url(args.bucket, spec.provider)
-    detached = _detached_spec(spec, args.image, args.image_source, storage or _placeholder_bucket(spec.provider))
+    detached = _detached_spec(spec, args.image, args.image_source, storage or placeholder_bucket(spec.provider))
     _checked_boot_script(detached)  # its checks (image source, size limit) before anything else
     found = estimate(spec, args.logs, list(Ledger(args.ledger).runs().values()))
     _print_plan(spec, args, storage, scheduler.how(spec))
@@ -445,11 +444,6 @@ def _storage_url(bucket: str | None, provider: str) -> StorageURL | None:
     except StorageError as exc:
         raise ScheduleError(str(exc)) from None
     return url
-
-
-def _placeholder_bucket(provider: str) -> StorageURL:
-    """For the checks before the account is known: the project's own bucket, of an account not yet named."""
-    return StorageURL(storage_of(provider).storage_scheme, own_bucket_name("account"))
 
 
 def _ready_bucket(bucket: str | None, spec: ScheduleSpec) -> tuple[StorageURL, str | None]:
