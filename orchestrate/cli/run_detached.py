@@ -18,7 +18,15 @@ from orchestrate.cli.planning import (
 )
 from orchestrate.cli.request import DetachedRun
 from orchestrate.detached import DETACHED_IMAGE_SOURCES, DetachedSpec, boot_script
-from orchestrate.detached_runs import DetachedRunError, Launched, check_bucket, launch, local_image, resolve_bucket
+from orchestrate.detached_runs import (
+    DetachedRunError,
+    Launched,
+    check_bucket,
+    launch,
+    local_image,
+    placeholder_bucket,
+    resolve_bucket,
+)
 from orchestrate.images import is_registry_ref
 from orchestrate.progress import make_reporter
 from orchestrate.provider import Capability, Provider
@@ -104,9 +112,7 @@ def _dry_bucket(bucket: str | None, profile: Profile) -> tuple[StorageURL, bool]
     """A dry run names the bucket without asking the cloud for the account that names the project's own."""
     if bucket is not None:
         return resolve_bucket(bucket, profile)
-    if profile.provider == "aws":
-        return StorageURL("s3", "keras-cloud-bench-account-id-region"), True
-    return StorageURL("gs", "keras-cloud-bench-project-id"), True
+    return placeholder_bucket(profile.provider, "account-id"), True
 
 
 def _print_launched(launched: Launched) -> int:

@@ -48,8 +48,8 @@ def test_several_gpus_that_the_machine_and_backends_can_honour_are_planned(tmp_p
 @pytest.mark.parametrize(
     ("profile", "bucket"),
     [
-        ("gce-t4", "gs://keras-cloud-bench-project-id/"),
-        ("aws-g4dn.xlarge", "s3://keras-cloud-bench-account-id-region/"),
+        ("gce-t4", "gs://keras-cloud-bench-account-id/"),
+        ("aws-g4dn.xlarge", "s3://keras-cloud-bench-account-id/"),
     ],
 )
 def test_a_detached_dry_run_names_the_projects_bucket_without_asking_the_cloud(
