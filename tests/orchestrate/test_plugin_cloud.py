@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrate.testing.sshd import SSHServer
 from records.ledger import Ledger
+from tests.support.docker import build_mechanics_image, remove_containers_of_run
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "tests" / "plugins" / "kcb_foldercloud"
@@ -88,6 +90,35 @@ def test_attached_run_is_planned_on_the_plugins_cloud(cloud: FolderCloud) -> Non
     )  # fmt: skip
     assert plan.returncode == 0, plan.stdout + plan.stderr
     assert "folder-cpu" in plan.stdout and "foldercloud" in plan.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+@pytest.mark.sshd
+def test_attached_run_trains_on_the_plugins_machine_and_tears_it_down(cloud: FolderCloud, sshd: SSHServer) -> None:
+    """The whole attached life on the plug-in's cloud: launch, SSH to the machine (the test sshd, at the address its
+    settings give), the image's containers, the logs pulled, the machine terminated and billed, the run final."""
+    image = build_mechanics_image(cloud.tmp / "mechanics")
+    run_id = "20260101T000000Z-foat"
+    try:
+        done = cloud.orchestrate(
+            "run", "--profile", "folder-cpu", "--suite", "quick", "--workloads", "mnist_mlp", "--backends", "torch",
+            "--image", image, "--image-source", "present", "--run-id", run_id, "--plain",
+            "--ledger", str(cloud.ledger), "--logs", str(cloud.tmp / "logs"), "--remote-dir", str(cloud.tmp / "host"),
+            "--provider-setting", "ssh_host=127.0.0.1", "--provider-setting", f"ssh_port={sshd.port}",
+            "--provider-setting", f"ssh_user={sshd.user}", "--provider-setting", f"ssh_key={sshd.key_path}",
+        )  # fmt: skip
+    finally:
+        remove_containers_of_run(run_id)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    [csv] = (cloud.tmp / "logs" / "folder-cpu" / run_id).glob("mnist_mlp_torch*.csv")
+    assert csv.read_text().endswith("1,1.0\n")  # the image's epoch, pulled from the machine
+    record = Ledger(cloud.ledger).runs()[run_id]
+    assert record.status == "complete" and record.final
+    [machine] = record.instances
+    assert machine.provider == "foldercloud" and machine.terminated_at is not None and machine.cost_usd is not None
+    [state] = [json.loads(p.read_text())["state"] for p in (cloud.root / "machines").glob("*.json")]
+    assert state == "terminated"
 
 
 def test_detached_run_launches_reports_and_is_collected(cloud: FolderCloud) -> None:

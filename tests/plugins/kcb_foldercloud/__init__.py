@@ -3,7 +3,9 @@ against the public API only (`orchestrate.provider`, `orchestrate.capabilities`,
 `orchestrate.storage`, `orchestrate.testing`), installed through its entry points, with no edit to the project.
 
 Its machines are records under `machines/` (a launch keeps the boot script there: the test plays the machine), its
-buckets folders under `buckets/` (`LocalObjectStore`), its scheduler's jobs records under `schedules/`.
+buckets folders under `buckets/` (`LocalObjectStore`), its scheduler's jobs records under `schedules/`. An attached
+run reaches its machine over SSH at the address and with the key its settings give (`--provider-setting
+ssh_host=... ssh_port=... ssh_user=... ssh_key=...`), as a cloud whose images accept a key registered beforehand.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Self
 
 from orchestrate.capabilities import CloudScheduler, MachineIdentity, ObjectStorage, ObjectStore, Scheduler
 from orchestrate.provider import (
@@ -26,6 +28,7 @@ from orchestrate.provider import (
     InstanceState,
     LaunchRequest,
     Provider,
+    ProviderError,
     SSHTarget,
 )
 from orchestrate.schedule_spec import ScheduleInfo, ScheduleSpec
@@ -98,6 +101,21 @@ class FolderCloudProvider(Provider, ObjectStorage, MachineIdentity, CloudSchedul
     agent_source: ClassVar[Path] = Path(__file__).with_name("agent.py")
     default_disk_gb: ClassVar[float] = 10.0
     schedule_prices: ClassVar[Path | None] = Path(__file__).with_name("prices.toml")
+    settings: ClassVar[tuple[str, ...]] = ("ssh_host", "ssh_port", "ssh_user", "ssh_key")
+
+    def __init__(self, ssh: SSHTarget | None = None) -> None:
+        self.ssh = ssh or SSHTarget("127.0.0.1")
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str]) -> Self:
+        unknown = sorted(set(settings) - set(cls.settings))
+        if unknown:
+            raise ProviderError(f"provider 'foldercloud' has no setting {', '.join(unknown)}")
+        port = settings.get("ssh_port")
+        if port is not None and not port.isdigit():
+            raise ProviderError(f"ssh_port: {port!r} is not a port number")
+        host = settings.get("ssh_host", "127.0.0.1")
+        return cls(SSHTarget(host, settings.get("ssh_user"), int(port) if port else None, settings.get("ssh_key")))
 
     # -- machines --------------------------------------------------------------------------------------------
 
@@ -119,7 +137,7 @@ class FolderCloudProvider(Provider, ObjectStorage, MachineIdentity, CloudSchedul
         return Instance(self.name, instance_id, request.zone, None, request.spot, time.time(), tags)
 
     def wait_until_running(self, instance: Instance, timeout_s: float) -> Instance:
-        instance.ssh = SSHTarget("127.0.0.1")
+        instance.ssh = self.ssh
         return instance
 
     def state(self, instance: Instance) -> InstanceState:
