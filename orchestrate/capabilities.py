@@ -6,7 +6,8 @@ its interface here by inheriting it (dstack's compute mixins, SkyPilot's per-clo
 - `Capability.OBJECT_STORE` -> `ObjectStorage`: buckets for a detached run's spec, logs and status;
 - `Capability.BOOT_SCRIPT` -> `MachineIdentity`: the machine runs a boot script with an identity that may write
   its run's objects and delete its own machine, nothing else (least privilege);
-- `Capability.SCHEDULER` -> `CloudScheduler`: the cloud's own scheduler starts machines on a cron schedule.
+- `Capability.SCHEDULER` -> `CloudScheduler`: the cloud's own scheduler starts machines on a cron schedule;
+- `Capability.SPOT` -> `SpotMarket`: spot or preemptible machines, and telling the cloud's reclaim from an end.
 
 Detached runs, schedules and the sweep reach a cloud only through `offered` and `require` (and the typed accessors
 built on it), the one place that checks both the advertised capability and its interface.
@@ -20,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, ClassVar, Protocol
 
-from orchestrate.provider import Capability, Provider, ProviderError
+from orchestrate.provider import Capability, Instance, Provider, ProviderError
 from orchestrate.registry import load_provider_class, provider_names
 from orchestrate.schedule_spec import ScheduleInfo, ScheduleSpec
 from orchestrate.storage import StorageError, StorageURL
@@ -126,10 +127,22 @@ class CloudScheduler(abc.ABC):
         (ProviderError where it takes none)."""
 
 
+class SpotMarket(abc.ABC):
+    """Capability.SPOT: `launch` honours `LaunchRequest.spot` (a spot or preemptible machine, at the profile's spot
+    price), and the cloud tells its reclaim from an end: `state` reports PREEMPTED where `was_preempted` holds, so
+    an attached run relaunches and resumes, and `collect` resumes a detached one."""
+
+    @abc.abstractmethod
+    def was_preempted(self, instance: Instance) -> bool:
+        """Whether the cloud reclaimed this machine (a spot interruption, a preemption) rather than the run or the
+        machine itself ending it."""
+
+
 INTERFACES: dict[Capability, type] = {
     Capability.OBJECT_STORE: ObjectStorage,
     Capability.BOOT_SCRIPT: MachineIdentity,
     Capability.SCHEDULER: CloudScheduler,
+    Capability.SPOT: SpotMarket,
 }
 
 

@@ -59,6 +59,7 @@ class Capability(enum.StrEnum):
     # write LaunchRequest.storage_prefix and delete its own machine: detached runs (MachineIdentity)
     OBJECT_STORE = "object-store"  # buckets the machines write their logs to (ObjectStorage)
     SCHEDULER = "scheduler"  # the cloud's scheduler launches machines on a cron schedule (CloudScheduler)
+    SPOT = "spot"  # spot or preemptible machines, and a reclaim told from an end (SpotMarket)
 
 
 class InstanceState(enum.StrEnum):

@@ -15,6 +15,7 @@ from benchmarks.harness.distribution import SINGLE_DEVICE_BACKENDS, TORCH_SINGLE
 from benchmarks.repeats import planned_rounds
 from benchmarks.suites import get_suite
 from benchmarks.work import WorkItem
+from orchestrate.capabilities import offered, offering
 from orchestrate.cli.common import UsageError, is_safe_name, key_value, owner_id, row
 from orchestrate.cli.request import MAX_LIFETIME_MIN, MAX_REPEATS, RunOptions
 from orchestrate.images import default_build_spec, default_image_ref
@@ -65,6 +66,10 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunP
     spot = profile.use_spot if options.spot is None else options.spot
     if spot and not provider.has(Capability.BILLABLE):
         raise UsageError(f"--spot applies to rented machines; {profile.name} is a {profile.provider} host")
+    if spot and not offered(provider, Capability.SPOT):
+        raise UsageError(
+            f"--spot: provider {profile.provider} offers no spot machines (offered by {offering(Capability.SPOT)})"
+        )
     platform = options.platform or profile.name
     for what, value in (("--platform", platform), ("--run-id", options.run_id)):
         if value is not None and not is_safe_name(value):

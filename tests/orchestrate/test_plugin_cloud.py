@@ -92,6 +92,17 @@ def test_attached_run_is_planned_on_the_plugins_cloud(cloud: FolderCloud) -> Non
     assert "folder-cpu" in plan.stdout and "foldercloud" in plan.stdout
 
 
+def test_spot_is_refused_on_a_cloud_that_offers_no_spot_machines(cloud: FolderCloud) -> None:
+    plan = cloud.orchestrate(
+        "run", "--profile", "folder-cpu", "--suite", "quick", "--workloads", "mnist_mlp", "--backends", "jax",
+        "--spot", "--dry-run", "--ledger", str(cloud.ledger),
+    )  # fmt: skip
+    assert plan.returncode == 2, plan.stdout + plan.stderr
+    assert plan.stderr.strip().splitlines() == [
+        "error: --spot: provider foldercloud offers no spot machines (offered by aws, gce)"
+    ]
+
+
 @pytest.mark.slow
 @pytest.mark.docker
 @pytest.mark.sshd

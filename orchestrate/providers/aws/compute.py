@@ -37,7 +37,14 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, NoCredentialsError, WaiterError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from orchestrate.capabilities import CloudScheduler, MachineIdentity, ObjectStorage, ObjectStore, Scheduler
+from orchestrate.capabilities import (
+    CloudScheduler,
+    MachineIdentity,
+    ObjectStorage,
+    ObjectStore,
+    Scheduler,
+    SpotMarket,
+)
 from orchestrate.provider import (
     PROJECT_TAG,
     Capability,
@@ -97,6 +104,12 @@ CAPACITY_ERRORS = frozenset(
 )
 QUOTA_ERRORS = frozenset({"VcpuLimitExceeded", "MaxSpotInstanceCountExceeded", "InstanceLimitExceeded"})
 PREEMPTION_REASONS = frozenset({"Server.SpotInstanceTermination", "Server.SpotInstanceShutdown"})
+
+
+def _reclaimed(described: Mapping[str, Any]) -> bool:
+    return described.get("StateReason", {}).get("Code") in PREEMPTION_REASONS
+
+
 LIVE_STATES = ("pending", "running", "shutting-down", "stopping", "stopped")
 # botocore retries throttling (RequestLimitExceeded) and 5xx answers with exponential backoff and jitter.
 RETRY_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4})
@@ -138,12 +151,13 @@ def _tag_dict(tags: list[dict[str, str]] | None) -> dict[str, str]:
     return {tag["Key"]: tag["Value"] for tag in tags or []}
 
 
-class AWSProvider(Provider, ObjectStorage, MachineIdentity, CloudScheduler):
+class AWSProvider(Provider, ObjectStorage, MachineIdentity, CloudScheduler, SpotMarket):
     name: ClassVar[str] = "aws"
     capabilities: ClassVar[frozenset[Capability]] = Provider.capabilities | {
         Capability.BOOT_SCRIPT,
         Capability.OBJECT_STORE,
         Capability.SCHEDULER,
+        Capability.SPOT,
     }
     settings: ClassVar[tuple[str, ...]] = ("ssh_address",)
     storage_scheme: ClassVar[str] = "s3"
@@ -515,11 +529,16 @@ class AWSProvider(Provider, ObjectStorage, MachineIdentity, CloudScheduler):
         name = described["State"]["Name"]
         if name in ("pending", "running"):
             return InstanceState(name)
-        if described.get("StateReason", {}).get("Code") in PREEMPTION_REASONS:
+        if _reclaimed(described):
             return InstanceState.PREEMPTED
         if name in ("shutting-down", "terminated", "stopping", "stopped"):
             return InstanceState.TERMINATED
         return InstanceState.UNKNOWN
+
+    def was_preempted(self, instance: Instance) -> bool:
+        """EC2's StateReason of a Spot interruption (while AWS still lists the instance)."""
+        described = self._describe(instance)
+        return described is not None and _reclaimed(described)
 
     def ended_at(self, instance: Instance) -> float | None:
         """From the time in the StateTransitionReason of a stopped or terminated machine, e.g. `User initiated

@@ -42,7 +42,14 @@ from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError, Tra
 from google.auth.transport.requests import Request
 from google.cloud import compute_v1
 
-from orchestrate.capabilities import CloudScheduler, MachineIdentity, ObjectStorage, ObjectStore, Scheduler
+from orchestrate.capabilities import (
+    CloudScheduler,
+    MachineIdentity,
+    ObjectStorage,
+    ObjectStore,
+    Scheduler,
+    SpotMarket,
+)
 from orchestrate.provider import (
     PROJECT_TAG,
     Capability,
@@ -146,12 +153,13 @@ def _error_codes(error: api_exceptions.GoogleAPICallError) -> set[str]:
     return codes
 
 
-class GCEProvider(Provider, ObjectStorage, MachineIdentity, CloudScheduler):
+class GCEProvider(Provider, ObjectStorage, MachineIdentity, CloudScheduler, SpotMarket):
     name: ClassVar[str] = "gce"
     capabilities: ClassVar[frozenset[Capability]] = Provider.capabilities | {
         Capability.BOOT_SCRIPT,
         Capability.OBJECT_STORE,
         Capability.SCHEDULER,
+        Capability.SPOT,
     }
     settings: ClassVar[tuple[str, ...]] = ("ssh_address", "service_account", "self_delete_role")
     storage_scheme: ClassVar[str] = "gs"
@@ -468,7 +476,7 @@ class GCEProvider(Provider, ObjectStorage, MachineIdentity, CloudScheduler):
         if status == "RUNNING":
             return InstanceState.RUNNING
         if status in ("STOPPING", "TERMINATED", "SUSPENDING", "SUSPENDED", "gone"):
-            return InstanceState.PREEMPTED if self._was_preempted(instance) else InstanceState.TERMINATED
+            return InstanceState.PREEMPTED if self.was_preempted(instance) else InstanceState.TERMINATED
         return InstanceState.UNKNOWN
 
     def ended_at(self, instance: Instance) -> float | None:
@@ -490,7 +498,7 @@ class GCEProvider(Provider, ObjectStorage, MachineIdentity, CloudScheduler):
         ]
         return max((end for end in ends if end is not None), default=None)
 
-    def _was_preempted(self, instance: Instance) -> bool:
+    def was_preempted(self, instance: Instance) -> bool:
         """Whether Compute Engine recorded a `compute.instances.preempted` operation for this VM.
 
         That operation is the documented way to tell a preemption from a stop or a deletion.
