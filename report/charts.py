@@ -103,7 +103,7 @@ def relative_chart(
         path = out_stem.with_suffix(f".{fmt}")
         # A fixed salt makes the SVG's element ids, random otherwise, the same on every run.
         with plt.rc_context({"svg.hashsalt": "keras-cloud-bench"}):
-            fig.savefig(path, dpi=150 if fmt == "png" else None, metadata=_reproducible_metadata(fmt))
+            fig.savefig(path, dpi=150 if fmt == "png" else None, metadata=reproducible_metadata(fmt))
         written.append(path)
     plt.close(fig)
     return written
@@ -180,7 +180,7 @@ def _legend_columns(handles: Sequence[Patch]) -> int:
     return max(1, min(len(handles), 4, 100 // widest))
 
 
-def _reproducible_metadata(fmt: str) -> dict[str, str | None]:
+def reproducible_metadata(fmt: str) -> dict[str, str | None]:
     """No creation date or software stamp in the files, so an unchanged report is byte-identical."""
     if fmt == "svg":
         return {"Date": None, "Creator": None}

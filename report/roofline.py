@@ -47,6 +47,7 @@ from typing import Any
 from benchmarks.logs import find_logs, read_epoch_log
 from benchmarks.metadata import RunMetadata, Status
 from benchmarks.stability import HOST_BOUND_SHARE
+from report.charts import BACKEND_COLOURS, FORMATS, OTHER_COLOUR, reproducible_metadata
 from report.model_costs import ModelCost, load_costs
 from report.today import GPUS, PLATFORMS, REPEATS_PREFIX
 
@@ -369,8 +370,6 @@ def chart(table: Sequence[Row], sheets: dict[str, Datasheet], out_stem: Path) ->
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from report.charts import BACKEND_COLOURS, FORMATS, OTHER_COLOUR, _reproducible_metadata
-
     fig, ax = plt.subplots(figsize=(8.5, 6), layout="constrained")
     lows = [r.intensity for r in table]
     x = list(np.geomspace(min([*lows, 1.0]) / 3, max([*lows, 1e3]) * 3, 200))
@@ -420,7 +419,7 @@ def chart(table: Sequence[Row], sheets: dict[str, Datasheet], out_stem: Path) ->
     for fmt in FORMATS:
         path = out_stem.with_suffix(f".{fmt}")
         with plt.rc_context({"svg.hashsalt": "keras-cloud-bench"}):
-            fig.savefig(path, dpi=150 if fmt == "png" else None, metadata=_reproducible_metadata(fmt))
+            fig.savefig(path, dpi=150 if fmt == "png" else None, metadata=reproducible_metadata(fmt))
         paths.append(path)
     plt.close(fig)
     return paths

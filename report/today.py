@@ -26,6 +26,7 @@ from pathlib import Path
 from benchmarks.logs import find_logs, read_epoch_log
 from benchmarks.metadata import Status
 from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate
+from report.studies import get_study, published_results
 
 STUDY = "benchmark-gpus-2017-11"
 GPUS = ("H100", "H200")
@@ -91,8 +92,6 @@ def measured_runs(logs: Path) -> tuple[dict[tuple[str, str, str], Measured], dic
 
 def published_epochs() -> dict[tuple[str, str], float]:
     """(gpu, workload) -> the study's median steady epoch on TensorFlow, seconds."""
-    from report.studies import get_study, published_results
-
     results = published_results(get_study(STUDY)).results
     out = {}
     for gpu in PUBLISHED_GPUS:
@@ -103,8 +102,6 @@ def published_epochs() -> dict[tuple[str, str], float]:
 
 
 def published_prices() -> dict[str, float]:
-    from report.studies import get_study
-
     configs = get_study(STUDY).configs
     return {c.name: c.usd_per_hour for c in configs if c.name in PUBLISHED_GPUS and c.usd_per_hour is not None}
 
