@@ -14,6 +14,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from orchestrate.provider import PROJECT_TAG, ProviderError
 from orchestrate.providers.aws.iam import (
     EC2_TRUST,
@@ -81,8 +83,6 @@ class AWSScheduler:
             raise ScheduleFailure(str(error)) from None
 
     def exists(self, spec: ScheduleSpec) -> bool:
-        from botocore.exceptions import ClientError
-
         try:
             self._client("scheduler", spec.region).get_schedule(Name=resource_name(spec.name), GroupName=SCHEDULE_GROUP)
         except ClientError as error:
@@ -143,8 +143,6 @@ class AWSScheduler:
             return undo.created
 
     def _create_schedule(self, spec: ScheduleSpec, template_id: str, role_arn: str) -> None:
-        from botocore.exceptions import ClientError
-
         target = {
             "Arn": RUN_INSTANCES_TARGET,
             "RoleArn": role_arn,
@@ -183,8 +181,6 @@ class AWSScheduler:
                 raise _aws_error(f"creating schedule {spec.name}", error) from None
 
     def _ensure_group(self, region: str) -> None:
-        from botocore.exceptions import ClientError
-
         try:
             self._client("scheduler", region).create_schedule_group(
                 Name=SCHEDULE_GROUP, Tags=[{"Key": "project", "Value": PROJECT_TAG}]
@@ -200,8 +196,6 @@ class AWSScheduler:
         return found
 
     def _list_region(self, region: str) -> builtins.list[ScheduleInfo]:
-        from botocore.exceptions import ClientError
-
         scheduler = self._client("scheduler", region)
         try:
             pages = scheduler.get_paginator("list_schedules").paginate(
@@ -250,8 +244,6 @@ class AWSScheduler:
         return deleted
 
     def _delete_schedule(self, region: str, base: str) -> bool:
-        from botocore.exceptions import ClientError
-
         try:
             self._client("scheduler", region).delete_schedule(Name=base, GroupName=SCHEDULE_GROUP)
         except ClientError as error:
@@ -269,8 +261,6 @@ class AWSScheduler:
         return bool(found["LaunchTemplates"])
 
     def _delete_role(self, name: str) -> bool:
-        from botocore.exceptions import ClientError
-
         iam = self._client("iam")
         try:
             for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]:
@@ -283,8 +273,6 @@ class AWSScheduler:
         return True
 
     def _delete_instance_profile(self, name: str) -> bool:
-        from botocore.exceptions import ClientError
-
         iam = self._client("iam")
         try:
             for role in iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]["Roles"]:
@@ -342,7 +330,6 @@ def _aws_error(what: str, error: Any) -> ScheduleFailure:
 
 @contextlib.contextmanager
 def _aws(what: str) -> Iterator[None]:
-    from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         yield

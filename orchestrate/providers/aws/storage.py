@@ -11,6 +11,10 @@ import re
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
 from orchestrate.provider import PROJECT_TAG
 from orchestrate.storage import StorageError, StorageURL
 
@@ -27,9 +31,6 @@ def bucket_problem(bucket: str) -> str | None:
 
 def account_name(region: str) -> str:
     """The AWS account and the region: the project's own bucket is one per account and region."""
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
-
     try:
         account = boto3.Session().client("sts", region_name=region).get_caller_identity()["Account"]
     except (ClientError, BotoCoreError) as error:
@@ -39,9 +40,6 @@ def account_name(region: str) -> str:
 
 class S3Store:
     def __init__(self, url: StorageURL, session: Any = None) -> None:
-        import boto3
-        from botocore.config import Config
-
         self.url = url
         self._session = session or boto3.Session()
         # A redirected endpoint (VPC endpoint, LocalStack, moto) serves buckets by path, not by host name.
@@ -52,8 +50,6 @@ class S3Store:
         self._client = self._session.client("s3", config=self._config)
 
     def _calling(self, what: str, error: Exception) -> StorageError:
-        from botocore.exceptions import ClientError
-
         if isinstance(error, ClientError):
             code = error.response.get("Error", {}).get("Code", "")
             message = error.response.get("Error", {}).get("Message", "")
@@ -62,8 +58,6 @@ class S3Store:
 
     def ensure_bucket(self, create: bool, location: str | None) -> str:
         """The bucket's region; created (tagged project=keras-cloud-bench, no public access) when `create`."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         try:
             answer = self._client.get_bucket_location(Bucket=self.url.bucket)
             region = answer.get("LocationConstraint") or "us-east-1"  # AWS's null means us-east-1
@@ -84,8 +78,6 @@ class S3Store:
         return region
 
     def _create(self, region: str) -> str:
-        from botocore.exceptions import BotoCoreError, ClientError
-
         client = self._session.client("s3", region_name=region, config=self._config)
         configuration = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
         try:
@@ -123,8 +115,6 @@ class S3Store:
 
     def check_writable(self, key: str) -> None:
         """Write and delete one small object where the run's files will go."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         try:
             self._client.put_object(Bucket=self.url.bucket, Key=key, Body=b"keras-cloud-bench write check\n")
             self._client.delete_object(Bucket=self.url.bucket, Key=key)
@@ -132,8 +122,6 @@ class S3Store:
             raise self._calling(f"writing {key}", error) from None
 
     def put(self, key: str, data: bytes) -> None:
-        from botocore.exceptions import BotoCoreError, ClientError
-
         try:
             self._client.put_object(Bucket=self.url.bucket, Key=key, Body=data)
         except (ClientError, BotoCoreError) as error:
@@ -142,7 +130,6 @@ class S3Store:
     def upload_file(self, key: str, source: BinaryIO) -> None:
         """A seekable file, in parts when large (boto3's multipart upload, which it aborts when a part fails)."""
         from boto3.exceptions import S3UploadFailedError
-        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             self._client.upload_fileobj(source, self.url.bucket, key)
@@ -150,8 +137,6 @@ class S3Store:
             raise self._calling(f"uploading {key}", error) from None
 
     def read(self, key: str) -> bytes | None:
-        from botocore.exceptions import BotoCoreError, ClientError
-
         try:
             return self._client.get_object(Bucket=self.url.bucket, Key=key)["Body"].read()
         except ClientError as error:
@@ -162,8 +147,6 @@ class S3Store:
             raise self._calling(f"reading {key}", error) from None
 
     def list(self, prefix: str) -> dict[str, int]:
-        from botocore.exceptions import BotoCoreError, ClientError
-
         found: dict[str, int] = {}
         try:
             for page in self._client.get_paginator("list_objects_v2").paginate(Bucket=self.url.bucket, Prefix=prefix):
@@ -173,8 +156,6 @@ class S3Store:
         return found
 
     def download(self, key: str, path: Path) -> None:
-        from botocore.exceptions import BotoCoreError, ClientError
-
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._client.download_file(self.url.bucket, key, str(path))
@@ -183,8 +164,6 @@ class S3Store:
 
     def delete(self, key: str) -> None:
         """Gone, whether or not it was there (S3 answers a missing key's delete with success)."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         try:
             self._client.delete_object(Bucket=self.url.bucket, Key=key)
         except (ClientError, BotoCoreError) as error:
@@ -193,7 +172,6 @@ class S3Store:
     def abort_uploads(self, prefix: str) -> builtins.list[str]:
         """Abort the unfinished multipart uploads under `prefix`; the keys they were for. An uploader killed
         mid-way leaves one: no object to list, yet its parts are stored and billed until it is aborted."""
-        from botocore.exceptions import BotoCoreError, ClientError
 
         aborted: list[str] = []
         try:
@@ -207,8 +185,6 @@ class S3Store:
         return aborted
 
     def _abort(self, key: str, upload_id: str) -> None:
-        from botocore.exceptions import ClientError
-
         try:
             self._client.abort_multipart_upload(Bucket=self.url.bucket, Key=key, UploadId=upload_id)
         except ClientError as error:
