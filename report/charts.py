@@ -15,6 +15,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only; never a display
 
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.patches import Patch
 from matplotlib.transforms import offset_copy
@@ -97,6 +98,11 @@ def relative_chart(
         engine = fig.get_layout_engine()
         assert isinstance(engine, ConstrainedLayoutEngine)  # layout="constrained" above
         engine.set(rect=(0, reserved, 1, 1 - reserved))
+    return save_figure(fig, out_stem)
+
+
+def save_figure(fig: Figure, out_stem: Path) -> list[Path]:
+    """`<out_stem>.png` and `.svg`, the same bytes on every run of an unchanged report; closes the figure."""
     out_stem.parent.mkdir(parents=True, exist_ok=True)
     written = []
     for fmt in FORMATS:

@@ -44,12 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.logs import find_logs, read_epoch_log
-from benchmarks.metadata import RunMetadata, Status
+from benchmarks.metadata import RunMetadata
 from benchmarks.stability import HOST_BOUND_SHARE
-from report.charts import BACKEND_COLOURS, FORMATS, OTHER_COLOUR, reproducible_metadata
+from report.charts import BACKEND_COLOURS, OTHER_COLOUR, save_figure
 from report.model_costs import ModelCost, load_costs
-from report.today import GPUS, PLATFORMS, REPEATS_PREFIX
+from report.today import GPUS, PLATFORMS, REPEATS_PREFIX, complete_runs
 
 DATASHEET_FILE = Path(__file__).parent / "data" / "datasheet.toml"
 HOST, MEMORY, COMPUTE = "host", "memory", "compute"
@@ -126,17 +125,9 @@ def _run(meta: RunMetadata, steady: Sequence[float]) -> Run:
 def measured(logs: Path) -> dict[tuple[str, str, str], list[Run]]:
     """(gpu, workload, backend) -> the complete default repeats under each GPU's platform folder."""
     found: dict[tuple[str, str, str], list[Run]] = {}
-    for gpu, platform in PLATFORMS.items():
-        if not (logs / platform).is_dir():
-            continue
-        for path in find_logs(logs / platform):
-            log = read_epoch_log(path)
-            meta = log.metadata
-            steady = [e.elapsed for e in log.steady_epochs]
-            if meta is None or meta.status != Status.COMPLETE or not steady:
-                continue
-            if meta.run_id.startswith(REPEATS_PREFIX) and meta.data.train_samples:
-                found.setdefault((gpu, meta.workload, meta.backend), []).append(_run(meta, steady))
+    for gpu, meta, steady in complete_runs(logs):
+        if meta.run_id.startswith(REPEATS_PREFIX) and meta.data.train_samples:
+            found.setdefault((gpu, meta.workload, meta.backend), []).append(_run(meta, steady))
     return found
 
 
@@ -250,8 +241,15 @@ def rows(
 ) -> list[Row]:
     costs = load_costs() if costs is None else costs
     sheets = load_datasheets() if sheets is None else sheets
+    return rows_of(measured(logs), costs, sheets)
+
+
+def rows_of(
+    found: dict[tuple[str, str, str], list[Run]], costs: dict[str, ModelCost], sheets: dict[str, Datasheet]
+) -> list[Row]:
+    """One row per measured (gpu, workload, backend) that has a model cost and a datasheet."""
     out = []
-    for (gpu, workload, backend), runs in sorted(measured(logs).items()):
+    for (gpu, workload, backend), runs in sorted(found.items()):
         if workload in costs and gpu in sheets:
             _check_board(sheets[gpu], runs)
             out.append(make_row(gpu, workload, backend, runs, costs[workload], sheets[gpu]))
@@ -307,7 +305,8 @@ def section(logs: Path, costs: dict[str, ModelCost] | None = None, markdown: Pat
     folder (`<stem>_charts/`, where report.markdown puts the others) and shown."""
     costs = load_costs() if costs is None else costs
     sheets = load_datasheets()
-    table = rows(logs, costs, sheets)
+    found = measured(logs)
+    table = rows_of(found, costs, sheets)
     if not table:
         return ""
     image = []
@@ -346,7 +345,7 @@ def section(logs: Path, costs: dict[str, ModelCost] | None = None, markdown: Pat
     lines += ["", "Would a faster GPU help? Per workload, from the rows above:", ""]
     for workload in sorted({r.workload for r in table}):
         lines.append(f"- **{workload}**: {advice([r for r in table if r.workload == workload])}")
-    missing = sorted({w for _, w, _ in measured(logs)} - set(costs))
+    missing = sorted({w for _, w, _ in found} - set(costs))
     if missing:
         lines += ["", f"No model cost for {', '.join(missing)}: left out."]
     lines += ["", *headroom_lines(table, headroom(logs))]
@@ -415,14 +414,7 @@ def chart(table: Sequence[Row], sheets: dict[str, Datasheet], out_stem: Path) ->
     ax.set_ylabel("achieved TFLOP/s (training FLOPs / steady epoch)", fontsize=10)
     ax.set_title("Short-suite defaults on the H100 and H200 against their rooflines", loc="left", fontsize=11)
     ax.grid(which="major", color="#dddddd", linewidth=0.6)
-    paths = []
-    for fmt in FORMATS:
-        path = out_stem.with_suffix(f".{fmt}")
-        with plt.rc_context({"svg.hashsalt": "keras-cloud-bench"}):
-            fig.savefig(path, dpi=150 if fmt == "png" else None, metadata=reproducible_metadata(fmt))
-        paths.append(path)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, out_stem)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

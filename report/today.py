@@ -19,12 +19,12 @@ import json
 import statistics
 import sys
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.logs import find_logs, read_epoch_log
-from benchmarks.metadata import Status
+from benchmarks.metadata import RunMetadata, Status
 from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate
 from report.studies import get_study, published_results
 
@@ -69,25 +69,30 @@ def measured_runs(logs: Path) -> tuple[dict[tuple[str, str, str], Measured], dic
     workload the training samples of its published data (from any run that was not cut down)."""
     found: dict[tuple[str, str, str], Measured] = {}
     full: dict[str, int] = {}
+    for gpu, meta, steady in complete_runs(logs):
+        if meta.cut_down is False and meta.data.train_samples:
+            full[meta.workload] = meta.data.train_samples
+        if not meta.run_id.startswith(REPEATS_PREFIX):
+            continue
+        m = found.setdefault((gpu, meta.workload, meta.backend), Measured())
+        m.steady.append(statistics.median(steady))
+        m.machines.append(str(meta.hardware.get("host_id") or meta.run_id))
+        m.host_bound.append(bool(meta.stability and meta.stability.host_bound))
+        m.train_samples = meta.data.train_samples or 0
+    return found, full
+
+
+def complete_runs(logs: Path) -> Iterator[tuple[str, RunMetadata, list[float]]]:
+    """(gpu, metadata, steady epoch seconds) of every complete run with steady epochs under each GPU's platform
+    folder."""
     for gpu, platform in PLATFORMS.items():
         if not (logs / platform).is_dir():
             continue
         for path in find_logs(logs / platform):
             log = read_epoch_log(path)
-            meta = log.metadata
             steady = [e.elapsed for e in log.steady_epochs]
-            if meta is None or meta.status != Status.COMPLETE or not steady:
-                continue
-            if meta.cut_down is False and meta.data.train_samples:
-                full[meta.workload] = meta.data.train_samples
-            if not meta.run_id.startswith(REPEATS_PREFIX):
-                continue
-            m = found.setdefault((gpu, meta.workload, meta.backend), Measured())
-            m.steady.append(statistics.median(steady))
-            m.machines.append(str(meta.hardware.get("host_id") or meta.run_id))
-            m.host_bound.append(bool(meta.stability and meta.stability.host_bound))
-            m.train_samples = meta.data.train_samples or 0
-    return found, full
+            if log.metadata is not None and log.metadata.status == Status.COMPLETE and steady:
+                yield gpu, log.metadata, steady
 
 
 def published_epochs() -> dict[tuple[str, str], float]:

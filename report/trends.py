@@ -28,7 +28,7 @@ import matplotlib.ticker
 import pandas as pd
 
 from benchmarks.stats import Estimate, median_estimate
-from report.charts import FORMATS
+from report.charts import save_figure
 from report.costs import Pricing, Unpriced
 from report.loading import Run
 
@@ -204,16 +204,8 @@ def draw(found: TrendSection, out: Path, charts_dir: str) -> None:
         fig.text(0.01, 0.005, "\n".join(textwrap.wrap(note, 115)), fontsize=8, color="#444444", va="bottom")
         fig.tight_layout(rect=(0, 0.1, 1, 0.96))
         stem = out / charts_dir / f"trend_{re.sub(r'[^A-Za-z0-9_.-]+', '_', trend.platform)}"
-        stem.parent.mkdir(parents=True, exist_ok=True)
-        paths = []
-        for fmt in FORMATS:
-            path = stem.with_suffix(f".{fmt}")
-            with plt.rc_context({"svg.hashsalt": "keras-cloud-bench"}):  # the same file on every run
-                metadata = {"Date": None, "Creator": None} if fmt == "svg" else {"Software": None}
-                fig.savefig(path, dpi=150 if fmt == "png" else None, metadata=metadata)
-            paths.append(path.relative_to(out).as_posix())
-        plt.close(fig)
-        trend.chart, trend.svg = (title, paths[0]), paths[1]
+        png, svg = (path.relative_to(out).as_posix() for path in save_figure(fig, stem))
+        trend.chart, trend.svg = (title, png), svg
 
 
 def _cost_per_thousand(usd_per_hour: float | None) -> Callable[[float | None, Point], float | None]:
