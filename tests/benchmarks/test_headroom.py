@@ -18,17 +18,22 @@ REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "KERAS_BACKEND": "jax", "BENCH_OFFLINE": "1"}
 
 
+def headroom_command(*args: str, env: dict[str, str] = ENV) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.headroom", *args], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+
+
+def without_data(tmp_path: Path) -> dict[str, str]:
+    """No dataset file anywhere the loaders look, offline."""
+    return {**ENV, "BENCH_DATA_DIR": str(tmp_path / "no-data"), "KERAS_HOME": str(tmp_path / "no-keras-home")}
+
+
 def test_the_command_trains_mnist_mlp_and_writes_its_epochs(tmp_path: Path) -> None:
     out = tmp_path / "headroom.json"
     args = ["--workload", "mnist_mlp", "--synthetic", "--train-limit", "1024", "--epochs", "3", "--out", str(out)]
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.headroom", *args],
-        cwd=REPO,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = headroom_command(*args)
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads(out.read_text())
     assert (record["workload"], record["backend"], record["batch_size"]) == ("mnist_mlp", "jax", 128)
@@ -44,15 +49,7 @@ def test_a_suite_cut_sets_slice_and_epochs_and_missing_data_fall_back_to_synthet
     no MNIST file offline, `--allow-synthetic` trains labelled synthetic data and says so, as the runner does."""
     out = tmp_path / "headroom.json"
     args = ["--workload", "mnist_mlp", "--cut", "quick", "--prefer-dataset", "fashion_mnist", "--allow-synthetic"]
-    env = {**ENV, "BENCH_DATA_DIR": str(tmp_path / "no-data"), "KERAS_HOME": str(tmp_path / "no-keras-home")}
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.headroom", *args, "--out", str(out)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = headroom_command(*args, "--out", str(out), env=without_data(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "using labelled synthetic data instead" in done.stderr
     record = json.loads(out.read_text())
@@ -67,12 +64,8 @@ def test_a_suite_cut_sets_slice_and_epochs_and_missing_data_fall_back_to_synthet
 
 
 def test_without_allow_synthetic_missing_data_stop_the_command(tmp_path: Path) -> None:
-    env = {**ENV, "BENCH_DATA_DIR": str(tmp_path / "no-data"), "KERAS_HOME": str(tmp_path / "no-keras-home")}
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.headroom", "--workload", "imdb_fasttext", "--cut", "quick", "--out",
-         str(tmp_path / "x.json")],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    out = str(tmp_path / "x.json")
+    done = headroom_command("--workload", "imdb_fasttext", "--cut", "quick", "--out", out, env=without_data(tmp_path))
     assert done.returncode != 0 and not (tmp_path / "x.json").exists()
 
 

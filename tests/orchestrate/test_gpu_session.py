@@ -300,6 +300,18 @@ def test_the_run_command_takes_a_compile_cache_folder() -> None:
     assert args.compile_cache == Path("/tmp/cache")
 
 
+def recorded_commands(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The command lines the session's processes would run, each recorded as finished at once, in order."""
+    commands: list[list[str]] = []
+
+    def record(command: list[str], env: dict, console: object, deadline: float, entry: dict, stopped: str) -> dict:
+        commands.append(command)
+        return {**entry, "returncode": 0, "wall_s": 1.0}
+
+    monkeypatch.setattr(gpu_session, "_run_until", record)
+    return commands
+
+
 def test_collect_brings_headroom_records_beside_the_runs(tmp_path: Path) -> None:
     remote = tmp_path / "remote"
     record = remote / "h100" / "gpu-headroom-a" / f"mnist_mlp{gpu_session.HEADROOM_SUFFIX}"
@@ -314,13 +326,7 @@ def test_the_headroom_phase_trains_the_supported_workloads_on_the_short_suites_d
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "carry" / "keras" / "datasets" / "fashion-mnist").mkdir(parents=True)
-    commands: list[list[str]] = []
-
-    def record(command: list[str], env: dict, console: object, deadline: float, entry: dict, stopped: str) -> dict:
-        commands.append(command)
-        return {**entry, "returncode": 0, "wall_s": 1.0}
-
-    monkeypatch.setattr(gpu_session, "_run_until", record)
+    commands = recorded_commands(monkeypatch)
     args = gpu_session._parser().parse_args(
         ["run", "--carry", str(tmp_path / "carry"), "--phase", "headroom", "--out", str(tmp_path), "--tag", "c",
          "--platform", "NVIDIA-H100", "--workloads", "siamese_lstm,mnist_cnn,mnist_mlp"]
@@ -341,13 +347,7 @@ def test_a_round_design_trains_each_backends_workloads_of_the_round_in_one_proce
 ) -> None:
     """`--processes round`: one runner process per backend per round, its workloads in the round's rotated order;
     every workload still gets one repeat per round, each from another process. The runner parses the command."""
-    commands: list[list[str]] = []
-
-    def record(command: list[str], env: dict, console: object, deadline: float, entry: dict, stopped: str) -> dict:
-        commands.append(command)
-        return {**entry, "returncode": 0, "wall_s": 1.0}
-
-    monkeypatch.setattr(gpu_session, "_run_until", record)
+    commands = recorded_commands(monkeypatch)
     args = gpu_session._parser().parse_args(
         ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path), "--repeats", "2",
          "--processes", "round", "--backends", "jax,torch", "--workloads", "mnist_mlp,mnist_cnn,imdb_fasttext"]
