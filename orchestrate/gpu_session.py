@@ -48,11 +48,13 @@ from typing import Any, TextIO
 
 from benchmarks.command import RunnerCommand
 from benchmarks.harness.compile_cache import ENV as COMPILE_CACHE_ENV
+from benchmarks.logs import read_metadata
 from benchmarks.metadata import RunMetadata
 from benchmarks.repeats import fill_levels, round_order
 from benchmarks.suites import get_suite
 from benchmarks.workloads import LSTM_WORKLOADS as RECURRENT
 from benchmarks.workloads import WORKLOADS
+from report.designs import shared_process
 
 REPO = Path(__file__).resolve().parents[1]
 # Packages the GPU images commonly lack: Keras and its two small dependencies that ship no CUDA code.
@@ -286,7 +288,7 @@ def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console,
     (each workload's repeats still come from as many processes as rounds, so their spread between processes stays
     measured, and the process's start-up is paid once a round instead of once a workload)."""
     items = [(w, b) for b in args.backends for w in args.workloads]
-    counts = existing_repeats(args.existing, items)
+    counts = existing_repeats(args.existing, items, args.processes)
     walls: dict[tuple[tuple[str, str], ...], float] = {}
     entries: list[dict] = []
     for round_index, level in enumerate(fill_levels(counts, args.repeats)):
@@ -321,9 +323,19 @@ def process_groups(chosen: Sequence[tuple[str, str]], design: str) -> list[tuple
 REPEATS_MIN_START_S = 30
 
 
-def existing_repeats(logs: Path | None, items: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
-    """Repeats already collected per (workload, backend), over every machine's gpu-repeats-* folder."""
-    return {(w, b): len(list(logs.glob(f"gpu-repeats-*/{w}_{b}*.r*.csv"))) if logs else 0 for w, b in items}
+def existing_repeats(
+    logs: Path | None, items: Sequence[tuple[str, str]], design: str = "repeat"
+) -> dict[tuple[str, str], int]:
+    """Repeats already collected per (workload, backend) in this process design, over every machine's
+    gpu-repeats-* folder: the report pools neither design with the other (report.designs), so each counts its own."""
+
+    def in_design(path: Path) -> bool:
+        meta = read_metadata(path)
+        return (meta is not None and shared_process(meta)) == (design == "round")
+
+    return {
+        (w, b): sum(in_design(p) for p in logs.glob(f"gpu-repeats-*/{w}_{b}*.r*.csv")) if logs else 0 for w, b in items
+    }
 
 
 def _repeat_process(
@@ -578,7 +590,7 @@ def collect(tarballs: Sequence[Path], logs: Path) -> list[Path]:
     numbers its repeats from 1, so a repeat whose name is taken is renumbered after the highest index in its
     folder (file names and metadata), and one already collected (same bytes) is not copied twice.
     """
-    from benchmarks.logs import STATUS_COMPLETE, read_epoch_log, read_metadata
+    from benchmarks.logs import STATUS_COMPLETE, read_epoch_log
 
     collected: set[Path] = set()
     for tarball in tarballs:

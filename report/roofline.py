@@ -47,8 +47,9 @@ from typing import Any
 from benchmarks.metadata import RunMetadata
 from benchmarks.stability import HOST_BOUND_SHARE
 from report.charts import BACKEND_COLOURS, OTHER_COLOUR, save_figure
+from report.designs import fresh_repeat
 from report.model_costs import ModelCost, load_costs
-from report.today import GPUS, PLATFORMS, REPEATS_PREFIX, complete_runs
+from report.today import GPUS, PLATFORMS, complete_runs
 
 DATASHEET_FILE = Path(__file__).parent / "data" / "datasheet.toml"
 HOST, MEMORY, COMPUTE = "host", "memory", "compute"
@@ -123,10 +124,11 @@ def _run(meta: RunMetadata, steady: Sequence[float]) -> Run:
 
 
 def measured(logs: Path) -> dict[tuple[str, str, str], list[Run]]:
-    """(gpu, workload, backend) -> the complete default repeats under each GPU's platform folder."""
+    """(gpu, workload, backend) -> the complete default repeats, each alone in its process, under each GPU's
+    platform folder."""
     found: dict[tuple[str, str, str], list[Run]] = {}
     for gpu, meta, steady in complete_runs(logs):
-        if meta.run_id.startswith(REPEATS_PREFIX) and meta.data.train_samples:
+        if fresh_repeat(meta) and meta.data.train_samples:
             found.setdefault((gpu, meta.workload, meta.backend), []).append(_run(meta, steady))
     return found
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from benchmarks.logs import find_logs, read_epoch_log
 from benchmarks.metadata import RunMetadata, Status
 from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate
+from report.designs import fresh_repeat
 from report.studies import get_study, published_results
 
 STUDY = "benchmark-gpus-2017-11"
@@ -33,7 +34,6 @@ GPUS = ("H100", "H200")
 PLATFORMS = {"H100": "NVIDIA-H100", "H200": "NVIDIA-H200"}
 PUBLISHED_GPUS = ("k80", "p100")
 PUBLISHED_BACKEND = "tensorflow"
-REPEATS_PREFIX = "gpu-repeats-"
 PRICES_FILE = Path(__file__).parent / "data" / "today.toml"
 
 
@@ -65,14 +65,15 @@ class Measured:
 
 
 def measured_runs(logs: Path) -> tuple[dict[tuple[str, str, str], Measured], dict[str, int]]:
-    """(gpu, workload, backend) -> the complete repeats of the defaults under each GPU's platform folder; and per
+    """(gpu, workload, backend) -> the complete repeats of the defaults, each trained alone in its process, under
+    each GPU's platform folder (report.designs says why runs that shared one are kept apart); and per
     workload the training samples of its published data (from any run that was not cut down)."""
     found: dict[tuple[str, str, str], Measured] = {}
     full: dict[str, int] = {}
     for gpu, meta, steady in complete_runs(logs):
         if meta.cut_down is False and meta.data.train_samples:
             full[meta.workload] = meta.data.train_samples
-        if not meta.run_id.startswith(REPEATS_PREFIX):
+        if not fresh_repeat(meta):
             continue
         m = found.setdefault((gpu, meta.workload, meta.backend), Measured())
         m.steady.append(statistics.median(steady))
@@ -274,6 +275,8 @@ def cache_rounds(consoles: Path) -> dict[str, dict[str, float]]:
     for manifest in sorted(consoles.glob("*-manifest.json")):
         machine = manifest.name.split("-part")[0]
         for entry in json.loads(manifest.read_text()):
+            if entry.get("phase") != "repeats":
+                continue
             for p in entry.get("processes", [entry]):  # one suite entry, or one entry per process
                 if "workload" in p and p.get("returncode", 0) == 0 and "wall_s" in p:
                     walls.setdefault((machine, p["workload"], p["backend"]), []).append(p["wall_s"])

@@ -282,6 +282,21 @@ def test_repeats_count_every_machines_collected_runs_and_start_with_the_least_me
     assert gpu_session.existing_repeats(None, items) == dict.fromkeys(items, 0)
 
 
+def test_each_process_design_counts_only_its_own_collected_repeats(tmp_path: Path) -> None:
+    """The report pools neither design with the other, so a call of one design fills its own repeats."""
+    from benchmarks.logs import write_metadata
+
+    _repeat_log(tmp_path, "h100-a", "mnist_mlp_jax", 1)
+    _repeat_log(tmp_path, "h100-a-round", "mnist_mlp_jax", 1)
+    _repeat_log(tmp_path, "h100-a-round", "mnist_mlp_jax", 2)
+    for index in (1, 2):
+        path = tmp_path / "gpu-repeats-h100-a-round" / f"mnist_mlp_jax.r{index:02d}.csv"
+        write_metadata(path, {"workload": "mnist_mlp", "process": {"position": 1, "workloads": 9}})
+    items = [("mnist_mlp", "jax")]
+    assert gpu_session.existing_repeats(tmp_path, items) == {("mnist_mlp", "jax"): 1}
+    assert gpu_session.existing_repeats(tmp_path, items, "round") == {("mnist_mlp", "jax"): 2}
+
+
 def test_round_walls_sum_each_rounds_processes_per_backend() -> None:
     entries = [
         {"round": 1, "backend": "jax", "wall_s": 10.0},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -55,6 +56,17 @@ def test_the_compile_cache_rounds_come_from_the_committed_manifests() -> None:
     rounds = today.cache_rounds(LOGS / "NVIDIA-H100" / "console")
     assert rounds["jax"]["workloads"] == rounds["torch"]["workloads"] == 9
     assert all(r["warm_s"] < r["cold_s"] for r in rounds.values())
+
+
+def test_a_cache_round_counts_only_the_repeats_phase_processes(tmp_path: Path) -> None:
+    """Headroom and other phases leave manifests beside the consoles too; their processes are not repeats."""
+    repeats = [{"phase": "repeats", "run_id": "gpu-repeats-x", "backend": "jax", "repeat": r, "workload": "mnist_mlp",
+                "returncode": 0, "wall_s": wall} for r, wall in ((1, 20.0), (2, 12.0), (3, 14.0))]  # fmt: skip
+    headroom = [{"phase": "headroom", "run_id": "gpu-headroom-x", "backend": "jax", "workload": "mnist_mlp",
+                 "returncode": 0, "wall_s": 1.0}]  # fmt: skip
+    (tmp_path / "m-part1-manifest.json").write_text(json.dumps(repeats))
+    (tmp_path / "m-part2-headroom-manifest.json").write_text(json.dumps(headroom))
+    assert today.cache_rounds(tmp_path) == {"jax": {"workloads": 1, "cold_s": 20.0, "warm_s": 13.0}}
 
 
 def test_a_folder_without_both_gpus_is_a_bad_input(tmp_path: Path) -> None:
