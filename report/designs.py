@@ -32,6 +32,12 @@ def fresh_repeat(meta: RunMetadata) -> bool:
     return meta.run_id.startswith(REPEATS_PREFIX) and not shared_process(meta)
 
 
+def round_process_repeat(meta: RunMetadata) -> bool:
+    """A repeat of a GPU default trained in one process per round (`--processes round`). A suite's runs share a
+    process by design and are not repeats: they are neither."""
+    return meta.run_id.startswith(REPEATS_PREFIX) and shared_process(meta)
+
+
 def shared_process(meta: RunMetadata) -> bool:
     return meta.process is not None and meta.process.workloads > 1
 

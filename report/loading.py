@@ -15,7 +15,7 @@ from pathlib import Path
 
 from benchmarks.logs import STATUS_COMPLETE, EpochLog, LogFormatError, find_logs, read_epoch_log
 from benchmarks.metadata import Fingerprint, RunMetadata, Settings, StabilityLabel
-from report.designs import shared_process
+from report.designs import round_process_repeat
 
 RUN_ID_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{4}$")
 # A repeat's files carry its two-digit index: `<workload>_<backend>[_synthetic].r02.csv`.
@@ -87,7 +87,7 @@ class Run:
     image: str | None = None
     precision: str | None = None
     compile_settings: str | None = None  # jit, steps per execution and LSTM kernel: each changes the times
-    shared_process: bool = False  # trained after or before other workloads in one process (report.designs)
+    shared_process: bool = False  # a GPU repeat trained with other workloads in one process (report.designs)
     measured: Measured = field(default_factory=Measured)
 
     @property
@@ -234,7 +234,7 @@ def _run_from_metadata(log: EpochLog, meta: RunMetadata) -> Run:
         image=_short_image_name(meta.container.image if meta.container else None),
         precision=meta.settings.dtype_policy,
         compile_settings=_compile_settings(meta),
-        shared_process=shared_process(meta),
+        shared_process=round_process_repeat(meta),
         measured=_measured(meta),
     )
 
@@ -317,8 +317,9 @@ def _run_from_path(root: Path, log: EpochLog) -> Run:
 def assign_variants(runs: Iterable[Run]) -> list[Run]:
     """Name the image, precision and compile settings in a configuration only where runs of one platform+backend
     (for settings: of one workload) differ in them, so that they are never pooled and labels stay short otherwise.
-    Runs that shared their process with other workloads are always named apart from fresh processes' runs, which
-    stay unnamed (report.designs says why they are not pooled)."""
+    GPU repeats trained in one process per round are always named apart from fresh processes' repeats, which
+    stay unnamed (report.designs says why they are not pooled); a suite's runs share a process by design and are
+    not named for it."""
     runs = list(runs)
     images: dict[tuple[str, str], set[str | None]] = defaultdict(set)
     precisions: dict[tuple[str, str], set[str | None]] = defaultdict(set)

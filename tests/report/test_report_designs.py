@@ -102,9 +102,11 @@ def test_runs_of_a_shared_process_stand_apart_from_fresh_ones_everywhere(tmp_pat
     # The GPU sections pool only the fresh processes' runs; the report's tables name the shared ones apart.
     measured, _ = today.measured_runs(tmp_path)
     assert sorted(measured["H100", "mnist_mlp", "jax"].steady) == [0.4, 0.45, 0.48, 0.5]
+    # A suite trains its workloads in one process by design: its runs are not a round's and keep their name.
+    write_run(tmp_path, run_id="20260101T000000Z-0001", schema2={"process": {"position": 2, "workloads": 3}})
     runs = loading.load_runs(tmp_path).runs
     labels = {r.config.name for r in runs}
-    assert labels == {"NVIDIA-H100-jax", f"NVIDIA-H100-jax [{loading.SHARED_PROCESS_VARIANT}]"}
+    assert labels == {"NVIDIA-H100-jax", f"NVIDIA-H100-jax [{loading.SHARED_PROCESS_VARIANT}]", "local-jax"}
 
 
 def test_the_committed_h100_runs_of_one_process_per_round_are_compared_not_pooled() -> None:
