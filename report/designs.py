@@ -16,7 +16,7 @@ import json
 import statistics
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -56,12 +56,19 @@ class Timed:
     shared: bool
 
 
+def complete_runs_in(folder: Path) -> Iterator[tuple[RunMetadata, list[float]]]:
+    """(metadata, steady epoch seconds) of every complete run with steady epochs under `folder`."""
+    for path in find_logs(folder):
+        log = read_epoch_log(path)
+        steady = [e.elapsed for e in log.steady_epochs]
+        if log.metadata is not None and log.metadata.status == Status.COMPLETE and steady:
+            yield log.metadata, steady
+
+
 def timed_repeats(platform_dir: Path) -> list[Timed]:
     out = []
-    for path in find_logs(platform_dir):
-        log = read_epoch_log(path)
-        meta, steady = log.metadata, [e.elapsed for e in log.steady_epochs]
-        if meta is None or meta.status != Status.COMPLETE or not steady or not meta.run_id.startswith(REPEATS_PREFIX):
+    for meta, steady in complete_runs_in(platform_dir):
+        if not meta.run_id.startswith(REPEATS_PREFIX):
             continue
         if meta.repeat is None or not meta.started_at or not meta.ended_at:
             continue
@@ -83,10 +90,13 @@ def timed_repeats(platform_dir: Path) -> list[Timed]:
 
 
 def manifest_processes(consoles: Path) -> list[dict]:
-    """Every runner process gpu_session's repeats phase recorded in the manifests beside the consoles, as
-    {run_id, backend, repeat, workloads, returncode, wall_s}."""
+    """Every runner process gpu_session's repeats phase recorded in the manifests beside the consoles, in the
+    order they ran, as {machine, run_id, backend, repeat, workloads, returncode, wall_s}; a manifest's name up to
+    "-part" names its machine. A process listed without a return code of its own (the earlier manifests' suite
+    entries) counts as finished."""
     out = []
     for manifest in sorted(consoles.glob("*-manifest.json")):
+        machine = manifest.name.split("-part")[0]
         for entry in json.loads(manifest.read_text()):
             if entry.get("phase") != "repeats":
                 continue
@@ -95,11 +105,12 @@ def manifest_processes(consoles: Path) -> list[dict]:
                 if workloads and "wall_s" in p:
                     out.append(
                         {
+                            "machine": machine,
                             "run_id": entry["run_id"],
                             "backend": p["backend"],
                             "repeat": p["repeat"],
                             "workloads": list(workloads),
-                            "returncode": p.get("returncode", entry.get("returncode")),
+                            "returncode": p.get("returncode", 0),
                             "wall_s": p["wall_s"],
                         }
                     )
@@ -136,19 +147,19 @@ def start_up(processes: Iterable[dict], runs: Sequence[Timed]) -> list[dict]:
 
 def start_up_summary(rows: Sequence[dict]) -> dict[str, dict[str, dict[str, float]]]:
     """design -> backend -> the median, least and most seconds a process paid outside its runs, and how many."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["design"], r["backend"]), []).append(r)
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for design in sorted({r["design"] for r in rows}):
-        for backend in sorted({r["backend"] for r in rows if r["design"] == design}):
-            values = [r["outside_runs_s"] for r in rows if r["design"] == design and r["backend"] == backend]
-            out.setdefault(design, {})[backend] = {
-                "processes": len(values),
-                "median_s": round(statistics.median(values), 1),
-                "min_s": min(values),
-                "max_s": max(values),
-                "workloads_per_process": statistics.median(
-                    r["workloads"] for r in rows if r["design"] == design and r["backend"] == backend
-                ),
-            }
+    for (design, backend), group in sorted(groups.items()):
+        values = [r["outside_runs_s"] for r in group]
+        out.setdefault(design, {})[backend] = {
+            "processes": len(values),
+            "median_s": round(statistics.median(values), 1),
+            "min_s": min(values),
+            "max_s": max(values),
+            "workloads_per_process": statistics.median(r["workloads"] for r in group),
+        }
     return out
 
 

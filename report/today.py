@@ -23,10 +23,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.logs import find_logs, read_epoch_log
-from benchmarks.metadata import RunMetadata, Status
+from benchmarks.metadata import RunMetadata
 from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate
-from report.designs import fresh_repeat
+from report.designs import complete_runs_in, fresh_repeat, manifest_processes
 from report.studies import get_study, published_results
 
 STUDY = "benchmark-gpus-2017-11"
@@ -87,13 +86,9 @@ def complete_runs(logs: Path) -> Iterator[tuple[str, RunMetadata, list[float]]]:
     """(gpu, metadata, steady epoch seconds) of every complete run with steady epochs under each GPU's platform
     folder."""
     for gpu, platform in PLATFORMS.items():
-        if not (logs / platform).is_dir():
-            continue
-        for path in find_logs(logs / platform):
-            log = read_epoch_log(path)
-            steady = [e.elapsed for e in log.steady_epochs]
-            if log.metadata is not None and log.metadata.status == Status.COMPLETE and steady:
-                yield gpu, log.metadata, steady
+        if (logs / platform).is_dir():
+            for meta, steady in complete_runs_in(logs / platform):
+                yield gpu, meta, steady
 
 
 def published_epochs() -> dict[tuple[str, str], float]:
@@ -272,14 +267,9 @@ def cache_rounds(consoles: Path) -> dict[str, dict[str, float]]:
     cache (each workload's first process on a machine) and a warm one (the median of its later processes), from
     the manifests gpu_session's repeats phase leaves beside the consoles."""
     walls: dict[tuple[str, str, str], list[float]] = {}  # (machine, workload, backend) -> process walls in order
-    for manifest in sorted(consoles.glob("*-manifest.json")):
-        machine = manifest.name.split("-part")[0]
-        for entry in json.loads(manifest.read_text()):
-            if entry.get("phase") != "repeats":
-                continue
-            for p in entry.get("processes", [entry]):  # one suite entry, or one entry per process
-                if "workload" in p and p.get("returncode", 0) == 0 and "wall_s" in p:
-                    walls.setdefault((machine, p["workload"], p["backend"]), []).append(p["wall_s"])
+    for p in manifest_processes(consoles):
+        if len(p["workloads"]) == 1 and p["returncode"] == 0:
+            walls.setdefault((p["machine"], p["workloads"][0], p["backend"]), []).append(p["wall_s"])
     cold: dict[tuple[str, str], list[float]] = {}
     warm: dict[tuple[str, str], list[float]] = {}
     for (_, workload, backend), series in walls.items():
