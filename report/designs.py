@@ -5,8 +5,11 @@ gpu_session's repeats phase trains each repeat in a fresh process (`--processes 
 workloads of a round in one process (`--processes round`), which pays the interpreter, the framework's import and
 the device's set-up once a round instead of once a workload. That saving is worth having only where the shared
 process's runs agree with fresh ones; until they are shown to, the report keeps them apart (`fresh_repeat`).
+A shared run is set beside the fresh runs of its own host and of hosts about as fast (the fingerprint's
+single-thread score), because on these machines the host's speed moves the host-bound defaults more than the
+design does. What a round of the defaults costs per design, cold and warm compile cache, comes from the manifests.
 
-    python -m report.designs logs/reference/NVIDIA-H100     # JSON: start-up per design, round runs vs fresh
+    python -m report.designs logs/reference/NVIDIA-H100     # JSON: start-up and cost per design, round runs vs fresh
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from benchmarks.logs import find_logs, read_epoch_log
 from benchmarks.metadata import RunMetadata, Status
 
 REPEATS_PREFIX = "gpu-repeats-"
+SIMILAR_HOST = 0.2  # fresh runs whose host single-thread score is within 20 % of a shared run's count as alike
 
 
 def fresh_repeat(meta: RunMetadata) -> bool:
@@ -54,6 +58,7 @@ class Timed:
     span_s: float  # ended_at - started_at, whole seconds as the metadata records them
     steady_s: float
     shared: bool
+    host_score: float | None = None  # the fingerprint's single-thread score at the process's start
 
 
 def complete_runs_in(folder: Path) -> Iterator[tuple[RunMetadata, list[float]]]:
@@ -84,9 +89,14 @@ def timed_repeats(platform_dir: Path) -> list[Timed]:
                 span,
                 statistics.median(steady),
                 shared_process(meta),
+                _host_score(meta),
             )
         )
     return out
+
+
+def _host_score(meta: RunMetadata) -> float | None:
+    return meta.fingerprint.host_single_thread_score if meta.fingerprint else None
 
 
 def manifest_processes(consoles: Path) -> list[dict]:
@@ -175,6 +185,7 @@ def shared_against_fresh(runs: Sequence[Timed]) -> list[dict]:
         if not fresh:
             continue
         median = statistics.median(fresh)
+        alike = sorted(r.steady_s for r in same if not r.shared and _alike_host(r, [s for s in same if s.shared]))
         out.append(
             {
                 "workload": workload,
@@ -186,9 +197,101 @@ def shared_against_fresh(runs: Sequence[Timed]) -> list[dict]:
                 "fresh_same_host_s": [round(r.steady_s, 3) for r in same if not r.shared and r.host in hosts],
                 "shared_over_fresh_median": round(statistics.median(shared) / median, 2),
                 "inside_fresh_range": all(fresh[0] <= v <= fresh[-1] for v in shared),
+                "fresh_alike_host_s": [round(v, 3) for v in alike],
+                "shared_over_alike_host_median": round(statistics.median(shared) / statistics.median(alike), 2)
+                if alike
+                else None,
             }
         )
     return out
+
+
+def _alike_host(fresh: Timed, shared: Sequence[Timed]) -> bool:
+    """Whether a fresh run's host scored within SIMILAR_HOST of any shared run's host."""
+    if fresh.host_score is None:
+        return False
+    return any(
+        s.host_score is not None and abs(fresh.host_score - s.host_score) <= SIMILAR_HOST * s.host_score for s in shared
+    )
+
+
+def cache_states(processes: Iterable[dict]) -> list[tuple[dict, str]]:
+    """Each process, in the order they ran, with the compile cache it met on its machine for its backend: warm
+    where every workload had finished there before, cold where none had run there, mixed between; unknown where
+    one had only been in a process stopped at a budget, which may or may not have reached it."""
+    finished: dict[tuple[str, str], set[str]] = {}
+    stopped: dict[tuple[str, str], set[str]] = {}
+    out = []
+    for p in processes:
+        key = (p["machine"], p["backend"])
+        done, cut = finished.setdefault(key, set()), stopped.setdefault(key, set())
+        workloads = set(p["workloads"])
+        if workloads & (cut - done):
+            state = "unknown"
+        else:
+            state = "warm" if workloads <= done else "cold" if not workloads & done else "mixed"
+        out.append((p, state))
+        (done if p["returncode"] == 0 else cut).update(workloads)
+    return out
+
+
+def cache_rounds(consoles: Path) -> dict[str, dict[str, float]]:
+    """Per backend: a round of the defaults (one fresh process per workload) in wall seconds with a cold compile
+    cache (the workload's first process on a machine) and a warm one (its processes after one had finished there),
+    the medians over machines, from the manifests gpu_session's repeats phase leaves beside the consoles."""
+    walls: dict[str, dict[tuple[str, str], list[float]]] = {"cold": {}, "warm": {}}
+    for p, state in cache_states(manifest_processes(consoles)):
+        if len(p["workloads"]) == 1 and p["returncode"] == 0 and state in walls:
+            walls[state].setdefault((p["workloads"][0], p["backend"]), []).append(p["wall_s"])
+    cold, warm = walls["cold"], walls["warm"]
+    out: dict[str, dict[str, float]] = {}
+    for backend in sorted({b for _, b in cold}):
+        items = [k for k in cold if k[1] == backend and k in warm]
+        out[backend] = {
+            "workloads": len(items),
+            "cold_s": round(sum(statistics.median(cold[k]) for k in items), 1),
+            "warm_s": round(sum(statistics.median(warm[k]) for k in items), 1),
+        }
+    return out
+
+
+def round_processes(processes: Sequence[dict]) -> list[dict]:
+    """Every finished process that trained a whole round of its backend's defaults (as many workloads as any
+    process of that backend listed), with its machine, wall time and the compile cache it met (cache_states)."""
+    whole: dict[str, int] = {}
+    for p in processes:
+        whole[p["backend"]] = max(whole.get(p["backend"], 0), len(p["workloads"]))
+    return [
+        {"machine": p["machine"], "backend": p["backend"], "wall_s": round(p["wall_s"], 1), "cache": state}
+        for p, state in cache_states(processes)
+        if 1 < len(p["workloads"]) == whole[p["backend"]] and p["returncode"] == 0
+    ]
+
+
+def round_costs(consoles: Path) -> dict:
+    """A round of the defaults, per backend and in all: fresh processes with a cold cache (before) against one
+    process per backend with a warm cache (after), the medians of what the manifests recorded."""
+    fresh = cache_rounds(consoles)
+    rounds = round_processes(manifest_processes(consoles))
+    per_backend: dict[str, dict] = {}
+    for backend, figures in fresh.items():
+        warm = [r["wall_s"] for r in rounds if r["backend"] == backend and r["cache"] == "warm"]
+        cold = [r["wall_s"] for r in rounds if r["backend"] == backend and r["cache"] == "cold"]
+        per_backend[backend] = {
+            "fresh_cold_s": figures["cold_s"],
+            "fresh_warm_s": figures["warm_s"],
+            "round_cold_s": cold,
+            "round_warm_s": warm,
+        }
+    before = sum(b["fresh_cold_s"] for b in per_backend.values())
+    complete = per_backend and all(b["round_warm_s"] for b in per_backend.values())
+    after = sum(statistics.median(b["round_warm_s"]) for b in per_backend.values()) if complete else None
+    return {
+        "per_backend": per_backend,
+        "before_s": round(before, 1),
+        "after_s": round(after, 1) if after is not None else None,
+        "after_over_before": round(after / before, 2) if after is not None and before else None,
+    }
 
 
 def designs(platform_dir: Path) -> dict:
@@ -199,7 +302,10 @@ def designs(platform_dir: Path) -> dict:
         "shared_against_fresh": compared,
         "shared_slower_than_fresh_median": sum(c["shared_over_fresh_median"] > 1 for c in compared),
         "shared_outside_fresh_range": sum(not c["inside_fresh_range"] for c in compared),
+        "shared_slower_than_alike_host_median": sum((c["shared_over_alike_host_median"] or 0) > 1 for c in compared),
+        "defaults_with_alike_hosts": sum(c["shared_over_alike_host_median"] is not None for c in compared),
         "defaults_compared": len(compared),
+        "round_costs": round_costs(platform_dir / "console"),
     }
 
 

@@ -10,6 +10,7 @@ not the GPUs: it says so.
 
     python -m report.today logs/reference              # the section, markdown
     python -m report.today logs/reference --cache      # what the compile cache saved per round of the defaults
+    python -m report.today logs/reference --designs    # the verdicts again, the H100 side from round processes
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ import json
 import statistics
 import sys
 import tomllib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.metadata import RunMetadata
 from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate
-from report.designs import complete_runs_in, fresh_repeat, manifest_processes
+from report.designs import cache_rounds, complete_runs_in, fresh_repeat, round_process_repeat
 from report.studies import get_study, published_results
 
 STUDY = "benchmark-gpus-2017-11"
@@ -63,16 +64,22 @@ class Measured:
         return median_estimate(self.steady, self.machines)
 
 
-def measured_runs(logs: Path) -> tuple[dict[tuple[str, str, str], Measured], dict[str, int]]:
+Design = Callable[[RunMetadata], bool]
+
+
+def measured_runs(
+    logs: Path, h100_design: Design = fresh_repeat
+) -> tuple[dict[tuple[str, str, str], Measured], dict[str, int]]:
     """(gpu, workload, backend) -> the complete repeats of the defaults, each trained alone in its process, under
-    each GPU's platform folder (report.designs says why runs that shared one are kept apart); and per
-    workload the training samples of its published data (from any run that was not cut down)."""
+    each GPU's platform folder (report.designs says why runs that shared one are kept apart; `h100_design` takes
+    the H100's from another design instead); and per workload the training samples of its published data (from any
+    run that was not cut down)."""
     found: dict[tuple[str, str, str], Measured] = {}
     full: dict[str, int] = {}
     for gpu, meta, steady in complete_runs(logs):
         if meta.cut_down is False and meta.data.train_samples:
             full[meta.workload] = meta.data.train_samples
-        if not fresh_repeat(meta):
+        if not (h100_design if gpu == "H100" else fresh_repeat)(meta):
             continue
         m = found.setdefault((gpu, meta.workload, meta.backend), Measured())
         m.steady.append(statistics.median(steady))
@@ -119,8 +126,8 @@ class Row:
     host_bound: bool
 
 
-def rows(logs: Path, prices: Sequence[Price]) -> list[Row]:
-    measured, full = measured_runs(logs)
+def rows(logs: Path, prices: Sequence[Price], h100_design: Design = fresh_repeat) -> list[Row]:
+    measured, full = measured_runs(logs, h100_design)
     published = published_epochs()
     by_cloud = {(p.gpu, p.cloud): p.usd_per_gpu_hour for p in prices}
     clouds = sorted({p.cloud for p in prices if all((g, p.cloud) in by_cloud for g in GPUS)})
@@ -262,40 +269,42 @@ def summary(table: Sequence[Row], prices: Sequence[Price]) -> str:
     return text
 
 
-def cache_rounds(consoles: Path) -> dict[str, dict[str, float]]:
-    """Per backend: a round of the defaults (one fresh process per workload) in wall seconds with a cold compile
-    cache (each workload's first process on a machine) and a warm one (the median of its later processes), from
-    the manifests gpu_session's repeats phase leaves beside the consoles."""
-    walls: dict[tuple[str, str, str], list[float]] = {}  # (machine, workload, backend) -> process walls in order
-    for p in manifest_processes(consoles):
-        if len(p["workloads"]) == 1 and p["returncode"] == 0:
-            walls.setdefault((p["machine"], p["workloads"][0], p["backend"]), []).append(p["wall_s"])
-    cold: dict[tuple[str, str], list[float]] = {}
-    warm: dict[tuple[str, str], list[float]] = {}
-    for (_, workload, backend), series in walls.items():
-        cold.setdefault((workload, backend), []).append(series[0])
-        warm.setdefault((workload, backend), []).extend(series[1:])
-    out: dict[str, dict[str, float]] = {}
-    for backend in sorted({b for _, b in cold}):
-        items = [k for k in cold if k[1] == backend and warm.get(k)]
-        out[backend] = {
-            "workloads": len(items),
-            "cold_s": round(sum(statistics.median(cold[k]) for k in items), 1),
-            "warm_s": round(sum(statistics.median(warm[k]) for k in items), 1),
-        }
-    return out
+def design_verdicts(logs: Path, prices: Sequence[Price] | None = None) -> dict:
+    """Per default: which GPU is faster and which is cheaper per cloud, decided once with the H100's fresh-process
+    repeats and once with its round-process repeats (the H200's are fresh in both), and whether the two agree."""
+    prices = load_prices() if prices is None else prices
+    fresh = {(r.workload, r.backend): r for r in rows(logs, prices)}
+    shared = {(r.workload, r.backend): r for r in rows(logs, prices, h100_design=round_process_repeat)}
+    pairs = []
+    for key in sorted(fresh.keys() & shared.keys()):
+        designs = (("fresh", fresh[key]), ("round", shared[key]))
+        verdicts = {name: {"faster": r.faster, **r.cheaper} for name, r in designs}
+        pairs.append(
+            {
+                "workload": key[0],
+                "backend": key[1],
+                "h100_repeats": {"fresh": fresh[key].estimates["H100"].n, "round": shared[key].estimates["H100"].n},
+                **verdicts,
+                "same": verdicts["fresh"] == verdicts["round"],
+            }
+        )
+    return {"pairs": pairs, "same": sum(p["same"] for p in pairs), "compared": len(pairs)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m report.today", description=__doc__.splitlines()[0])
     parser.add_argument("logs", type=Path, help="the folder that holds NVIDIA-H100 and NVIDIA-H200")
     parser.add_argument("--cache", action="store_true", help="cold and warm compile-cache rounds of the H100 runs")
+    parser.add_argument("--designs", action="store_true", help="the verdicts with the H100's round-process repeats")
     args = parser.parse_args(argv)
     if not (args.logs / PLATFORMS["H100"]).is_dir() or not (args.logs / PLATFORMS["H200"]).is_dir():
         print(f"error: logs: {args.logs} holds no {' and '.join(PLATFORMS.values())} folders", file=sys.stderr)
         return 2
     if args.cache:
         print(json.dumps(cache_rounds(args.logs / PLATFORMS["H100"] / "console"), indent=2))
+        return 0
+    if args.designs:
+        print(json.dumps(design_verdicts(args.logs), indent=2))
         return 0
     print(section(args.logs), end="")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ LOGS = Path(__file__).resolve().parents[2] / "logs" / "reference"
 def _repeat(root: Path, run_id: str, workload: str, index: int, span_s: int, steady: float, **kw: Any) -> None:
     """A complete repeat whose metadata spans `span_s` seconds, trained in a process of `workloads` workloads."""
     workloads = kw.pop("workloads", 1)
+    score = kw.pop("score", None)
+    fingerprint = {"fingerprint": _fingerprint(score)} if score is not None else {}
     write_run(
         root,
         platform="NVIDIA-H100",
@@ -28,8 +31,14 @@ def _repeat(root: Path, run_id: str, workload: str, index: int, span_s: int, ste
             "ended_at": f"2026-01-01T00:{span_s // 60:02d}:{span_s % 60:02d}+00:00",
             "repeat": {"group": run_id, "index": index},
             "process": {"position": 1, "workloads": workloads},
+            **fingerprint,
         },
     )
+
+
+def _fingerprint(score: float) -> dict:
+    return {"device": "gpu", "backend": "jax", "host_single_thread_score": score,
+            "host_single_thread_unit": "million loop iterations/s", "seconds": 0.5}  # fmt: skip
 
 
 def _manifest(root: Path, name: str, entries: list[dict]) -> None:
@@ -38,9 +47,11 @@ def _manifest(root: Path, name: str, entries: list[dict]) -> None:
     (consoles / name).write_text(json.dumps(entries))
 
 
-def _process(run_id: str, workloads: list[str], repeat: int, wall_s: float, returncode: int = 0) -> dict:
+def _process(
+    run_id: str, workloads: list[str], repeat: int, wall_s: float, returncode: int = 0, backend: str = "jax"
+) -> dict:
     one = {"workload": workloads[0]} if len(workloads) == 1 else {"workloads": workloads}
-    return {"phase": "repeats", "run_id": run_id, "backend": "jax", "repeat": repeat, **one,
+    return {"phase": "repeats", "run_id": run_id, "backend": backend, "repeat": repeat, **one,
             "returncode": returncode, "wall_s": wall_s}  # fmt: skip
 
 
@@ -116,6 +127,83 @@ def test_the_committed_h100_runs_of_one_process_per_round_are_compared_not_poole
     measured, _ = today.measured_runs(LOGS)
     for row in result["shared_against_fresh"]:
         assert len(measured["H100", row["workload"], row["backend"]].steady) == row["fresh_n"]
+
+
+def test_a_shared_run_is_set_beside_fresh_runs_of_hosts_about_as_fast(tmp_path: Path) -> None:
+    """A slow host slows the host-bound defaults whatever the design: the fresh runs whose host scored within
+    SIMILAR_HOST of the shared run's host are the like-for-like comparison."""
+    for index, (steady, score) in enumerate(((0.40, 16.0), (0.42, 15.0), (0.58, 8.5), (0.62, 7.5)), start=1):
+        _repeat(tmp_path, "gpu-repeats-a", "mnist_mlp", index, 15, steady, host=f"host-{index}", score=score)
+    _repeat(tmp_path, "gpu-repeats-b-round", "mnist_mlp", 1, 10, 0.60, host="host-9", score=8.0, workloads=9)
+    [row] = designs.designs(tmp_path / "NVIDIA-H100")["shared_against_fresh"]
+    assert row["fresh_alike_host_s"] == [0.58, 0.62]
+    assert row["shared_over_alike_host_median"] == 1.0 and row["shared_over_fresh_median"] == 1.2
+
+
+def test_a_round_process_meets_a_warm_cache_only_where_its_workloads_ran_on_that_machine_before(
+    tmp_path: Path,
+) -> None:
+    both = ["mnist_mlp", "mnist_cnn"]
+    _manifest(
+        tmp_path,
+        "m1-part1-manifest.json",
+        [_process("gpu-repeats-m1", ["mnist_mlp"], 1, 30.0), _process("gpu-repeats-m1", ["mnist_cnn"], 1, 40.0),
+         _process("gpu-repeats-m1", ["mnist_mlp"], 2, 20.0), _process("gpu-repeats-m1", ["mnist_cnn"], 2, 30.0),
+         _process("gpu-repeats-m1-round", both, 1, 36.0), _process("gpu-repeats-m1-round", both, 1, 90.0, 0, "torch")],
+    )  # fmt: skip
+    _manifest(
+        tmp_path,
+        "m2-part1-manifest.json",
+        [_process("gpu-repeats-m2-round", both, 1, 44.0), _process("gpu-repeats-m2-round", both, 2, 5.0, -1),
+         _process("gpu-repeats-m2-round", ["mnist_cnn"], 3, 9.0), _process("gpu-repeats-m2-round", both, 4, 33.0)],
+    )  # fmt: skip
+    _manifest(
+        tmp_path,
+        "m3-part1-manifest.json",
+        [_process("gpu-repeats-m3", ["mnist_mlp"], 1, 30.0), _process("gpu-repeats-m3-round", both, 1, 38.0)],
+    )
+    processes = designs.manifest_processes(tmp_path / "NVIDIA-H100" / "console")
+    rounds = [(r["machine"], r["backend"], r["wall_s"], r["cache"]) for r in designs.round_processes(processes)]
+    assert rounds == [
+        ("m1", "jax", 36.0, "warm"),  # both workloads ran fresh on m1 first
+        ("m1", "torch", 90.0, "cold"),  # the JAX processes filled another backend's cache
+        ("m2", "jax", 44.0, "cold"),
+        ("m2", "jax", 33.0, "warm"),  # a stopped round is left out, though what it compiled stays cached
+        ("m3", "jax", 38.0, "mixed"),
+    ]
+    costs = designs.round_costs(tmp_path / "NVIDIA-H100" / "console")
+    assert costs["per_backend"]["jax"] == {
+        "fresh_cold_s": 70.0,  # each workload's first process per machine: mlp 30 and 30, cnn 40
+        "fresh_warm_s": 39.5,  # mlp 20; cnn 30 and 9 (m2's cnn alone, after its first round had finished there)
+        "round_cold_s": [44.0],
+        "round_warm_s": [36.0, 33.0],
+    }
+    # Only JAX has fresh processes to stand against: before is their cold round, after the warm rounds' median.
+    assert (costs["before_s"], costs["after_s"], costs["after_over_before"]) == (70.0, 34.5, 0.49)
+
+
+def test_the_committed_h100_rounds_cost_less_than_fresh_processes_with_a_cold_cache() -> None:
+    costs = designs.round_costs(LOGS / "NVIDIA-H100" / "console")
+    assert set(costs["per_backend"]) == {"jax", "torch"}
+    for figures in costs["per_backend"].values():
+        assert figures["round_warm_s"] and max(figures["round_warm_s"]) < figures["fresh_cold_s"]
+    assert 0 < costs["after_over_before"] < 1
+
+
+def test_the_verdicts_are_decided_again_with_the_h100_round_process_repeats() -> None:
+    result = today.design_verdicts(LOGS)
+    fresh_rows = {(r.workload, r.backend): r for r in today.rows(LOGS, today.load_prices())}
+    rounds = Counter(
+        (meta.workload, meta.backend)
+        for gpu, meta, _ in today.complete_runs(LOGS)
+        if gpu == "H100" and designs.round_process_repeat(meta)
+    )
+    assert result["compared"] == len(result["pairs"]) > 0
+    for pair in result["pairs"]:
+        key = (pair["workload"], pair["backend"])
+        assert pair["h100_repeats"] == {"fresh": fresh_rows[key].estimates["H100"].n, "round": rounds[key]}
+        assert pair["fresh"]["faster"] == fresh_rows[key].faster
+        assert pair["same"] == (pair["fresh"] == pair["round"])
 
 
 def test_a_missing_folder_is_a_bad_input(tmp_path: Path, capsys) -> None:
