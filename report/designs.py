@@ -179,13 +179,14 @@ def shared_against_fresh(runs: Sequence[Timed]) -> list[dict]:
     out = []
     for workload, backend in sorted({(r.workload, r.backend) for r in runs if r.shared}):
         same = [r for r in runs if (r.workload, r.backend) == (workload, backend)]
-        shared = [r.steady_s for r in same if r.shared]
-        hosts = {r.host for r in same if r.shared}
+        shared_runs = [r for r in same if r.shared]
+        shared = [r.steady_s for r in shared_runs]
+        hosts = {r.host for r in shared_runs}
         fresh = sorted(r.steady_s for r in same if not r.shared)
         if not fresh:
             continue
         median = statistics.median(fresh)
-        alike = sorted(r.steady_s for r in same if not r.shared and _alike_host(r, [s for s in same if s.shared]))
+        alike = sorted(r.steady_s for r in same if not r.shared and _alike_host(r, shared_runs))
         out.append(
             {
                 "workload": workload,
@@ -239,8 +240,12 @@ def cache_rounds(consoles: Path) -> dict[str, dict[str, float]]:
     """Per backend: a round of the defaults (one fresh process per workload) in wall seconds with a cold compile
     cache (the workload's first process on a machine) and a warm one (its processes after one had finished there),
     the medians over machines, from the manifests gpu_session's repeats phase leaves beside the consoles."""
+    return _fresh_rounds(cache_states(manifest_processes(consoles)))
+
+
+def _fresh_rounds(states: Sequence[tuple[dict, str]]) -> dict[str, dict[str, float]]:
     walls: dict[str, dict[tuple[str, str], list[float]]] = {"cold": {}, "warm": {}}
-    for p, state in cache_states(manifest_processes(consoles)):
+    for p, state in states:
         if len(p["workloads"]) == 1 and p["returncode"] == 0 and state in walls:
             walls[state].setdefault((p["workloads"][0], p["backend"]), []).append(p["wall_s"])
     cold, warm = walls["cold"], walls["warm"]
@@ -258,12 +263,16 @@ def cache_rounds(consoles: Path) -> dict[str, dict[str, float]]:
 def round_processes(processes: Sequence[dict]) -> list[dict]:
     """Every finished process that trained a whole round of its backend's defaults (as many workloads as any
     process of that backend listed), with its machine, wall time and the compile cache it met (cache_states)."""
+    return _whole_rounds(cache_states(processes))
+
+
+def _whole_rounds(states: Sequence[tuple[dict, str]]) -> list[dict]:
     whole: dict[str, int] = {}
-    for p in processes:
+    for p, _ in states:
         whole[p["backend"]] = max(whole.get(p["backend"], 0), len(p["workloads"]))
     return [
         {"machine": p["machine"], "backend": p["backend"], "wall_s": round(p["wall_s"], 1), "cache": state}
-        for p, state in cache_states(processes)
+        for p, state in states
         if 1 < len(p["workloads"]) == whole[p["backend"]] and p["returncode"] == 0
     ]
 
@@ -271,8 +280,9 @@ def round_processes(processes: Sequence[dict]) -> list[dict]:
 def round_costs(consoles: Path) -> dict:
     """A round of the defaults, per backend and in all: fresh processes with a cold cache (before) against one
     process per backend with a warm cache (after), the medians of what the manifests recorded."""
-    fresh = cache_rounds(consoles)
-    rounds = round_processes(manifest_processes(consoles))
+    states = cache_states(manifest_processes(consoles))  # read once: both designs come from the same manifests
+    fresh = _fresh_rounds(states)
+    rounds = _whole_rounds(states)
     per_backend: dict[str, dict] = {}
     for backend, figures in fresh.items():
         warm = [r["wall_s"] for r in rounds if r["backend"] == backend and r["cache"] == "warm"]

@@ -20,7 +20,7 @@ import json
 import statistics
 import sys
 import tomllib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,9 +74,15 @@ def measured_runs(
     each GPU's platform folder (report.designs says why runs that shared one are kept apart; `h100_design` takes
     the H100's from another design instead); and per workload the training samples of its published data (from any
     run that was not cut down)."""
+    return _measured(complete_runs(logs), h100_design)
+
+
+def _measured(
+    runs: Iterable[tuple[str, RunMetadata, list[float]]], h100_design: Design
+) -> tuple[dict[tuple[str, str, str], Measured], dict[str, int]]:
     found: dict[tuple[str, str, str], Measured] = {}
     full: dict[str, int] = {}
-    for gpu, meta, steady in complete_runs(logs):
+    for gpu, meta, steady in runs:
         if meta.cut_down is False and meta.data.train_samples:
             full[meta.workload] = meta.data.train_samples
         if not (h100_design if gpu == "H100" else fresh_repeat)(meta):
@@ -127,7 +133,10 @@ class Row:
 
 
 def rows(logs: Path, prices: Sequence[Price], h100_design: Design = fresh_repeat) -> list[Row]:
-    measured, full = measured_runs(logs, h100_design)
+    return _rows(*measured_runs(logs, h100_design), prices)
+
+
+def _rows(measured: dict[tuple[str, str, str], Measured], full: dict[str, int], prices: Sequence[Price]) -> list[Row]:
     published = published_epochs()
     by_cloud = {(p.gpu, p.cloud): p.usd_per_gpu_hour for p in prices}
     clouds = sorted({p.cloud for p in prices if all((g, p.cloud) in by_cloud for g in GPUS)})
@@ -273,8 +282,9 @@ def design_verdicts(logs: Path, prices: Sequence[Price] | None = None) -> dict:
     """Per default: which GPU is faster and which is cheaper per cloud, decided once with the H100's fresh-process
     repeats and once with its round-process repeats (the H200's are fresh in both), and whether the two agree."""
     prices = load_prices() if prices is None else prices
-    fresh = {(r.workload, r.backend): r for r in rows(logs, prices)}
-    shared = {(r.workload, r.backend): r for r in rows(logs, prices, h100_design=round_process_repeat)}
+    runs = list(complete_runs(logs))  # read once: both designs' verdicts come from the same logs
+    fresh = {(r.workload, r.backend): r for r in _rows(*_measured(runs, fresh_repeat), prices)}
+    shared = {(r.workload, r.backend): r for r in _rows(*_measured(runs, round_process_repeat), prices)}
     pairs = []
     for key in sorted(fresh.keys() & shared.keys()):
         designs = (("fresh", fresh[key]), ("round", shared[key]))
