@@ -14,6 +14,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import traceback
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -169,6 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(suite)
 
+    sub.add_parser(
+        "preloaded",
+        add_help=False,
+        help="import the framework once, then fork a fresh child per runner command (--run, repeatable)",
+    )
     sub.add_parser("list", help="list workloads and suites")
 
     fetch = sub.add_parser("fetch-data", help="download and check dataset files into the Keras cache")
@@ -201,18 +207,21 @@ def _overrides(args: argparse.Namespace) -> Overrides:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, preloaded: bool = False) -> int:
+    """`preloaded`: this process was forked from a parent that had imported the frameworks (benchmarks.preload)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in WORKLOADS:  # `python -m benchmarks mnist_mlp --backend jax`: the image entrypoint
         argv = ["run", "--workload", argv[0], *argv[1:]]
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":
-            return cmd_run(args)
+            return cmd_run(args, preloaded)
         if args.command == "suite":
             return cmd_suite(args)
         if args.command == "fetch-data":
             return cmd_fetch(args)
+        if args.command == "preloaded":  # the entry point dispatches it before this parser (benchmarks/__main__.py)
+            return _usage_error("preloaded: run it as `python -m benchmarks preloaded --backend B --run ...`")
         return cmd_list()
     except SystemExit as exit_:
         return int(exit_.code or 0)
@@ -231,7 +240,7 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # `docker stop` sends SIGTERM: record the run as partial, like Ctrl-C
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: argparse.Namespace, preloaded: bool = False) -> int:
     names = _split(args.workload, WORKLOADS, "workload")
     if args.backend == "torch" and (args.steps_per_execution or 1) > 1:
         return _usage_error("--steps-per-execution must be 1 on the torch backend (Keras supports no other value)")
@@ -277,7 +286,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             workload_options = replace(
                 options,
                 dataset=args.dataset or _preferred(name, args.prefer_dataset),
-                process=ProcessPlace(position, len(names)),
+                process=ProcessPlace(position, len(names), preloaded),
             )
             print(f"wrote {run_workload(name, workload_options, notices)}", flush=True)
         except (BadRunArguments, DistributionError) as exc:
@@ -289,6 +298,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"interrupted during {name}; finished epochs are kept", file=sys.stderr)
             return EXIT_INTERRUPTED
         except Exception as exc:  # one workload failing must not lose the others' results
+            traceback.print_exc()  # the console keeps where it failed; the last line says what
             print(f"error: {name} [{args.backend}] failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             failed += 1
     return EXIT_FAILED if failed else 0

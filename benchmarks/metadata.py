@@ -116,6 +116,7 @@ class ProcessPlace:
 
     position: int  # 1: the process's first workload
     workloads: int  # how many the process was asked to train
+    preloaded: bool = False  # forked from a parent that had imported the frameworks, device untouched (preload)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ both batch policies, next to one device, in fresh processes interleaved round ro
 `repeats` runs the short suite (5 epochs on slices sized for 1-3 s epochs) with each backend's defaults,
 each workload raised to `--repeats` fresh-process repeats counting those already collected in `--existing`, least
 measured first (`--tag` names the machine; `--processes round` trains each backend's workloads of a round in one
-process instead of one process per repeat, paying the framework's start-up once a round);
+process instead of one process per repeat, paying the framework's start-up once a round; `--processes preloaded`
+imports the framework once a round and forks a fresh child per repeat);
 `sweep` times each backend's configurations a careful user would try (jit on/off, torch.compile,
 steps_per_execution, cuDNN or generic LSTM) for 3 epochs on the bounded suite's data; `suite` runs the bounded
 suite (published epochs and hyperparameters) with each backend's default settings; `overhead` measures the
@@ -35,7 +36,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -54,7 +57,7 @@ from benchmarks.repeats import fill_levels, round_order
 from benchmarks.suites import get_suite
 from benchmarks.workloads import LSTM_WORKLOADS as RECURRENT
 from benchmarks.workloads import WORKLOADS
-from report.designs import shared_process
+from report.designs import process_design
 
 REPO = Path(__file__).resolve().parents[1]
 # Packages the GPU images commonly lack: Keras and its two small dependencies that ship no CUDA code.
@@ -264,18 +267,16 @@ def _run_until(
     """Run one process into the console, killed at the deadline; its exit status and wall time into `entry`."""
     console.flush()
     started = time.monotonic()
-    try:
-        result = subprocess.run(
-            command,
-            env=env,
-            cwd=REPO,
-            stdout=console,
-            stderr=subprocess.STDOUT,
-            timeout=deadline - started,
-        )
-        entry["returncode"] = result.returncode
-    except subprocess.TimeoutExpired:
-        entry["returncode"], entry["skipped"] = -1, stopped
+    # its own process group: a preloaded parent's forked child goes down with it at the deadline
+    with subprocess.Popen(
+        command, env=env, cwd=REPO, stdout=console, stderr=subprocess.STDOUT, start_new_session=True
+    ) as process:
+        try:
+            entry["returncode"] = process.wait(timeout=deadline - started)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            entry["returncode"], entry["skipped"] = -1, stopped
     entry["wall_s"] = time.monotonic() - started
     return entry
 
@@ -286,7 +287,9 @@ def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console,
     evenly measured rather than the tail of a fixed order never reached. `--processes repeat` starts a fresh
     process per repeat; `--processes round` one per backend per round, training that round's workloads in turn
     (each workload's repeats still come from as many processes as rounds, so their spread between processes stays
-    measured, and the process's start-up is paid once a round instead of once a workload)."""
+    measured, and the process's start-up is paid once a round instead of once a workload); `--processes preloaded`
+    one parent per backend per round that imports the framework once and forks a fresh child per workload
+    (benchmarks.preload)."""
     items = [(w, b) for b in args.backends for w in args.workloads]
     counts = existing_repeats(args.existing, items, args.processes)
     walls: dict[tuple[tuple[str, str], ...], float] = {}
@@ -308,11 +311,13 @@ def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console,
     return entries
 
 
-PROCESS_DESIGNS = ("repeat", "round")
+PROCESS_DESIGNS = ("repeat", "round", "preloaded")
+PRELOADED_BACKENDS = ("jax", "torch")  # TensorFlow starts threads on import: it cannot be forked (benchmarks.preload)
 
 
 def process_groups(chosen: Sequence[tuple[str, str]], design: str) -> list[tuple[tuple[str, str], ...]]:
-    """The runner processes of one round: one per (workload, backend), or one per backend in the round's order."""
+    """The top-level processes of one round: one per (workload, backend), or one per backend in the round's order
+    (a round process, or a preloaded parent forking a child per workload)."""
     if design == "repeat":
         return [(item,) for item in chosen]
     backends = list(dict.fromkeys(b for _, b in chosen))
@@ -331,7 +336,7 @@ def existing_repeats(
 
     def in_design(path: Path) -> bool:
         meta = read_metadata(path)
-        return (meta is not None and shared_process(meta)) == (design == "round")
+        return (process_design(meta) if meta is not None else "repeat") == design
 
     return {
         (w, b): sum(in_design(p) for p in logs.glob(f"gpu-repeats-*/{w}_{b}*.r*.csv")) if logs else 0 for w, b in items
@@ -351,12 +356,25 @@ def _repeat_process(
     run_id = f"gpu-repeats-{args.tag}"
     workloads, backend = tuple(w for w, _ in group), group[0][1]
     # collect renumbers a repeat after its folder's highest where its index is taken
-    runner = _short_suite_repeat(args, logs, workloads, backend, run_id, index, repeat_planned=args.repeats)
     console.write(f"\n### {run_id} {' '.join(workloads)} [{backend}] repeat {index}\n")
     entry: dict[str, Any] = {"phase": "repeats", "run_id": run_id, "backend": backend, "repeat": index}
     entry.update({"workload": workloads[0]} if len(workloads) == 1 else {"workloads": list(workloads)})
-    command = [sys.executable, "-m", "benchmarks", *runner.argv()]
+    entry["design"] = args.processes
+    command = [sys.executable, "-m", "benchmarks", *_repeat_argv(args, logs, workloads, backend, run_id, index)]
     return _run_until(command, env, console, deadline - 10, {**entry, "returncode": None}, "stopped at the time budget")
+
+
+def _repeat_argv(
+    args: argparse.Namespace, logs: Path, workloads: tuple[str, ...], backend: str, run_id: str, index: int
+) -> list[str]:
+    """`python -m benchmarks` arguments of one top-level process of the repeats phase."""
+    if args.processes != "preloaded":
+        return _short_suite_repeat(args, logs, workloads, backend, run_id, index, repeat_planned=args.repeats).argv()
+    children = [
+        _short_suite_repeat(args, logs, (w,), backend, run_id, index, repeat_planned=args.repeats).argv()
+        for w in workloads
+    ]
+    return ["preloaded", "--backend", backend, *(text for argv in children for text in ("--run", shlex.join(argv)))]
 
 
 def _short_suite_repeat(
@@ -662,7 +680,9 @@ def _parser() -> argparse.ArgumentParser:
         "--processes",
         choices=PROCESS_DESIGNS,
         default="repeat",
-        help="repeats: a fresh process per repeat (default), or one per backend per round training its workloads",
+        help="repeats: a fresh process per repeat (default), one per backend per round training its workloads "
+        "(round), or one parent per backend per round forking a fresh child per workload after importing the "
+        "framework once (preloaded)",
     )
     p.add_argument("--tag", default="a", help="repeats, scaling, headroom: names this machine's run (gpu-PHASE-TAG)")
     p.add_argument("--device-counts", default="2", help="scaling: device counts beside one, e.g. 2,4")
@@ -717,6 +737,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.device_counts = _device_counts(args.device_counts)
     if args.phase == "scaling" and len(args.backends) != 1:
         raise SystemExit("error: --backends: the scaling phase takes one backend (torch has no data-parallel fit)")
+    if args.processes == "preloaded" and set(args.backends) - set(PRELOADED_BACKENDS):
+        raise SystemExit(f"error: --processes preloaded: --backends must be among {', '.join(PRELOADED_BACKENDS)}")
     args.out.mkdir(parents=True, exist_ok=True)
     return run(args)
 

@@ -5,6 +5,8 @@ gpu_session's repeats phase trains each repeat in a fresh process (`--processes 
 workloads of a round in one process (`--processes round`), which pays the interpreter, the framework's import and
 the device's set-up once a round instead of once a workload. That saving is worth having only where the shared
 process's runs agree with fresh ones; until they are shown to, the report keeps them apart (`fresh_repeat`).
+`--processes preloaded` pays only the import once a round: a parent imports the framework and forks a fresh child
+per workload (benchmarks.preload); its runs are set beside fresh ones the same way, and kept apart the same way.
 A shared run is set beside the fresh runs of its own host and of hosts about as fast (the fingerprint's
 single-thread score), because on these machines the host's speed moves the host-bound defaults more than the
 design does. What a round of the defaults costs per design, cold and warm compile cache, comes from the manifests.
@@ -31,15 +33,31 @@ REPEATS_PREFIX = "gpu-repeats-"
 SIMILAR_HOST = 0.2  # fresh runs whose host single-thread score is within 20 % of a shared run's count as alike
 
 
+DESIGNS = ("repeat", "round", "preloaded")  # gpu_session's --processes
+
+
+def process_design(meta: RunMetadata) -> str:
+    """repeat: trained alone in a fresh process; round: with other workloads in one process; preloaded: alone in
+    a child forked from a parent that had imported the framework (benchmarks.preload)."""
+    if shared_process(meta):
+        return "round"
+    return "preloaded" if meta.process is not None and meta.process.preloaded else "repeat"
+
+
 def fresh_repeat(meta: RunMetadata) -> bool:
-    """A repeat of a GPU default trained alone in its process: the runs the report pools."""
-    return meta.run_id.startswith(REPEATS_PREFIX) and not shared_process(meta)
+    """A repeat of a GPU default trained alone in a fresh process: the runs the report pools."""
+    return meta.run_id.startswith(REPEATS_PREFIX) and process_design(meta) == "repeat"
 
 
 def round_process_repeat(meta: RunMetadata) -> bool:
     """A repeat of a GPU default trained in one process per round (`--processes round`). A suite's runs share a
     process by design and are not repeats: they are neither."""
-    return meta.run_id.startswith(REPEATS_PREFIX) and shared_process(meta)
+    return meta.run_id.startswith(REPEATS_PREFIX) and process_design(meta) == "round"
+
+
+def preloaded_repeat(meta: RunMetadata) -> bool:
+    """A repeat of a GPU default trained in a child of a preloaded parent (`--processes preloaded`)."""
+    return meta.run_id.startswith(REPEATS_PREFIX) and process_design(meta) == "preloaded"
 
 
 def shared_process(meta: RunMetadata) -> bool:
@@ -57,7 +75,7 @@ class Timed:
     host: str
     span_s: float  # ended_at - started_at, whole seconds as the metadata records them
     steady_s: float
-    shared: bool
+    design: str  # process_design
     host_score: float | None = None  # the fingerprint's single-thread score at the process's start
 
 
@@ -88,7 +106,7 @@ def timed_repeats(platform_dir: Path) -> list[Timed]:
                 host,
                 span,
                 statistics.median(steady),
-                shared_process(meta),
+                process_design(meta),
                 _host_score(meta),
             )
         )
@@ -101,9 +119,10 @@ def _host_score(meta: RunMetadata) -> float | None:
 
 def manifest_processes(consoles: Path) -> list[dict]:
     """Every runner process gpu_session's repeats phase recorded in the manifests beside the consoles, in the
-    order they ran, as {machine, run_id, backend, repeat, workloads, returncode, wall_s}; a manifest's name up to
-    "-part" names its machine. A process listed without a return code of its own (the earlier manifests' suite
-    entries) counts as finished."""
+    order they ran, as {machine, run_id, backend, repeat, workloads, design, returncode, wall_s}; a manifest's name
+    up to "-part" names its machine. A process listed without a return code of its own (the earlier manifests'
+    suite entries) counts as finished; one without a design (those before preloaded parents) is a round where it
+    trained several workloads."""
     out = []
     for manifest in sorted(consoles.glob("*-manifest.json")):
         machine = manifest.name.split("-part")[0]
@@ -120,6 +139,7 @@ def manifest_processes(consoles: Path) -> list[dict]:
                             "backend": p["backend"],
                             "repeat": p["repeat"],
                             "workloads": list(workloads),
+                            "design": p.get("design") or ("round" if len(workloads) > 1 else "repeat"),
                             "returncode": p.get("returncode", 0),
                             "wall_s": p["wall_s"],
                         }
@@ -145,7 +165,7 @@ def start_up(processes: Iterable[dict], runs: Sequence[Timed]) -> list[dict]:
         spans = sum(r.span_s for r in matched if r is not None)
         out.append(
             {
-                "design": "round" if len(p["workloads"]) > 1 else "repeat",
+                "design": p["design"],
                 "backend": p["backend"],
                 "workloads": len(p["workloads"]),
                 "wall_s": round(p["wall_s"], 1),
@@ -173,33 +193,35 @@ def start_up_summary(rows: Sequence[dict]) -> dict[str, dict[str, dict[str, floa
     return out
 
 
-def shared_against_fresh(runs: Sequence[Timed]) -> list[dict]:
-    """Per default trained in a shared process: its steady-epoch medians beside the fresh processes' (all
-    machines, and the shared runs' own machines alone, which separates the design from the host)."""
+def shared_against_fresh(runs: Sequence[Timed], design: str = "round", label: str = "shared") -> list[dict]:
+    """Per default trained in `design`'s processes: its steady-epoch medians beside the fresh processes' (all
+    machines, and the design's own machines alone, which separates the design from the host); keys name the
+    design's runs by `label`."""
     out = []
-    for workload, backend in sorted({(r.workload, r.backend) for r in runs if r.shared}):
+    for workload, backend in sorted({(r.workload, r.backend) for r in runs if r.design == design}):
         same = [r for r in runs if (r.workload, r.backend) == (workload, backend)]
-        shared_runs = [r for r in same if r.shared]
+        shared_runs = [r for r in same if r.design == design]
         shared = [r.steady_s for r in shared_runs]
         hosts = {r.host for r in shared_runs}
-        fresh = sorted(r.steady_s for r in same if not r.shared)
+        fresh_runs = [r for r in same if r.design == "repeat"]
+        fresh = sorted(r.steady_s for r in fresh_runs)
         if not fresh:
             continue
         median = statistics.median(fresh)
-        alike = sorted(r.steady_s for r in same if not r.shared and _alike_host(r, shared_runs))
+        alike = sorted(r.steady_s for r in fresh_runs if _alike_host(r, shared_runs))
         out.append(
             {
                 "workload": workload,
                 "backend": backend,
-                "shared_s": [round(v, 3) for v in shared],
+                f"{label}_s": [round(v, 3) for v in shared],
                 "fresh_n": len(fresh),
                 "fresh_median_s": round(median, 3),
                 "fresh_range_s": [round(fresh[0], 3), round(fresh[-1], 3)],
-                "fresh_same_host_s": [round(r.steady_s, 3) for r in same if not r.shared and r.host in hosts],
-                "shared_over_fresh_median": round(statistics.median(shared) / median, 2),
+                "fresh_same_host_s": [round(r.steady_s, 3) for r in fresh_runs if r.host in hosts],
+                f"{label}_over_fresh_median": round(statistics.median(shared) / median, 2),
                 "inside_fresh_range": all(fresh[0] <= v <= fresh[-1] for v in shared),
                 "fresh_alike_host_s": [round(v, 3) for v in alike],
-                "shared_over_alike_host_median": round(statistics.median(shared) / statistics.median(alike), 2)
+                f"{label}_over_alike_host_median": round(statistics.median(shared) / statistics.median(alike), 2)
                 if alike
                 else None,
             }
@@ -216,10 +238,12 @@ def _alike_host(fresh: Timed, shared: Sequence[Timed]) -> bool:
     )
 
 
-def cache_states(processes: Iterable[dict]) -> list[tuple[dict, str]]:
+def cache_states(processes: Iterable[dict], complete: Iterable[Timed] = ()) -> list[tuple[dict, str]]:
     """Each process, in the order they ran, with the compile cache it met on its machine for its backend: warm
     where every workload had finished there before, cold where none had run there, mixed between; unknown where
-    one had only been in a process stopped at a budget, which may or may not have reached it."""
+    one had only been in a process stopped at a budget, which may or may not have reached it. A stopped process's
+    workloads that left a `complete` run did finish (a preloaded parent's children end one by one)."""
+    completed = {(r.run_id, r.workload, r.backend, r.index) for r in complete}
     finished: dict[tuple[str, str], set[str]] = {}
     stopped: dict[tuple[str, str], set[str]] = {}
     out = []
@@ -232,21 +256,27 @@ def cache_states(processes: Iterable[dict]) -> list[tuple[dict, str]]:
         else:
             state = "warm" if workloads <= done else "cold" if not workloads & done else "mixed"
         out.append((p, state))
-        (done if p["returncode"] == 0 else cut).update(workloads)
+        if p["returncode"] == 0:
+            done.update(workloads)
+            continue
+        ended = {w for w in workloads if (p["run_id"], w, p["backend"], p["repeat"]) in completed}
+        done.update(ended)
+        cut.update(workloads - ended)
     return out
 
 
 def cache_rounds(consoles: Path) -> dict[str, dict[str, float]]:
     """Per backend: a round of the defaults (one fresh process per workload) in wall seconds with a cold compile
     cache (the workload's first process on a machine) and a warm one (its processes after one had finished there),
-    the medians over machines, from the manifests gpu_session's repeats phase leaves beside the consoles."""
-    return _fresh_rounds(cache_states(manifest_processes(consoles)))
+    the medians over machines, from the manifests gpu_session's repeats phase leaves beside the consoles and the
+    complete runs of the platform's folder above them (which tell what a stopped process finished)."""
+    return _fresh_rounds(cache_states(manifest_processes(consoles), timed_repeats(consoles.parent)))
 
 
 def _fresh_rounds(states: Sequence[tuple[dict, str]]) -> dict[str, dict[str, float]]:
     walls: dict[str, dict[tuple[str, str], list[float]]] = {"cold": {}, "warm": {}}
     for p, state in states:
-        if len(p["workloads"]) == 1 and p["returncode"] == 0 and state in walls:
+        if p["design"] == "repeat" and p["returncode"] == 0 and state in walls:
             walls[state].setdefault((p["workloads"][0], p["backend"]), []).append(p["wall_s"])
     cold, warm = walls["cold"], walls["warm"]
     out: dict[str, dict[str, float]] = {}
@@ -260,53 +290,74 @@ def _fresh_rounds(states: Sequence[tuple[dict, str]]) -> dict[str, dict[str, flo
     return out
 
 
-def round_processes(processes: Sequence[dict]) -> list[dict]:
-    """Every finished process that trained a whole round of its backend's defaults (as many workloads as any
-    process of that backend listed), with its machine, wall time and the compile cache it met (cache_states)."""
-    return _whole_rounds(cache_states(processes))
+def round_processes(processes: Sequence[dict], design: str = "round") -> list[dict]:
+    """Every finished top-level process of `design` (round, or preloaded parent) that trained a whole round of its
+    backend's defaults (as many workloads as any process of that backend listed), with its machine, wall time and
+    the compile cache it met (cache_states)."""
+    return _whole_rounds(cache_states(processes), design)
 
 
-def _whole_rounds(states: Sequence[tuple[dict, str]]) -> list[dict]:
+def _whole_rounds(states: Sequence[tuple[dict, str]], design: str) -> list[dict]:
     whole: dict[str, int] = {}
     for p, _ in states:
         whole[p["backend"]] = max(whole.get(p["backend"], 0), len(p["workloads"]))
     return [
         {"machine": p["machine"], "backend": p["backend"], "wall_s": round(p["wall_s"], 1), "cache": state}
         for p, state in states
-        if 1 < len(p["workloads"]) == whole[p["backend"]] and p["returncode"] == 0
+        if p["design"] == design and 1 < len(p["workloads"]) == whole[p["backend"]] and p["returncode"] == 0
     ]
 
 
-def round_costs(consoles: Path) -> dict:
+def round_costs(consoles: Path, complete: Iterable[Timed] = ()) -> dict:
     """A round of the defaults, per backend and in all: fresh processes with a cold cache (before) against one
-    process per backend with a warm cache (after), the medians of what the manifests recorded."""
-    states = cache_states(manifest_processes(consoles))  # read once: both designs come from the same manifests
+    process per backend (round) and one preloaded parent per backend forking a child per workload (preloaded),
+    each with a warm cache (after), the medians of what the manifests recorded. Where a backend has no warm
+    preloaded round, a mixed one (some workloads compiled cold) or else one whose cache the manifests cannot tell
+    (after a stopped parent; each run's metadata records its own) stands in, and `preloaded_cache` says which."""
+    states = cache_states(manifest_processes(consoles), complete)  # read once: every design, the same manifests
     fresh = _fresh_rounds(states)
-    rounds = _whole_rounds(states)
+    shared = {design: _whole_rounds(states, design) for design in ("round", "preloaded")}
     per_backend: dict[str, dict] = {}
     for backend, figures in fresh.items():
-        warm = [r["wall_s"] for r in rounds if r["backend"] == backend and r["cache"] == "warm"]
-        cold = [r["wall_s"] for r in rounds if r["backend"] == backend and r["cache"] == "cold"]
-        per_backend[backend] = {
-            "fresh_cold_s": figures["cold_s"],
-            "fresh_warm_s": figures["warm_s"],
-            "round_cold_s": cold,
-            "round_warm_s": warm,
-        }
+        per_backend[backend] = {"fresh_cold_s": figures["cold_s"], "fresh_warm_s": figures["warm_s"]}
+        for design, rounds in shared.items():
+            for cache in ("cold", "warm", "mixed", "unknown"):
+                walls = [r["wall_s"] for r in rounds if r["backend"] == backend and r["cache"] == cache]
+                if walls or cache in ("cold", "warm"):
+                    per_backend[backend][f"{design}_{cache}_s"] = walls
     before = sum(b["fresh_cold_s"] for b in per_backend.values())
-    complete = per_backend and all(b["round_warm_s"] for b in per_backend.values())
-    after = sum(statistics.median(b["round_warm_s"]) for b in per_backend.values()) if complete else None
-    return {
-        "per_backend": per_backend,
-        "before_s": round(before, 1),
-        "after_s": round(after, 1) if after is not None else None,
-        "after_over_before": round(after / before, 2) if after is not None and before else None,
-    }
+    out: dict = {"per_backend": per_backend, "before_s": round(before, 1)}
+    round_after = _after(per_backend, "round", ("warm",))
+    out["after_s"], out["after_over_before"] = _total(round_after, before)
+    preloaded = _after(per_backend, "preloaded", ("warm", "mixed", "unknown"))
+    out["preloaded_s"], out["preloaded_over_before"] = _total(preloaded, before)
+    out["preloaded_cache"] = {b: cache for b, (_, cache) in preloaded.items()} if preloaded else None
+    return out
+
+
+def _after(per_backend: dict[str, dict], design: str, caches: Sequence[str]) -> dict[str, tuple[float, str]]:
+    """backend -> (median round wall, the cache it met), taking the first of `caches` measured; {} unless every
+    backend has one."""
+    out = {}
+    for backend, figures in per_backend.items():
+        cache = next((c for c in caches if figures.get(f"{design}_{c}_s")), None)
+        if cache is None:
+            return {}
+        out[backend] = (statistics.median(figures[f"{design}_{cache}_s"]), cache)
+    return out
+
+
+def _total(after: dict[str, tuple[float, str]], before: float) -> tuple[float | None, float | None]:
+    if not after:
+        return None, None
+    total = sum(wall for wall, _ in after.values())
+    return round(total, 1), round(total / before, 2) if before else None
 
 
 def designs(platform_dir: Path) -> dict:
     runs = timed_repeats(platform_dir)
     compared = shared_against_fresh(runs)
+    preloaded = shared_against_fresh(runs, "preloaded", "preloaded")
     return {
         "start_up": start_up_summary(start_up(manifest_processes(platform_dir / "console"), runs)),
         "shared_against_fresh": compared,
@@ -315,7 +366,10 @@ def designs(platform_dir: Path) -> dict:
         "shared_slower_than_alike_host_median": sum((c["shared_over_alike_host_median"] or 0) > 1 for c in compared),
         "defaults_with_alike_hosts": sum(c["shared_over_alike_host_median"] is not None for c in compared),
         "defaults_compared": len(compared),
-        "round_costs": round_costs(platform_dir / "console"),
+        "preloaded_against_fresh": preloaded,
+        "preloaded_slower_than_fresh_median": sum(c["preloaded_over_fresh_median"] > 1 for c in preloaded),
+        "preloaded_outside_fresh_range": sum(not c["inside_fresh_range"] for c in preloaded),
+        "round_costs": round_costs(platform_dir / "console", runs),
     }
 
 

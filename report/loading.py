@@ -15,7 +15,7 @@ from pathlib import Path
 
 from benchmarks.logs import STATUS_COMPLETE, EpochLog, LogFormatError, find_logs, read_epoch_log
 from benchmarks.metadata import Fingerprint, RunMetadata, Settings, StabilityLabel
-from report.designs import round_process_repeat
+from report.designs import REPEATS_PREFIX, process_design
 
 RUN_ID_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{4}$")
 # A repeat's files carry its two-digit index: `<workload>_<backend>[_synthetic].r02.csv`.
@@ -27,7 +27,7 @@ KNOWN_BACKENDS = ("tensorflow", "jax", "torch", "cntk", "theano")
 SYNTHETIC_SUFFIX = "_synthetic"
 DATA_SOURCES = ("real", "synthetic")
 NO_RUN_ID = "-"
-SHARED_PROCESS_VARIANT = "one process per round"
+PROCESS_VARIANTS = {"round": "one process per round", "preloaded": "forked from a preloaded parent"}
 UNRECORDED = RunMetadata.from_dict({})  # the metadata of a log without any (a published one): every field unknown
 
 
@@ -87,7 +87,7 @@ class Run:
     image: str | None = None
     precision: str | None = None
     compile_settings: str | None = None  # jit, steps per execution and LSTM kernel: each changes the times
-    shared_process: bool = False  # a GPU repeat trained with other workloads in one process (report.designs)
+    process_variant: str = ""  # a GPU repeat not trained alone in a fresh process: how (report.designs)
     measured: Measured = field(default_factory=Measured)
 
     @property
@@ -234,7 +234,7 @@ def _run_from_metadata(log: EpochLog, meta: RunMetadata) -> Run:
         image=_short_image_name(meta.container.image if meta.container else None),
         precision=meta.settings.dtype_policy,
         compile_settings=_compile_settings(meta),
-        shared_process=round_process_repeat(meta),
+        process_variant=_process_variant(meta),
         measured=_measured(meta),
     )
 
@@ -314,10 +314,15 @@ def _run_from_path(root: Path, log: EpochLog) -> Run:
     )
 
 
+def _process_variant(meta: RunMetadata) -> str:
+    return PROCESS_VARIANTS.get(process_design(meta), "") if meta.run_id.startswith(REPEATS_PREFIX) else ""
+
+
 def assign_variants(runs: Iterable[Run]) -> list[Run]:
     """Name the image, precision and compile settings in a configuration only where runs of one platform+backend
     (for settings: of one workload) differ in them, so that they are never pooled and labels stay short otherwise.
-    GPU repeats trained in one process per round are always named apart from fresh processes' repeats, which
+    GPU repeats trained in one process per round, or forked from a preloaded parent, are always named apart
+    from fresh processes' repeats, which
     stay unnamed (report.designs says why they are not pooled); a suite's runs share a process by design and are
     not named for it."""
     runs = list(runs)
@@ -339,7 +344,7 @@ def assign_variants(runs: Iterable[Run]) -> list[Run]:
             parts.append(run.precision or "default precision")
         if len(compiled[(*key, run.workload)]) > 1:
             parts.append(run.compile_settings or "default settings")
-        if run.shared_process:
-            parts.append(SHARED_PROCESS_VARIANT)
+        if run.process_variant:
+            parts.append(run.process_variant)
         named.append(replace(run, config=replace(run.config, variant=", ".join(parts))))
     return named

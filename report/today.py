@@ -26,7 +26,7 @@ from pathlib import Path
 
 from benchmarks.metadata import RunMetadata
 from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate
-from report.designs import cache_rounds, complete_runs_in, fresh_repeat, round_process_repeat
+from report.designs import cache_rounds, complete_runs_in, fresh_repeat, preloaded_repeat, round_process_repeat
 from report.studies import get_study, published_results
 
 STUDY = "benchmark-gpus-2017-11"
@@ -278,24 +278,28 @@ def summary(table: Sequence[Row], prices: Sequence[Price]) -> str:
     return text
 
 
-def design_verdicts(logs: Path, prices: Sequence[Price] | None = None) -> dict:
+DESIGN_RUNS = {"round": round_process_repeat, "preloaded": preloaded_repeat}
+
+
+def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: str = "round") -> dict:
     """Per default: which GPU is faster and which is cheaper per cloud, decided once with the H100's fresh-process
-    repeats and once with its round-process repeats (the H200's are fresh in both), and whether the two agree."""
+    repeats and once with its repeats of `design` (round or preloaded; the H200's are fresh in both), and whether
+    the two agree."""
     prices = load_prices() if prices is None else prices
     runs = list(complete_runs(logs))  # read once: both designs' verdicts come from the same logs
     fresh = {(r.workload, r.backend): r for r in _rows(*_measured(runs, fresh_repeat), prices)}
-    shared = {(r.workload, r.backend): r for r in _rows(*_measured(runs, round_process_repeat), prices)}
+    other = {(r.workload, r.backend): r for r in _rows(*_measured(runs, DESIGN_RUNS[design]), prices)}
     pairs = []
-    for key in sorted(fresh.keys() & shared.keys()):
-        designs = (("fresh", fresh[key]), ("round", shared[key]))
+    for key in sorted(fresh.keys() & other.keys()):
+        designs = (("fresh", fresh[key]), (design, other[key]))
         verdicts = {name: {"faster": r.faster, **r.cheaper} for name, r in designs}
         pairs.append(
             {
                 "workload": key[0],
                 "backend": key[1],
-                "h100_repeats": {"fresh": fresh[key].estimates["H100"].n, "round": shared[key].estimates["H100"].n},
+                "h100_repeats": {"fresh": fresh[key].estimates["H100"].n, design: other[key].estimates["H100"].n},
                 **verdicts,
-                "same": verdicts["fresh"] == verdicts["round"],
+                "same": verdicts["fresh"] == verdicts[design],
             }
         )
     return {"pairs": pairs, "same": sum(p["same"] for p in pairs), "compared": len(pairs)}
@@ -305,7 +309,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m report.today", description=__doc__.splitlines()[0])
     parser.add_argument("logs", type=Path, help="the folder that holds NVIDIA-H100 and NVIDIA-H200")
     parser.add_argument("--cache", action="store_true", help="cold and warm compile-cache rounds of the H100 runs")
-    parser.add_argument("--designs", action="store_true", help="the verdicts with the H100's round-process repeats")
+    parser.add_argument(
+        "--designs",
+        choices=list(DESIGN_RUNS),
+        nargs="?",
+        const="round",
+        help="the verdicts with the H100's repeats of another process design (default: round)",
+    )
     args = parser.parse_args(argv)
     if not (args.logs / PLATFORMS["H100"]).is_dir() or not (args.logs / PLATFORMS["H200"]).is_dir():
         print(f"error: logs: {args.logs} holds no {' and '.join(PLATFORMS.values())} folders", file=sys.stderr)
@@ -314,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(cache_rounds(args.logs / PLATFORMS["H100"] / "console"), indent=2))
         return 0
     if args.designs:
-        print(json.dumps(design_verdicts(args.logs), indent=2))
+        print(json.dumps(design_verdicts(args.logs, design=args.designs), indent=2))
         return 0
     print(section(args.logs), end="")
     return 0

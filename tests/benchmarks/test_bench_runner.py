@@ -56,7 +56,11 @@ def test_every_workload_writes_a_valid_log(tiny_suite: tuple[Path, str], workloa
     assert meta["telemetry"]["gpus"] is None and len(meta["telemetry"]["epochs"]) == 2
     assert meta["repeat"] is None and meta["schema_version"] == 2
     # The suite trains a backend's workloads in one process, in order: each run says where it stood.
-    assert meta["process"] == {"position": WORKLOADS.index(workload) + 1, "workloads": len(WORKLOADS)}
+    assert meta["process"] == {
+        "position": WORKLOADS.index(workload) + 1,
+        "workloads": len(WORKLOADS),
+        "preloaded": False,
+    }
     assert meta["settings"]["lstm_kernel"] == ("generic" if spec(workload).uses_lstm else None)  # no GPU here
     # Synthetic data is never silent: the file name and the metadata both say so, with the reason.
     synthetic = meta["data"]["source"] == "synthetic"

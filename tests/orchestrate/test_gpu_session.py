@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 import tarfile
 import time
 from pathlib import Path
@@ -243,10 +244,7 @@ def test_a_scaling_process_is_a_runner_command_the_runner_parses(tmp_path: Path,
 
     from benchmarks.cli import build_parser
 
-    seen: list[list[str]] = []
-    monkeypatch.setattr(
-        gpu_session.subprocess, "run", lambda command, **_: seen.append(command) or Namespace(returncode=0)
-    )
+    seen = recorded_commands(monkeypatch)
     args = Namespace(tag="a", backends=("jax",), platform="gpu-x2", carry=tmp_path)
     config = gpu_session.ScalingConfig(2, "per-device")
     entry = gpu_session._scaling_process(args, {}, tmp_path, StringIO(), time.monotonic() + 60, "mnist_cnn", config, 3)
@@ -295,6 +293,27 @@ def test_each_process_design_counts_only_its_own_collected_repeats(tmp_path: Pat
     items = [("mnist_mlp", "jax")]
     assert gpu_session.existing_repeats(tmp_path, items) == {("mnist_mlp", "jax"): 1}
     assert gpu_session.existing_repeats(tmp_path, items, "round") == {("mnist_mlp", "jax"): 2}
+
+
+def test_a_preloaded_call_counts_only_the_repeats_forked_from_a_preloaded_parent(tmp_path: Path) -> None:
+    _repeat_log(tmp_path, "h100-a", "mnist_mlp_jax", 1)  # no metadata: a fresh process, as the earliest logs were
+    _repeat_log(tmp_path, "h100-a-round", "mnist_mlp_jax", 1)
+    write_metadata(
+        tmp_path / "gpu-repeats-h100-a-round" / "mnist_mlp_jax.r01.csv",
+        {"workload": "mnist_mlp", "process": {"position": 2, "workloads": 9}},
+    )
+    for index in (1, 2, 3):
+        _repeat_log(tmp_path, "h100-a-pre", "mnist_mlp_jax", index)
+        write_metadata(
+            tmp_path / "gpu-repeats-h100-a-pre" / f"mnist_mlp_jax.r{index:02d}.csv",
+            {"workload": "mnist_mlp", "process": {"position": 1, "workloads": 1, "preloaded": index != 3}},
+        )  # the third was an ordinary fresh process that happened to land in the folder
+    items = [("mnist_mlp", "jax")]
+    counts = {
+        design: gpu_session.existing_repeats(tmp_path, items, design)[items[0]]
+        for design in ("repeat", "round", "preloaded")
+    }
+    assert counts == {"repeat": 2, "round": 1, "preloaded": 2}
 
 
 def test_round_walls_sum_each_rounds_processes_per_backend() -> None:
@@ -378,6 +397,102 @@ def test_a_round_design_trains_each_backends_workloads_of_the_round_in_one_proce
     parsed = build_parser().parse_args(commands[2][3:])
     assert (parsed.workload, parsed.backend, parsed.suite) == ("mnist_cnn,imdb_fasttext,mnist_mlp", "jax", "short")
     assert (parsed.repeat_index, parsed.repeat_group, parsed.repeat_planned) == (2, "gpu-repeats-a", 2)
+
+
+def test_a_preloaded_design_forks_a_child_per_workload_from_one_parent_per_backend_per_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--processes preloaded`: a round's processes are a round design's, but each is a preloaded parent whose
+    --run, one per workload in the round's order, is a runner command of that one workload on its backend."""
+    from benchmarks import preload
+
+    commands = recorded_commands(monkeypatch)
+    args = gpu_session._parser().parse_args(
+        ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path), "--repeats", "2",
+         "--processes", "preloaded", "--backends", "jax,torch", "--workloads", "mnist_mlp,mnist_cnn,imdb_fasttext"]
+    )  # fmt: skip
+    args.backends, args.workloads = ("jax", "torch"), ("mnist_mlp", "mnist_cnn", "imdb_fasttext")
+    entries = gpu_session._repeats(args, {}, tmp_path / "logs", io.StringIO(), time.monotonic() + 600)
+    assert [(e["round"], e["backend"], e["design"]) for e in entries] == [
+        (1, "jax", "preloaded"), (1, "torch", "preloaded"), (2, "jax", "preloaded"), (2, "torch", "preloaded"),
+    ]  # fmt: skip
+    for entry, command in zip(entries, commands, strict=True):
+        assert command[1:7] == ["-m", "benchmarks", "preloaded", "--backend", entry["backend"], "--run"]
+        runs = command[7::2]
+        assert command[6::2] == ["--run"] * len(entry["workloads"]) == ["--run"] * 3
+        children = preload.child_argvs(entry["backend"], runs)  # what the parent checks before it imports
+        parsed = [build_parser().parse_args(argv) for argv in children]
+        assert [(p.command, p.workload, p.backend) for p in parsed] == [
+            ("run", w, entry["backend"]) for w in entry["workloads"]
+        ]
+        assert {(p.repeat_index, p.repeat_group, p.run_id, p.suite) for p in parsed} == {
+            (entry["repeat"], "gpu-repeats-a", "gpu-repeats-a", "short")
+        }
+    assert entries[2]["workloads"] == ["mnist_cnn", "imdb_fasttext", "mnist_mlp"]  # round 2's rotated order
+
+
+def test_a_repeat_argv_of_another_design_is_the_runner_command_itself(tmp_path: Path) -> None:
+    args = gpu_session._parser().parse_args(
+        ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path), "--processes", "round"]
+    )
+    argv = gpu_session._repeat_argv(args, tmp_path, ("mnist_mlp", "mnist_cnn"), "jax", "gpu-repeats-a", 3)
+    parsed = build_parser().parse_args(argv)
+    assert (parsed.command, parsed.workload, parsed.backend, parsed.repeat_index) == (
+        "run",
+        "mnist_mlp,mnist_cnn",
+        "jax",
+        3,
+    )
+    args.processes = "preloaded"
+    argv = gpu_session._repeat_argv(args, tmp_path, ("mnist_mlp",), "jax", "gpu-repeats-a", 3)
+    assert argv[:4] == ["preloaded", "--backend", "jax", "--run"] and len(argv) == 5
+    assert build_parser().parse_args(shlex.split(argv[4])).workload == "mnist_mlp"
+
+
+@pytest.mark.parametrize("backends", ["tensorflow", "jax,tensorflow"])
+def test_a_preloaded_design_refuses_a_backend_it_cannot_fork(tmp_path: Path, backends: str) -> None:
+    base = ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit, match="--processes preloaded: --backends") as raised:
+        gpu_session.main([*base, "--processes", "preloaded", "--backends", backends])
+    assert str(raised.value).startswith("error: ")
+    assert not (tmp_path / "out").exists()  # refused before anything was set up
+
+
+def test_a_process_past_its_deadline_goes_down_with_the_processes_it_forked(tmp_path: Path) -> None:
+    """A preloaded parent's child does the work: stopping the parent alone at the time budget would leave the
+    child training on the device after the session moved on."""
+    import os
+    import sys
+
+    pid_file = tmp_path / "child.pid"
+    script = (
+        "import os, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    time.sleep(120)\n"
+        "    os._exit(0)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(pid))\n"
+        "os.waitpid(pid, 0)\n"
+    )
+    started = time.monotonic()
+    with (tmp_path / "console.txt").open("w") as console:
+        entry = gpu_session._run_until(
+            [sys.executable, "-c", script], dict(os.environ), console, started + 5, {"returncode": None}, "stopped"
+        )
+    assert (entry["returncode"], entry["skipped"]) == (-1, "stopped") and entry["wall_s"] < 60
+    child = int(pid_file.read_text())
+    while _running(child) and time.monotonic() < started + 30:
+        time.sleep(0.05)
+    assert not _running(child)
+
+
+def _running(pid: int) -> bool:
+    """Whether the process exists and is not a zombie waiting for whoever adopted it to reap it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_the_per_repeat_design_starts_a_process_per_workload() -> None:

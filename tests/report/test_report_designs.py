@@ -16,6 +16,7 @@ LOGS = Path(__file__).resolve().parents[2] / "logs" / "reference"
 def _repeat(root: Path, run_id: str, workload: str, index: int, span_s: int, steady: float, **kw: Any) -> None:
     """A complete repeat whose metadata spans `span_s` seconds, trained in a process of `workloads` workloads."""
     workloads = kw.pop("workloads", 1)
+    preloaded = {"preloaded": True} if kw.pop("preloaded", False) else {}
     score = kw.pop("score", None)
     fingerprint = {"fingerprint": _fingerprint(score)} if score is not None else {}
     write_run(
@@ -30,7 +31,7 @@ def _repeat(root: Path, run_id: str, workload: str, index: int, span_s: int, ste
             "started_at": "2026-01-01T00:00:00+00:00",
             "ended_at": f"2026-01-01T00:{span_s // 60:02d}:{span_s % 60:02d}+00:00",
             "repeat": {"group": run_id, "index": index},
-            "process": {"position": 1, "workloads": workloads},
+            "process": {"position": 1, "workloads": workloads, **preloaded},
             **fingerprint,
         },
     )
@@ -48,10 +49,18 @@ def _manifest(root: Path, name: str, entries: list[dict]) -> None:
 
 
 def _process(
-    run_id: str, workloads: list[str], repeat: int, wall_s: float, returncode: int = 0, backend: str = "jax"
+    run_id: str,
+    workloads: list[str],
+    repeat: int,
+    wall_s: float,
+    returncode: int = 0,
+    backend: str = "jax",
+    design: str | None = None,
 ) -> dict:
+    """A manifest entry; `design` as gpu_session records it since preloaded parents (earlier entries lack it)."""
     one = {"workload": workloads[0]} if len(workloads) == 1 else {"workloads": workloads}
-    return {"phase": "repeats", "run_id": run_id, "backend": backend, "repeat": repeat, **one,
+    named = {"design": design} if design else {}
+    return {"phase": "repeats", "run_id": run_id, "backend": backend, "repeat": repeat, **one, **named,
             "returncode": returncode, "wall_s": wall_s}  # fmt: skip
 
 
@@ -117,7 +126,36 @@ def test_runs_of_a_shared_process_stand_apart_from_fresh_ones_everywhere(tmp_pat
     write_run(tmp_path, run_id="20260101T000000Z-0001", schema2={"process": {"position": 2, "workloads": 3}})
     runs = loading.load_runs(tmp_path).runs
     labels = {r.config.name for r in runs}
-    assert labels == {"NVIDIA-H100-jax", f"NVIDIA-H100-jax [{loading.SHARED_PROCESS_VARIANT}]", "local-jax"}
+    assert labels == {"NVIDIA-H100-jax", f"NVIDIA-H100-jax [{loading.PROCESS_VARIANTS['round']}]", "local-jax"}
+
+
+def test_runs_forked_from_a_preloaded_parent_stand_apart_from_fresh_and_round_ones(tmp_path: Path) -> None:
+    for index, steady in enumerate((0.40, 0.45, 0.50), start=1):
+        _repeat(tmp_path, "gpu-repeats-a", "mnist_mlp", index, 15, steady, host="host-a")
+    _repeat(tmp_path, "gpu-repeats-b", "mnist_mlp", 1, 15, 0.48, host="host-b")
+    _repeat(tmp_path, "gpu-repeats-b-round", "mnist_mlp", 1, 10, 0.60, host="host-b", workloads=9)
+    _repeat(tmp_path, "gpu-repeats-b-pre", "mnist_mlp", 1, 12, 0.47, host="host-b", preloaded=True)
+    _repeat(tmp_path, "gpu-repeats-b-pre", "mnist_mlp", 2, 12, 0.52, host="host-b", preloaded=True)
+    runs = designs.timed_repeats(tmp_path / "NVIDIA-H100")
+    assert Counter(r.design for r in runs) == {"repeat": 4, "round": 1, "preloaded": 2}
+    [row] = designs.shared_against_fresh(runs, "preloaded", "preloaded")
+    assert row["preloaded_s"] == [0.47, 0.52] and "shared_s" not in row
+    assert row["fresh_n"] == 4 and row["fresh_range_s"] == [0.4, 0.5] and row["fresh_same_host_s"] == [0.48]
+    assert row["preloaded_over_fresh_median"] == 1.06 and row["inside_fresh_range"] is False  # 0.52 > 0.50
+    result = designs.designs(tmp_path / "NVIDIA-H100")
+    assert result["preloaded_against_fresh"] == [row]
+    assert (result["preloaded_slower_than_fresh_median"], result["preloaded_outside_fresh_range"]) == (1, 1)
+    [shared] = result["shared_against_fresh"]  # the round's run meets the same four fresh runs, not the preloaded
+    assert shared["shared_s"] == [0.6] and shared["fresh_n"] == 4
+    # The GPU sections pool only the fresh processes' runs; the tables name each other design apart.
+    measured, _ = today.measured_runs(tmp_path)
+    assert sorted(measured["H100", "mnist_mlp", "jax"].steady) == [0.4, 0.45, 0.48, 0.5]
+    labels = Counter(r.config.name for r in loading.load_runs(tmp_path).runs)
+    assert labels == {
+        "NVIDIA-H100-jax": 4,
+        "NVIDIA-H100-jax [one process per round]": 1,
+        "NVIDIA-H100-jax [forked from a preloaded parent]": 2,
+    }
 
 
 def test_the_committed_h100_runs_of_one_process_per_round_are_compared_not_pooled() -> None:
@@ -177,9 +215,49 @@ def test_a_round_process_meets_a_warm_cache_only_where_its_workloads_ran_on_that
         "fresh_warm_s": 39.5,  # mlp 20; cnn 30 and 9 (m2's cnn alone, after its first round had finished there)
         "round_cold_s": [44.0],
         "round_warm_s": [36.0, 33.0],
+        "round_mixed_s": [38.0],  # listed only where one ran
+        "preloaded_cold_s": [],
+        "preloaded_warm_s": [],
     }
     # Only JAX has fresh processes to stand against: before is their cold round, after the warm rounds' median.
     assert (costs["before_s"], costs["after_s"], costs["after_over_before"]) == (70.0, 34.5, 0.49)
+    assert (costs["preloaded_s"], costs["preloaded_over_before"], costs["preloaded_cache"]) == (None, None, None)
+
+
+def test_a_preloaded_parent_of_a_whole_round_counts_as_preloaded_not_as_a_round(tmp_path: Path) -> None:
+    both = ["mnist_mlp", "mnist_cnn"]
+    _manifest(
+        tmp_path,
+        "m1-part1-manifest.json",
+        [_process("gpu-repeats-m1", ["mnist_mlp"], 1, 30.0), _process("gpu-repeats-m1", ["mnist_cnn"], 1, 40.0),
+         _process("gpu-repeats-m1", ["mnist_mlp"], 2, 20.0), _process("gpu-repeats-m1", ["mnist_cnn"], 2, 30.0),
+         _process("gpu-repeats-m1-round", both, 1, 36.0),  # an earlier manifest's round names no design
+         _process("gpu-repeats-m1-pre", both, 1, 28.0, design="preloaded")],
+    )  # fmt: skip
+    _manifest(
+        tmp_path,
+        "m2-part1-manifest.json",
+        [_process("gpu-repeats-m2-pre", both, 1, 50.0, design="preloaded"),
+         _process("gpu-repeats-m2-pre", both, 2, 26.0, design="preloaded"),
+         _process("gpu-repeats-m2-pre", ["mnist_mlp"], 3, 9.0, design="preloaded")],  # one child: not a round
+    )  # fmt: skip
+    processes = designs.manifest_processes(tmp_path / "NVIDIA-H100" / "console")
+    assert [p["design"] for p in processes] == ["repeat"] * 4 + ["round"] + ["preloaded"] * 4
+    rounds = [(r["machine"], r["wall_s"], r["cache"]) for r in designs.round_processes(processes)]
+    assert rounds == [("m1", 36.0, "warm")]
+    preloaded = [(r["machine"], r["wall_s"], r["cache"]) for r in designs.round_processes(processes, "preloaded")]
+    assert preloaded == [("m1", 28.0, "warm"), ("m2", 50.0, "cold"), ("m2", 26.0, "warm")]
+    costs = designs.round_costs(tmp_path / "NVIDIA-H100" / "console")
+    assert costs["per_backend"]["jax"] == {
+        "fresh_cold_s": 70.0,
+        "fresh_warm_s": 50.0,  # m2's lone preloaded child is no fresh process
+        "round_cold_s": [],
+        "round_warm_s": [36.0],
+        "preloaded_cold_s": [50.0],
+        "preloaded_warm_s": [28.0, 26.0],
+    }
+    assert (costs["before_s"], costs["after_s"], costs["after_over_before"]) == (70.0, 36.0, 0.51)
+    assert (costs["preloaded_s"], costs["preloaded_over_before"]) == (27.0, 0.39)
 
 
 def test_the_committed_h100_rounds_cost_less_than_fresh_processes_with_a_cold_cache() -> None:
@@ -206,6 +284,47 @@ def test_the_verdicts_are_decided_again_with_the_h100_round_process_repeats() ->
         assert pair["same"] == (pair["fresh"] == pair["round"])
 
 
+def test_the_verdicts_with_preloaded_repeats_use_only_the_h100_runs_forked_from_a_preloaded_parent(
+    capsys,
+) -> None:
+    assert today.main([str(LOGS), "--designs", "preloaded"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    preloaded = Counter(
+        (meta.workload, meta.backend)
+        for gpu, meta, _ in today.complete_runs(LOGS)
+        if gpu == "H100" and designs.preloaded_repeat(meta)
+    )
+    assert result["compared"] == len(result["pairs"]) <= len(preloaded)  # none where no preloaded run was committed
+    for pair in result["pairs"]:
+        assert pair["h100_repeats"]["preloaded"] == preloaded[pair["workload"], pair["backend"]]
+        assert pair["same"] == (pair["fresh"] == pair["preloaded"]) and "round" not in pair
+
+
 def test_a_missing_folder_is_a_bad_input(tmp_path: Path, capsys) -> None:
     assert designs.main([str(tmp_path / "nowhere")]) == 2
     assert "platform:" in capsys.readouterr().err
+
+
+def _complete(run_id: str, workload: str, repeat: int) -> designs.Timed:
+    return designs.Timed(run_id, workload, "jax", repeat, "host", 10.0, 1.0, "preloaded")
+
+
+def test_a_stopped_parent_filled_the_cache_of_the_children_that_finished_and_no_other(tmp_path: Path) -> None:
+    both = ["mnist_mlp", "mnist_cnn"]
+    _manifest(
+        tmp_path,
+        "m1-part1-manifest.json",
+        [_process("gpu-repeats-m1-pre", both, 1, 50.0, -1, design="preloaded"),
+         _process("gpu-repeats-m1-pre", both, 2, 30.0, design="preloaded")],
+    )  # fmt: skip
+    processes = designs.manifest_processes(tmp_path / "NVIDIA-H100" / "console")
+    mlp_only = [_complete("gpu-repeats-m1-pre", "mnist_mlp", 1)]
+    states = [state for _, state in designs.cache_states(processes, mlp_only)]
+    assert states == ["cold", "unknown"]  # mnist_cnn's child was cut: its cache may or may not have been filled
+    both_done = [*mlp_only, _complete("gpu-repeats-m1-pre", "mnist_cnn", 1)]
+    assert [state for _, state in designs.cache_states(processes, both_done)] == ["cold", "warm"]
+    assert [state for _, state in designs.cache_states(processes)] == ["cold", "unknown"]  # no runs: nothing known
+    _manifest(tmp_path, "m0-part1-manifest.json", [_process("gpu-repeats-m0", ["mnist_mlp"], 1, 20.0)])
+    costs = designs.round_costs(tmp_path / "NVIDIA-H100" / "console", mlp_only)  # m0: a fresh process to stand by
+    assert costs["per_backend"]["jax"]["preloaded_unknown_s"] == [30.0]
+    assert costs["preloaded_cache"] == {"jax": "unknown"}  # the only round stands in, and says what it met

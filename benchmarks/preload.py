@@ -1,0 +1,163 @@
+"""Fresh runner processes without paying the framework's import each time: one parent per backend imports Keras,
+the framework and the harness, then forks one child per run.
+
+A fresh process on a GPU machine spends much of its life importing: on an H100 host, `import keras` took 14-15 s
+with the torch backend (torch itself 4 s) and 5 s with JAX, against epochs of 0.2-5 s. A child forked after the
+imports starts where a fresh process stands once its imports are done: the device untouched, nothing compiled, no
+workload built, Python's collector tracking the same objects. It then pays everything else a fresh process pays
+(the device's context, the compile, the data), so its runs measure what fresh processes measure; the parent
+refuses to fork once either framework has started its device runtime or a Python thread runs. The native thread
+pools numpy and scipy start on import (OpenBLAS) are rebuilt in the child by OpenBLAS's own fork handlers.
+
+    python -m benchmarks preloaded --backend torch \\
+        --run "run --workload mnist_mlp --backend torch --suite short" \\
+        --run "run --workload mnist_cnn --backend torch --suite short"
+
+Each child's runs record `process.preloaded`, so the report can set them beside runs of truly fresh processes.
+TensorFlow starts its thread pools on import, so it is not forked: its runs keep fresh processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import functools
+import importlib
+import os
+import shlex
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+BACKENDS = ("jax", "torch")
+# What a runner process of the backend imports before it touches the device; torch._dynamo is imported by the
+# runner's compiled-state reset (3.7 s of a torch process on the H100 host).
+PRELOADS = {
+    "jax": ("keras", "benchmarks.harness.runner"),
+    "torch": ("keras", "benchmarks.harness.runner", "torch._dynamo"),
+}
+EXIT_USAGE = 2
+
+
+class PreloadUnsafe(RuntimeError):
+    """The parent's state after its imports would leak into a forked child."""
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    argv: tuple[str, ...]
+    returncode: int
+    wall_s: float
+
+
+def child_argvs(backend: str, runs: Sequence[str]) -> list[list[str]]:
+    """Each --run as runner arguments, checked before anything is imported: a `run` of one workload on the parent's
+    backend (more workloads in one child would be one process per round, a different design)."""
+    from benchmarks.cli import build_parser
+    from benchmarks.workloads import WORKLOADS
+
+    if backend not in BACKENDS:
+        raise ValueError(f"--backend {backend!r}: preloaded processes support {', '.join(BACKENDS)}")
+    if not runs:
+        raise ValueError("--run: give at least one runner command")
+    parser = build_parser()
+    out = []
+    for text in runs:
+        argv = shlex.split(text)
+        args = parser.parse_args(argv)
+        if args.command != "run" or args.backend != backend or args.workload not in WORKLOADS:
+            raise ValueError(f"--run {text!r}: must be `run --workload W --backend {backend} ...` for one workload")
+        out.append(argv)
+    return out
+
+
+def preload(backend: str) -> None:
+    """Import what a runner process of `backend` imports before training, and check it is still safe to fork."""
+    os.environ["KERAS_BACKEND"] = backend
+    if backend == "torch":
+        # torch.cuda.is_available() (Keras asks at import) would otherwise initialise the CUDA driver in the parent,
+        # which a forked child cannot use; NVML answers the same question without it.
+        os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    for module in PRELOADS[backend]:
+        importlib.import_module(module)
+    check_untouched(backend)
+
+
+def check_untouched(backend: str) -> None:
+    if threading.active_count() > 1:
+        raise PreloadUnsafe(f"{threading.active_count()} Python threads run after the imports: a fork would lose them")
+    if backend == "torch":
+        import torch
+
+        if torch.cuda.is_initialized():
+            raise PreloadUnsafe("torch initialised CUDA during the imports: a forked child could not use it")
+    if backend == "jax":
+        from jax._src import xla_bridge
+
+        if xla_bridge.backends_are_initialized():
+            raise PreloadUnsafe("JAX started its device backends during the imports: a forked child could not use them")
+
+
+def run_children(argvs: Sequence[Sequence[str]]) -> list[ChildResult]:
+    """Fork one child per runner command, one after another, each running it as `python -m benchmarks` would.
+    A SIGTERM to the parent reaches the running child (which keeps its finished epochs) before the parent ends."""
+    results = []
+    for argv in argvs:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            _child(argv)
+        signal.signal(signal.SIGTERM, functools.partial(_stop_child, pid))
+        _, status = os.waitpid(pid, 0)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        result = ChildResult(tuple(argv), os.waitstatus_to_exitcode(status), time.monotonic() - started)
+        print(f"preloaded child: exit {result.returncode}, {result.wall_s:.1f} s: {shlex.join(argv)}", flush=True)
+        results.append(result)
+    return results
+
+
+def _stop_child(pid: int, signum: int, frame: object) -> None:
+    os.kill(pid, signal.SIGTERM)
+    os.waitpid(pid, 0)
+    sys.exit(128 + signum)
+
+
+def _child(argv: Sequence[str]) -> None:
+    """Run the runner, then end as the interpreter would: exit handlers, flushed output, the runner's exit code."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    code = 1
+    try:
+        from benchmarks.cli import main
+
+        code = main(list(argv), preloaded=True)
+    finally:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks preloaded", description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", required=True, help=f"one of {', '.join(BACKENDS)}")
+    parser.add_argument("--run", action="append", default=[], help="a runner command for one child (repeatable)")
+    args = parser.parse_args(argv)
+    try:
+        argvs = child_argvs(args.backend, args.run)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SystemExit:  # the runner's parser said what was wrong with a --run
+        return EXIT_USAGE
+    try:
+        preload(args.backend)
+    except PreloadUnsafe as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    results = run_children(argvs)
+    return next((r.returncode for r in results if r.returncode != 0), 0)

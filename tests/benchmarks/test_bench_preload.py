@@ -1,0 +1,123 @@
+"""`python -m benchmarks preloaded`: one parent imports the framework, then forks a fresh child per runner command."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from benchmarks import preload
+from tests.benchmarks.conftest import REPO, run_benchmarks
+
+RUN = "run --workload mnist_mlp --backend jax --suite short --epochs 1"
+# A module of a framework in `python -X importtime`'s listing: `import time: self | cumulative | <indent>name`.
+FRAMEWORK_IMPORT = re.compile(r"^import time:.*\|\s+(keras|jax|jaxlib|torch|tensorflow)(\.\S+)?$")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    return {**env, "PYTHONPATH": str(REPO), **extra}
+
+
+def test_each_run_is_parsed_into_runner_arguments() -> None:
+    runs = [RUN, f"{RUN} --repeat-index 2 --out '/tmp/a b'"]
+    assert preload.child_argvs("jax", runs) == [shlex.split(r) for r in runs]
+
+
+@pytest.mark.parametrize(
+    ("backend", "runs", "expected"),
+    [
+        ("jax", ["run --workload mnist_mlp --backend torch"], "--backend jax"),
+        ("jax", ["run --workload mnist_mlp,mnist_cnn --backend jax"], "for one workload"),
+        ("jax", ["run --workload no_such_workload --backend jax"], "for one workload"),
+        ("jax", ["suite --suite short --backends jax"], "must be `run"),
+        ("jax", ["list"], "must be `run"),
+        ("jax", [], "at least one"),
+        ("tensorflow", ["run --workload mnist_mlp --backend tensorflow"], "support jax, torch"),
+    ],
+)
+def test_a_run_the_parent_cannot_fork_is_refused_before_anything_is_imported(
+    backend: str, runs: list[str], expected: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        preload.child_argvs(backend, runs)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--backend", "jax", "--run", "run --workload mnist_mlp --backend torch"],
+        ["--backend", "jax", "--run", RUN, "--run", "run --workload no_such_workload --backend jax"],
+        ["--backend", "jax", "--run", f"{RUN} --epochs 0"],  # the runner's own parser refuses it
+        ["--backend", "torch"],
+    ],
+)
+def test_a_bad_run_exits_2_with_one_line_and_imports_no_framework(bad: list[str], tmp_path: Path) -> None:
+    env = _env(BENCH_OFFLINE="1", KERAS_HOME=str(tmp_path))
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "benchmarks", "preloaded", *bad],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = result.stderr.splitlines()
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert len([line for line in lines if "error:" in line and not line.startswith("import time:")]) == 1
+    assert not [line for line in lines if FRAMEWORK_IMPORT.match(line)]
+    assert "preloaded child" not in result.stdout and not list(tmp_path.rglob("*.csv"))
+
+
+def test_a_thread_running_in_the_parent_makes_the_fork_unsafe() -> None:
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        with pytest.raises(preload.PreloadUnsafe, match="Python threads"):
+            preload.check_untouched("jax")
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_the_jax_preload_leaves_the_device_untouched_and_a_started_backend_is_unsafe() -> None:
+    """The check reads JAX's own record of started backends: after the imports there are none, after a device
+    query there are."""
+    script = (
+        "from benchmarks import preload\n"
+        "preload.preload('jax')\n"
+        "import jax\n"
+        "jax.devices()\n"
+        "try:\n"
+        "    preload.check_untouched('jax')\n"
+        "except preload.PreloadUnsafe as exc:\n"
+        "    print('unsafe:', exc)\n"
+    )
+    env = _env(JAX_PLATFORMS="cpu")
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("unsafe: JAX started its device backends"), result.stdout
+
+
+def test_each_child_trains_its_run_as_a_fresh_process_and_says_it_was_preloaded(
+    keras_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)  # the parent sets it for the backend it preloads
+    run = f"{RUN} --train-limit 256 --val-limit 64 --offline --allow-synthetic --dataset synthetic"
+    run += f" --out {shlex.quote(str(tmp_path))} --run-id pre"
+    args = ["preloaded", "--backend", "jax", "--run", f"{run} --repeat-index 1", "--run", f"{run} --repeat-index 2"]
+    result = run_benchmarks(args, keras_home, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert len(re.findall(r"^preloaded child: exit 0, ", result.stdout, flags=re.MULTILINE)) == 2
+    for index in (1, 2):
+        meta = json.loads((tmp_path / "local" / "pre" / f"mnist_mlp_jax_synthetic.r0{index}.json").read_text())
+        assert (meta["status"], meta["backend"], meta["repeat"]["index"]) == ("complete", "jax", index)
+        assert meta["process"] == {"position": 1, "workloads": 1, "preloaded": True}
