@@ -265,12 +265,12 @@ def cache_states(processes: Iterable[dict], complete: Iterable[Timed] = ()) -> l
     return out
 
 
-def cache_rounds(consoles: Path) -> dict[str, dict[str, float]]:
+def cache_rounds(consoles: Path, complete: Iterable[Timed] = ()) -> dict[str, dict[str, float]]:
     """Per backend: a round of the defaults (one fresh process per workload) in wall seconds with a cold compile
     cache (the workload's first process on a machine) and a warm one (its processes after one had finished there),
     the medians over machines, from the manifests gpu_session's repeats phase leaves beside the consoles and the
-    complete runs of the platform's folder above them (which tell what a stopped process finished)."""
-    return _fresh_rounds(cache_states(manifest_processes(consoles), timed_repeats(consoles.parent)))
+    platform's `complete` runs (timed_repeats), which tell what a stopped process finished."""
+    return _fresh_rounds(cache_states(manifest_processes(consoles), complete))
 
 
 def _fresh_rounds(states: Sequence[tuple[dict, str]]) -> dict[str, dict[str, float]]:

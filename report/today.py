@@ -26,7 +26,14 @@ from pathlib import Path
 
 from benchmarks.metadata import RunMetadata
 from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate
-from report.designs import cache_rounds, complete_runs_in, fresh_repeat, preloaded_repeat, round_process_repeat
+from report.designs import (
+    cache_rounds,
+    complete_runs_in,
+    fresh_repeat,
+    preloaded_repeat,
+    round_process_repeat,
+    timed_repeats,
+)
 from report.studies import get_study, published_results
 
 STUDY = "benchmark-gpus-2017-11"
@@ -321,7 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: logs: {args.logs} holds no {' and '.join(PLATFORMS.values())} folders", file=sys.stderr)
         return 2
     if args.cache:
-        print(json.dumps(cache_rounds(args.logs / PLATFORMS["H100"] / "console"), indent=2))
+        h100 = args.logs / PLATFORMS["H100"]
+        print(json.dumps(cache_rounds(h100 / "console", timed_repeats(h100)), indent=2))
         return 0
     if args.designs:
         print(json.dumps(design_verdicts(args.logs, design=args.designs), indent=2))
