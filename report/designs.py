@@ -44,20 +44,25 @@ def process_design(meta: RunMetadata) -> str:
     return "preloaded" if meta.process is not None and meta.process.preloaded else "repeat"
 
 
+def repeat_design(meta: RunMetadata) -> str | None:
+    """The process design of a GPU default's repeat; None for any other run (a suite's runs share a process by
+    design and are not repeats)."""
+    return process_design(meta) if meta.run_id.startswith(REPEATS_PREFIX) else None
+
+
 def fresh_repeat(meta: RunMetadata) -> bool:
     """A repeat of a GPU default trained alone in a fresh process: the runs the report pools."""
-    return meta.run_id.startswith(REPEATS_PREFIX) and process_design(meta) == "repeat"
+    return repeat_design(meta) == "repeat"
 
 
 def round_process_repeat(meta: RunMetadata) -> bool:
-    """A repeat of a GPU default trained in one process per round (`--processes round`). A suite's runs share a
-    process by design and are not repeats: they are neither."""
-    return meta.run_id.startswith(REPEATS_PREFIX) and process_design(meta) == "round"
+    """A repeat of a GPU default trained in one process per round (`--processes round`)."""
+    return repeat_design(meta) == "round"
 
 
 def preloaded_repeat(meta: RunMetadata) -> bool:
     """A repeat of a GPU default trained in a child of a preloaded parent (`--processes preloaded`)."""
-    return meta.run_id.startswith(REPEATS_PREFIX) and process_design(meta) == "preloaded"
+    return repeat_design(meta) == "preloaded"
 
 
 def shared_process(meta: RunMetadata) -> bool:

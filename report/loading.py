@@ -15,7 +15,7 @@ from pathlib import Path
 
 from benchmarks.logs import STATUS_COMPLETE, EpochLog, LogFormatError, find_logs, read_epoch_log
 from benchmarks.metadata import Fingerprint, RunMetadata, Settings, StabilityLabel
-from report.designs import REPEATS_PREFIX, process_design
+from report.designs import repeat_design
 
 RUN_ID_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{4}$")
 # A repeat's files carry its two-digit index: `<workload>_<backend>[_synthetic].r02.csv`.
@@ -234,7 +234,7 @@ def _run_from_metadata(log: EpochLog, meta: RunMetadata) -> Run:
         image=_short_image_name(meta.container.image if meta.container else None),
         precision=meta.settings.dtype_policy,
         compile_settings=_compile_settings(meta),
-        process_variant=_process_variant(meta),
+        process_variant=PROCESS_VARIANTS.get(repeat_design(meta) or "", ""),
         measured=_measured(meta),
     )
 
@@ -312,10 +312,6 @@ def _run_from_path(root: Path, log: EpochLog) -> Run:
         log=log,
         data_source="synthetic" if synthetic else "unknown",
     )
-
-
-def _process_variant(meta: RunMetadata) -> str:
-    return PROCESS_VARIANTS.get(process_design(meta), "") if meta.run_id.startswith(REPEATS_PREFIX) else ""
 
 
 def assign_variants(runs: Iterable[Run]) -> list[Run]:

@@ -346,6 +346,17 @@ def recorded_commands(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return commands
 
 
+def two_rounds_of_three_workloads(tmp_path: Path, design: str) -> list[dict]:
+    """The repeats phase's entries for 2 repeats of mnist_mlp, mnist_cnn and imdb_fasttext on JAX and PyTorch
+    under `--processes design` (record the commands first: recorded_commands)."""
+    args = gpu_session._parser().parse_args(
+        ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path), "--repeats", "2",
+         "--processes", design, "--backends", "jax,torch", "--workloads", "mnist_mlp,mnist_cnn,imdb_fasttext"]
+    )  # fmt: skip
+    args.backends, args.workloads = ("jax", "torch"), ("mnist_mlp", "mnist_cnn", "imdb_fasttext")
+    return gpu_session._repeats(args, {}, tmp_path / "logs", io.StringIO(), time.monotonic() + 600)
+
+
 def test_collect_brings_headroom_records_beside_the_runs(tmp_path: Path) -> None:
     remote = tmp_path / "remote"
     record = remote / "h100" / "gpu-headroom-a" / f"mnist_mlp{gpu_session.HEADROOM_SUFFIX}"
@@ -382,12 +393,7 @@ def test_a_round_design_trains_each_backends_workloads_of_the_round_in_one_proce
     """`--processes round`: one runner process per backend per round, its workloads in the round's rotated order;
     every workload still gets one repeat per round, each from another process. The runner parses the command."""
     commands = recorded_commands(monkeypatch)
-    args = gpu_session._parser().parse_args(
-        ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path), "--repeats", "2",
-         "--processes", "round", "--backends", "jax,torch", "--workloads", "mnist_mlp,mnist_cnn,imdb_fasttext"]
-    )  # fmt: skip
-    args.backends, args.workloads = ("jax", "torch"), ("mnist_mlp", "mnist_cnn", "imdb_fasttext")
-    entries = gpu_session._repeats(args, {}, tmp_path / "logs", io.StringIO(), time.monotonic() + 600)
+    entries = two_rounds_of_three_workloads(tmp_path, "round")
     assert [(e["round"], e["backend"], e["workloads"]) for e in entries] == [
         (1, "jax", ["mnist_mlp", "mnist_cnn", "imdb_fasttext"]),
         (1, "torch", ["mnist_mlp", "mnist_cnn", "imdb_fasttext"]),
@@ -407,12 +413,7 @@ def test_a_preloaded_design_forks_a_child_per_workload_from_one_parent_per_backe
     from benchmarks import preload
 
     commands = recorded_commands(monkeypatch)
-    args = gpu_session._parser().parse_args(
-        ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path), "--repeats", "2",
-         "--processes", "preloaded", "--backends", "jax,torch", "--workloads", "mnist_mlp,mnist_cnn,imdb_fasttext"]
-    )  # fmt: skip
-    args.backends, args.workloads = ("jax", "torch"), ("mnist_mlp", "mnist_cnn", "imdb_fasttext")
-    entries = gpu_session._repeats(args, {}, tmp_path / "logs", io.StringIO(), time.monotonic() + 600)
+    entries = two_rounds_of_three_workloads(tmp_path, "preloaded")
     assert [(e["round"], e["backend"], e["design"]) for e in entries] == [
         (1, "jax", "preloaded"), (1, "torch", "preloaded"), (2, "jax", "preloaded"), (2, "torch", "preloaded"),
     ]  # fmt: skip

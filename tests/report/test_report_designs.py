@@ -178,6 +178,12 @@ def test_a_shared_run_is_set_beside_fresh_runs_of_hosts_about_as_fast(tmp_path: 
     assert row["shared_over_alike_host_median"] == 1.0 and row["shared_over_fresh_median"] == 1.2
 
 
+def _two_fresh_rounds(run_id: str) -> list[dict]:
+    """mnist_mlp and mnist_cnn in a fresh process each, twice: 30 and 40 s cold, then 20 and 30 s warm."""
+    walls = {("mnist_mlp", 1): 30.0, ("mnist_cnn", 1): 40.0, ("mnist_mlp", 2): 20.0, ("mnist_cnn", 2): 30.0}
+    return [_process(run_id, [workload], repeat, wall) for (workload, repeat), wall in walls.items()]
+
+
 def test_a_round_process_meets_a_warm_cache_only_where_its_workloads_ran_on_that_machine_before(
     tmp_path: Path,
 ) -> None:
@@ -185,8 +191,7 @@ def test_a_round_process_meets_a_warm_cache_only_where_its_workloads_ran_on_that
     _manifest(
         tmp_path,
         "m1-part1-manifest.json",
-        [_process("gpu-repeats-m1", ["mnist_mlp"], 1, 30.0), _process("gpu-repeats-m1", ["mnist_cnn"], 1, 40.0),
-         _process("gpu-repeats-m1", ["mnist_mlp"], 2, 20.0), _process("gpu-repeats-m1", ["mnist_cnn"], 2, 30.0),
+        [*_two_fresh_rounds("gpu-repeats-m1"),
          _process("gpu-repeats-m1-round", both, 1, 36.0), _process("gpu-repeats-m1-round", both, 1, 90.0, 0, "torch")],
     )  # fmt: skip
     _manifest(
@@ -229,8 +234,7 @@ def test_a_preloaded_parent_of_a_whole_round_counts_as_preloaded_not_as_a_round(
     _manifest(
         tmp_path,
         "m1-part1-manifest.json",
-        [_process("gpu-repeats-m1", ["mnist_mlp"], 1, 30.0), _process("gpu-repeats-m1", ["mnist_cnn"], 1, 40.0),
-         _process("gpu-repeats-m1", ["mnist_mlp"], 2, 20.0), _process("gpu-repeats-m1", ["mnist_cnn"], 2, 30.0),
+        [*_two_fresh_rounds("gpu-repeats-m1"),
          _process("gpu-repeats-m1-round", both, 1, 36.0),  # an earlier manifest's round names no design
          _process("gpu-repeats-m1-pre", both, 1, 28.0, design="preloaded")],
     )  # fmt: skip
