@@ -72,6 +72,11 @@ class Timing:
     steady_epochs: int = 0
     total_s: float = 0.0
     harness_hook_s: float | None = None  # the timing callback's own work, CSV rows included
+    # Where the run's time before its first epoch went: loading and preparing the data, building and compiling the
+    # Keras model, describing the run (versions, hardware, the fingerprint's measurements).
+    data_s: float | None = None
+    build_s: float | None = None
+    describe_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -82,10 +87,15 @@ class Final:
     val_acc: float | None = None
 
 
+# Compile-cache states whose first epoch loaded nothing from the cache: it measured what a process without one does.
+UNCACHED = ("cold", "unused")
+
+
 @dataclass(frozen=True)
 class CompileCache:
     """A persistent compile cache the run used (benchmarks.harness.compile_cache): where, and whether its compiles
-    loaded from it (warm), compiled afresh (cold) or both (mixed). It changes the first epoch, not the steady ones."""
+    loaded from it (warm), compiled afresh (cold) or both (mixed), or looked nothing up (unused: an eager model). It
+    changes the first epoch, not the steady ones."""
 
     dir: str
     state: str

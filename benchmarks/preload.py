@@ -83,6 +83,9 @@ def preload(backend: str) -> None:
         os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     for module in PRELOADS[backend]:
         importlib.import_module(module)
+    from benchmarks.harness import sysinfo
+
+    sysinfo.cpu()  # the same for every child, and a 1.1 s subprocess in each
     check_untouched(backend)
 
 

@@ -195,6 +195,34 @@ def between_machine_sd(configurations: Sequence[Mapping[str, Sequence[float]]]) 
     return math.sqrt(squares / freedom) if freedom else None
 
 
+def within_machine_sd(configurations: Sequence[Mapping[str, Sequence[float]]]) -> float | None:
+    """How far one process's value strays from another's on the same machine, in log units: the pooled standard
+    deviation of the log values around their machine's mean, over every machine with two or more values
+    (degrees of freedom: values - 1 per machine). None: no machine ran a configuration twice."""
+    squares, freedom = 0.0, 0
+    for by_machine in configurations:
+        for values in by_machine.values():
+            if len(values) < 2:
+                continue
+            logs = np.log(np.asarray(values, float))
+            squares += float(((logs - logs.mean()) ** 2).sum())
+            freedom += len(logs) - 1
+    return math.sqrt(squares / freedom) if freedom else None
+
+
+def machine_component_sd(configurations: Sequence[Mapping[str, Sequence[float]]]) -> float | None:
+    """The spread machines add beyond the processes' own, in log units: a machine's median over n processes
+    strays from another's by both, so the method of moments takes the processes' share (within_machine_sd squared
+    over n, averaged over the machines) out of between_machine_sd's square; 0 where nothing is left."""
+    between, within = between_machine_sd(configurations), within_machine_sd(configurations)
+    if between is None or within is None:
+        return None
+    counts = [len(v) for by_machine in configurations if sum(1 for v in by_machine.values() if v) >= 2
+              for v in by_machine.values() if v]  # fmt: skip
+    share = within**2 * float(np.mean([1 / n for n in counts]))
+    return math.sqrt(max(0.0, between**2 - share))
+
+
 def next_machine_interval(by_machine: Mapping[str, Sequence[float]], between_sd: float) -> Estimate:
     """Where the median of the next separately started machine should fall, as a random-effects prediction: the
     median of the k measured machines' runs (each machine's runs resampled, the machines kept) times the next

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.logs import find_logs, read_epoch_log
-from benchmarks.metadata import ProcessPlace, RunMetadata, Settings, Status
+from benchmarks.metadata import UNCACHED, ProcessPlace, RunMetadata, Settings, Status
 from benchmarks.stats import FASTER, TOO_FEW, Estimate, compare, median_estimate
 
 # Runs of the defaults: the GPU session's suite and repeats phases. Its variance phase studies the spread of one
@@ -50,7 +50,7 @@ def first_epoch_kind(settings: Settings, process: ProcessPlace | None = None) ->
     """What a run's first epoch measured: a compile in a fresh process, a compile after another workload in the
     same process, or a load from a warm (or partly warm) compile cache."""
     cache = settings.compile_cache
-    kind = COMPILED if cache is None or cache.state == "cold" else f"compile cache {cache.state}"
+    kind = COMPILED if cache is None or cache.state in UNCACHED else f"compile cache {cache.state}"
     return kind if process is None or process.position == 1 else f"{kind}, not first in its process"
 
 

@@ -20,14 +20,15 @@ import argparse
 import json
 import statistics
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from benchmarks.logs import find_logs, read_epoch_log
 from benchmarks.metadata import RunMetadata, Status
+from benchmarks.stats import between_machine_sd, machine_component_sd, within_machine_sd
 
 REPEATS_PREFIX = "gpu-repeats-"
 SIMILAR_HOST = 0.2  # fresh runs whose host single-thread score is within 20 % of a shared run's count as alike
@@ -82,6 +83,8 @@ class Timed:
     steady_s: float
     design: str  # process_design
     host_score: float | None = None  # the fingerprint's single-thread score at the process's start
+    setup: dict[str, float] = field(default_factory=dict)  # SETUP_PHASES -> seconds, where the run recorded them
+    cache_lookups: tuple[int, int] | None = None  # the run's compile-cache (hits, misses); None: no cache record
 
 
 def complete_runs_in(folder: Path) -> Iterator[tuple[RunMetadata, list[float]]]:
@@ -113,8 +116,43 @@ def timed_repeats(platform_dir: Path) -> list[Timed]:
                 statistics.median(steady),
                 process_design(meta),
                 _host_score(meta),
+                _setup(meta),
+                _cache_lookups(meta),
             )
         )
+    return out
+
+
+SETUP_PHASES = ("data_s", "build_s", "describe_s")
+
+
+def _cache_lookups(meta: RunMetadata) -> tuple[int, int] | None:
+    cache = meta.settings.compile_cache if meta.settings else None
+    return (cache.hits, cache.misses) if cache else None
+
+
+def _setup(meta: RunMetadata) -> dict[str, float]:
+    timing = meta.timing
+    found = {phase: getattr(timing, phase) for phase in SETUP_PHASES} if timing else {}
+    return {phase: seconds for phase, seconds in found.items() if seconds is not None}
+
+
+def setup_per_round(runs: Sequence[Timed]) -> dict[str, dict[str, dict[str, float]]]:
+    """design -> backend -> each step before the first epoch (SETUP_PHASES), summed over a round's workloads from
+    each workload's median: what a round of the defaults pays before any training, per process design."""
+    by: dict[tuple[str, str, str], list[dict[str, float]]] = defaultdict(list)
+    for run in runs:
+        if set(run.setup) == set(SETUP_PHASES):
+            by[run.design, run.backend, run.workload].append(run.setup)
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for (design, backend, _), setups in sorted(by.items()):
+        row = out.setdefault(design, {}).setdefault(
+            backend, {"workloads": 0, "runs": 0, **dict.fromkeys(SETUP_PHASES, 0.0)}
+        )
+        row["workloads"] += 1
+        row["runs"] += len(setups)
+        for phase in SETUP_PHASES:
+            row[phase] = round(row[phase] + statistics.median(s[phase] for s in setups), 2)
     return out
 
 
@@ -243,12 +281,42 @@ def _alike_host(fresh: Timed, shared: Sequence[Timed]) -> bool:
     )
 
 
+def spread_sources(runs: Sequence[Timed]) -> dict[str, dict[str, float | int | None]]:
+    """Per backend, and over both: where the fresh repeats' spread lives, in log units (0.10 is about 10 %):
+    between processes on one machine, between the machines' medians, and what machines add beyond the processes
+    (benchmarks.stats). Where processes on one machine spread as much as machines do, a repeat in a fresh process
+    buys as much as one on another machine; where they hardly spread, repeats belong on other machines."""
+    by_default: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        if run.design == "repeat":
+            by_default[run.workload, run.backend][run.host].append(run.steady_s)
+    out: dict[str, dict[str, float | int | None]] = {}
+    for backend in [*sorted({b for _, b in by_default}), "all"]:
+        configurations = [m for (_, b), m in by_default.items() if backend in (b, "all")]
+        out[backend] = {
+            "defaults": len(configurations),
+            "processes": sum(len(v) for m in configurations for v in m.values()),
+            "within_machine_sd": _rounded(within_machine_sd(configurations)),
+            "between_machine_medians_sd": _rounded(between_machine_sd(configurations)),
+            "machine_component_sd": _rounded(machine_component_sd(configurations)),
+        }
+    return out
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
 def cache_states(processes: Iterable[dict], complete: Iterable[Timed] = ()) -> list[tuple[dict, str]]:
     """Each process, in the order they ran, with the compile cache it met on its machine for its backend: warm
-    where every workload had finished there before, cold where none had run there, mixed between; unknown where
-    one had only been in a process stopped at a budget, which may or may not have reached it. A stopped process's
-    workloads that left a `complete` run did finish (a preloaded parent's children end one by one)."""
+    where every workload had finished there before, cold where none had run there, mixed between. A stopped
+    process's workloads that left a `complete` run did finish (a preloaded parent's children end one by one); one
+    it may or may not have reached is settled by the later process's own run of it: finished there if that run
+    missed nothing in the cache (a run that looked nothing up compiled nothing a cache could hold), else not; with
+    no such run on record the state is unknown."""
+    complete = list(complete)
     completed = {(r.run_id, r.workload, r.backend, r.index) for r in complete}
+    lookups = {(r.run_id, r.workload, r.backend, r.index): r.cache_lookups for r in complete}
     finished: dict[tuple[str, str], set[str]] = {}
     stopped: dict[tuple[str, str], set[str]] = {}
     out = []
@@ -256,18 +324,24 @@ def cache_states(processes: Iterable[dict], complete: Iterable[Timed] = ()) -> l
         key = (p["machine"], p["backend"])
         done, cut = finished.setdefault(key, set()), stopped.setdefault(key, set())
         workloads = set(p["workloads"])
-        if workloads & (cut - done):
+        uncertain = {w: lookups.get(_run_key(p, w)) for w in workloads & (cut - done)}
+        if any(counted is None for counted in uncertain.values()):
             state = "unknown"
         else:
-            state = "warm" if workloads <= done else "cold" if not workloads & done else "mixed"
+            seen = done | {w for w, counted in uncertain.items() if counted and counted[1] == 0}
+            state = "warm" if workloads <= seen else "cold" if not workloads & seen else "mixed"
         out.append((p, state))
         if p["returncode"] == 0:
             done.update(workloads)
             continue
-        ended = {w for w in workloads if (p["run_id"], w, p["backend"], p["repeat"]) in completed}
+        ended = {w for w in workloads if _run_key(p, w) in completed}
         done.update(ended)
         cut.update(workloads - ended)
     return out
+
+
+def _run_key(process: dict, workload: str) -> tuple[str, str, str, int]:
+    return (process["run_id"], workload, process["backend"], process["repeat"])
 
 
 def cache_rounds(consoles: Path, complete: Iterable[Timed] = ()) -> dict[str, dict[str, float]]:
@@ -375,6 +449,8 @@ def designs(platform_dir: Path) -> dict:
         "preloaded_slower_than_fresh_median": sum(c["preloaded_over_fresh_median"] > 1 for c in preloaded),
         "preloaded_outside_fresh_range": sum(not c["inside_fresh_range"] for c in preloaded),
         "round_costs": round_costs(platform_dir / "console", runs),
+        "setup_per_round": setup_per_round(runs),
+        "spread_sources": spread_sources(runs),
     }
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from benchmarks.logs import STATUS_COMPLETE, EpochLog, LogFormatError, find_logs, read_epoch_log
-from benchmarks.metadata import Fingerprint, RunMetadata, Settings, StabilityLabel
+from benchmarks.metadata import UNCACHED, Fingerprint, RunMetadata, Settings, StabilityLabel
 from report.designs import repeat_design
 
 RUN_ID_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{4}$")
@@ -119,7 +119,7 @@ class Run:
         first = self.log.first_epoch
         cache = self.metadata.settings.compile_cache
         place = self.metadata.process
-        if first is None or (cache is not None and cache.state != "cold") or (place and place.position > 1):
+        if first is None or (cache is not None and cache.state not in UNCACHED) or (place and place.position > 1):
             return None
         return first.elapsed
 

@@ -23,6 +23,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchmarks.metadata import RunMetadata
 from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate
@@ -180,7 +181,7 @@ def _rows(measured: dict[tuple[str, str, str], Measured], full: dict[str, int], 
 
 def _verdict(h100: Sequence[float], h200: Sequence[float], runs: dict[str, Measured]) -> str:
     result = compare(h100, h200, candidate_machines=runs["H100"].machines, base_machines=runs["H200"].machines)
-    return {FASTER: "H100", SLOWER: "H200", TOO_FEW: "too few repeats"}.get(result.verdict, "neither beyond noise")
+    return {FASTER: "H100", SLOWER: "H200", TOO_FEW: TOO_FEW_WORDS}.get(result.verdict, "neither beyond noise")
 
 
 def _seconds(value: float) -> str:
@@ -288,15 +289,51 @@ def summary(table: Sequence[Row], prices: Sequence[Price]) -> str:
 DESIGN_RUNS = {"round": round_process_repeat, "preloaded": preloaded_repeat}
 
 
+Verdicts = dict[tuple[str, str], dict[str, str]]  # (workload, backend) -> faster and cheaper per cloud
+
+
+def _verdicts(
+    measured: tuple[dict[tuple[str, str, str], Measured], dict[str, int]], prices: Sequence[Price]
+) -> Verdicts:
+    return {(r.workload, r.backend): {"faster": r.faster, **r.cheaper} for r in _rows(*measured, prices)}
+
+
+def machines_left_out(
+    runs: Sequence[tuple[str, RunMetadata, list[float]]], prices: Sequence[Price]
+) -> dict[tuple[str, str], dict]:
+    """How reproducible the fresh-process verdicts are: each pair's verdicts decided again with one machine's
+    repeats left out, once per machine of either GPU. A pair whose verdicts change when a machine is left out was
+    decided by that machine; no other design can be asked to reproduce it. Left-out sets that leave too few
+    repeats to decide are not counted."""
+    full = _verdicts(_measured(runs, fresh_repeat), prices)
+    hosts = sorted({(gpu, _host(meta)) for gpu, meta, _ in runs if fresh_repeat(meta)})
+    kept: dict[tuple[str, str], list[bool]] = {key: [] for key in full}
+    for gpu, host in hosts:
+        again = _verdicts(_measured([r for r in runs if (r[0], _host(r[1])) != (gpu, host)], fresh_repeat), prices)
+        for key, verdicts in again.items():
+            if key in full and TOO_FEW_WORDS not in verdicts.values():
+                kept[key].append(verdicts == full[key])
+    return {key: {"kept": sum(k), "tried": len(k), "stable": all(k)} for key, k in kept.items()}
+
+
+TOO_FEW_WORDS = "too few repeats"
+
+
+def _host(meta: RunMetadata) -> str:
+    return str(meta.hardware.get("host_id") or meta.run_id)
+
+
 def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: str = "round") -> dict:
     """Per default: which GPU is faster and which is cheaper per cloud, decided once with the H100's fresh-process
-    repeats and once with its repeats of `design` (round or preloaded; the H200's are fresh in both), and whether
-    the two agree."""
+    repeats and once with its repeats of `design` (round or preloaded; the H200's are fresh in both), whether the
+    two agree, and whether the fresh verdicts survive leaving out any one machine (machines_left_out): agreement
+    is only asked of those."""
     prices = load_prices() if prices is None else prices
     runs = list(complete_runs(logs))  # read once: both designs' verdicts come from the same logs
     fresh = {(r.workload, r.backend): r for r in _rows(*_measured(runs, fresh_repeat), prices)}
     other = {(r.workload, r.backend): r for r in _rows(*_measured(runs, DESIGN_RUNS[design]), prices)}
-    pairs = []
+    stability = machines_left_out(runs, prices)
+    pairs: list[dict[str, Any]] = []
     for key in sorted(fresh.keys() & other.keys()):
         designs = (("fresh", fresh[key]), (design, other[key]))
         verdicts = {name: {"faster": r.faster, **r.cheaper} for name, r in designs}
@@ -307,9 +344,17 @@ def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: s
                 "h100_repeats": {"fresh": fresh[key].estimates["H100"].n, design: other[key].estimates["H100"].n},
                 **verdicts,
                 "same": verdicts["fresh"] == verdicts[design],
+                "fresh_machines_left_out": stability[key],
             }
         )
-    return {"pairs": pairs, "same": sum(p["same"] for p in pairs), "compared": len(pairs)}
+    stable = [p for p in pairs if p["fresh_machines_left_out"]["stable"]]
+    return {
+        "pairs": pairs,
+        "same": sum(p["same"] for p in pairs),
+        "compared": len(pairs),
+        "fresh_stable": len(stable),
+        "same_where_fresh_stable": sum(p["same"] for p in stable),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,9 +29,10 @@ JAX_HIT = "/jax/compilation_cache/cache_hits"
 
 
 def state(hits: int, misses: int) -> str:
-    """cold: everything compiled here; warm: everything loaded; mixed: some of each."""
+    """cold: everything compiled here; warm: everything loaded; mixed: some of each; unused: nothing was looked up
+    (an eager model compiles nothing a cache could keep)."""
     if not hits:
-        return "cold"
+        return "cold" if misses else "unused"
     return "mixed" if misses else "warm"
 
 

@@ -11,6 +11,7 @@ import datetime as dt
 import gc
 import statistics
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -111,6 +112,24 @@ def csv_path(options: RunOptions, workload: str, synthetic: bool) -> Path:
     return options.out_dir / options.platform / options.run_id / f"{workload}_{options.backend}{suffix}{repeat}.csv"
 
 
+class SetupClock:
+    """Seconds of each step before the first epoch, in the order they ran."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._since = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(now - self._since, 3)
+        self._since = now
+
+    def timing(self) -> metadata.Timing:
+        return metadata.Timing(
+            data_s=self.laps.get("data_s"), build_s=self.laps.get("build_s"), describe_s=self.laps.get("describe_s")
+        )
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
@@ -124,8 +143,10 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     backends.reset_compiled_state(options.backend)
     keras.utils.set_random_seed(options.seed)
     started_at = _now()
+    setup = SetupClock()
     data = load_data(module, run_plan.request, options, notices if notices is not None else set())
     data, spread = distribution.split_evenly(data, run_plan.distribution)
+    setup.lap("data_s")
     settings = options.overrides.apply(
         backends.default_settings(options.backend, name, backends.gpu_available(options.backend))
     )
@@ -140,10 +161,13 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
             steps_per_execution=settings.steps_per_execution,
         )
     run_plan = replace(run_plan, distribution=distribution.observe(model, spread))
+    setup.lap("build_s")
     path = csv_path(options, name, data.info.source == SYNTHETIC)
     records: list[EpochRecord] = []
     meta = run_metadata(spec, options, settings, run_plan, data, model, started_at)
     write_metadata(path, meta.to_dict())
+    setup.lap("describe_s")
+    meta = replace(meta, timing=setup.timing())
     if cache:
         cache.mark()  # after the fingerprint's own compiles: count the model's
     writer = EpochLogWriter(path)
@@ -292,7 +316,8 @@ def _finish(
         error=error,
         ended_at=_now(),
         epochs_completed=len(records),
-        timing=metadata.Timing(
+        timing=replace(
+            meta.timing or metadata.Timing(),
             first_epoch_s=records[0].elapsed if records else None,
             steady_median_s=statistics.median(steady) if steady else None,
             steady_epochs=len(steady),

@@ -94,6 +94,8 @@ def test_the_jax_preload_leaves_the_device_untouched_and_a_started_backend_is_un
     script = (
         "from benchmarks import preload\n"
         "preload.preload('jax')\n"
+        "from benchmarks.harness import sysinfo\n"
+        "print('cpu described once for all children:', sysinfo.cpu.cache_info().currsize)\n"
         "import jax\n"
         "jax.devices()\n"
         "try:\n"
@@ -104,7 +106,9 @@ def test_the_jax_preload_leaves_the_device_untouched_and_a_started_backend_is_un
     env = _env(JAX_PLATFORMS="cpu")
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.startswith("unsafe: JAX started its device backends"), result.stdout
+    described, unsafe = result.stdout.splitlines()[:2]
+    assert described == "cpu described once for all children: 1"
+    assert unsafe.startswith("unsafe: JAX started its device backends"), result.stdout
 
 
 def test_each_child_trains_its_run_as_a_fresh_process_and_says_it_was_preloaded(

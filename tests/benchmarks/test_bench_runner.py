@@ -47,6 +47,7 @@ def test_every_workload_writes_a_valid_log(tiny_suite: tuple[Path, str], workloa
     assert all(e.elapsed > 0 and e.loss is not None for e in log.epochs)
     assert meta["timing"]["first_epoch_s"] == log.epochs[0].elapsed
     assert meta["timing"]["steady_median_s"] == log.epochs[1].elapsed
+    assert all(meta["timing"][step] > 0 for step in ("data_s", "build_s", "describe_s"))  # before the first epoch
     assert meta["software"]["framework"] == backend and meta["software"]["keras"].startswith("3.")
     assert meta["hardware"]["accelerator"] == "cpu" and meta["hardware"]["cpu_cores_logical"] >= 1
     assert meta["settings"]["dtype_policy"] == "float32"

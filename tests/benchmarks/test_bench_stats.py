@@ -18,12 +18,14 @@ from benchmarks.stats import (
     between_machine_sd,
     compare,
     leave_one_machine_out,
+    machine_component_sd,
     mann_whitney_p,
     median_estimate,
     median_interval_ranks,
     next_machine_interval,
     ratio_of_medians,
     smallest_possible_p,
+    within_machine_sd,
 )
 
 
@@ -192,6 +194,21 @@ def test_between_machine_sd_pools_log_medians_over_configurations() -> None:
     # squares (0.05^2 + 0.05^2) + 0, over (2 - 1) + (2 - 1) degrees of freedom; one machine alone adds nothing
     assert spread == pytest.approx(np.sqrt(0.005 / 2))
     assert between_machine_sd([{"a": [1.0, 2.0]}]) is None
+
+
+def test_within_machine_sd_pools_each_machines_processes_and_machines_add_what_is_left() -> None:
+    e = float(np.exp(0.1))
+    same_machines = [{"a": [1.0, e], "b": [1.0, e]}]  # processes spread, the machines' medians agree
+    assert within_machine_sd(same_machines) == pytest.approx(np.sqrt(4 * 0.05**2 / 2))
+    assert machine_component_sd(same_machines) == 0.0
+    apart = [{"a": [1.0, 1.0], "b": [e**3, e**3]}]  # processes agree, the machines are 30 % apart
+    assert within_machine_sd(apart) == 0.0
+    assert machine_component_sd(apart) == pytest.approx(between_machine_sd(apart)) == pytest.approx(0.3 / np.sqrt(2))
+    # the processes' share of the machines' medians is taken out: machines a and b differ by more than it
+    both = [{"a": [1.0, e], "b": [e**3, e**4]}]
+    within = np.sqrt(4 * 0.05**2 / 2)
+    assert machine_component_sd(both) == pytest.approx(np.sqrt(between_machine_sd(both) ** 2 - within**2 / 2))
+    assert within_machine_sd([{"a": [1.0], "b": [2.0]}]) is None and machine_component_sd([{"a": [1.0]}]) is None
 
 
 def test_next_machine_interval_is_wider_than_the_median_interval() -> None:

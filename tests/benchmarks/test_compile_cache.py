@@ -50,5 +50,5 @@ def test_no_cache_is_used_unless_asked_for(tmp_path: Path) -> None:
 
 
 def test_state_names_cold_warm_and_mixed() -> None:
-    assert compile_cache.state(0, 5) == "cold" and compile_cache.state(0, 0) == "cold"
+    assert compile_cache.state(0, 5) == "cold" and compile_cache.state(0, 0) == "unused"
     assert compile_cache.state(5, 0) == "warm" and compile_cache.state(3, 2) == "mixed"

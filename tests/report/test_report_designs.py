@@ -309,8 +309,8 @@ def test_a_missing_folder_is_a_bad_input(tmp_path: Path, capsys) -> None:
     assert "platform:" in capsys.readouterr().err
 
 
-def _complete(run_id: str, workload: str, repeat: int) -> designs.Timed:
-    return designs.Timed(run_id, workload, "jax", repeat, "host", 10.0, 1.0, "preloaded")
+def _complete(run_id: str, workload: str, repeat: int, lookups: tuple[int, int] | None = None) -> designs.Timed:
+    return designs.Timed(run_id, workload, "jax", repeat, "host", 10.0, 1.0, "preloaded", cache_lookups=lookups)
 
 
 def test_a_stopped_parent_filled_the_cache_of_the_children_that_finished_and_no_other(tmp_path: Path) -> None:
@@ -332,3 +332,50 @@ def test_a_stopped_parent_filled_the_cache_of_the_children_that_finished_and_no_
     costs = designs.round_costs(tmp_path / "NVIDIA-H100" / "console", mlp_only)  # m0: a fresh process to stand by
     assert costs["per_backend"]["jax"]["preloaded_unknown_s"] == [30.0]
     assert costs["preloaded_cache"] == {"jax": "unknown"}  # the only round stands in, and says what it met
+
+    # The second round's own mnist_cnn run settles it: no misses, so the cut child had filled the cache; misses,
+    # so it had not (or not all of it); nothing looked up (an eager run), so no cache was involved.
+    for lookups, second in (((4, 0), "warm"), ((2, 2), "mixed"), ((0, 0), "warm"), (None, "unknown")):
+        cnn_later = _complete("gpu-repeats-m1-pre", "mnist_cnn", 2, lookups)
+        assert [state for _, state in designs.cache_states(processes, [*mlp_only, cnn_later])] == ["cold", second]
+
+
+def _timed(workload: str, design: str, setup: dict[str, float], backend: str = "jax") -> designs.Timed:
+    return designs.Timed("gpu-repeats-x", workload, backend, 1, "host-a", 10.0, 1.0, design, setup=setup)
+
+
+def test_a_rounds_setup_sums_each_workloads_median_step_per_design() -> None:
+    runs = [
+        _timed("mnist_mlp", "repeat", {"data_s": 1.0, "build_s": 2.0, "describe_s": 3.0}),
+        _timed("mnist_mlp", "repeat", {"data_s": 3.0, "build_s": 2.0, "describe_s": 1.0}),
+        _timed("mnist_cnn", "repeat", {"data_s": 0.5, "build_s": 0.5, "describe_s": 0.5}),
+        _timed("mnist_mlp", "preloaded", {"data_s": 1.0, "build_s": 1.0, "describe_s": 0.25}),
+        _timed("mnist_cnn", "repeat", {}),  # written before runs recorded their steps
+    ]
+    assert designs.setup_per_round(runs) == {
+        "repeat": {"jax": {"workloads": 2, "runs": 3, "data_s": 2.5, "build_s": 2.5, "describe_s": 2.5}},
+        "preloaded": {"jax": {"workloads": 1, "runs": 1, "data_s": 1.0, "build_s": 1.0, "describe_s": 0.25}},
+    }
+
+
+def test_the_committed_runs_that_recorded_their_steps_give_each_designs_setup() -> None:
+    setup = designs.designs(LOGS / "NVIDIA-H100")["setup_per_round"]
+    assert setup["preloaded"]["jax"]["workloads"] == setup["preloaded"]["torch"]["workloads"] == 9
+    # the preloaded parent describes the CPU once for all its children
+    assert setup["preloaded"]["jax"]["describe_s"] < setup["repeat"]["jax"]["describe_s"]
+
+
+def _fresh(workload: str, backend: str, host: str, steady: float) -> designs.Timed:
+    return designs.Timed("gpu-repeats-x", workload, backend, 1, host, 10.0, steady, "repeat")
+
+
+def test_the_spread_is_split_between_processes_and_machines_per_backend() -> None:
+    runs = [
+        *(_fresh("mnist_mlp", "jax", host, s) for host, s in (("a", 1.0), ("a", 1.2), ("b", 1.0), ("b", 1.2))),
+        *(_fresh("mnist_mlp", "torch", host, s) for host, s in (("a", 1.0), ("a", 1.0), ("b", 2.0), ("b", 2.0))),
+        designs.Timed("gpu-repeats-x", "mnist_mlp", "torch", 1, "c", 10.0, 9.0, "preloaded"),  # not a fresh repeat
+    ]
+    spread = designs.spread_sources(runs)
+    assert spread["jax"]["machine_component_sd"] == 0.0 < spread["jax"]["within_machine_sd"]  # processes only
+    assert spread["torch"]["within_machine_sd"] == 0.0 < spread["torch"]["machine_component_sd"]  # machines only
+    assert (spread["all"]["defaults"], spread["all"]["processes"]) == (2, 8)

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from report import today
+from tests.report.report_helpers import write_run
 
 LOGS = Path(__file__).resolve().parents[2] / "logs" / "reference"
 
@@ -89,3 +90,36 @@ def test_the_results_markdown_for_the_study_carries_the_section(tmp_path: Path) 
     assert main([str(logs), "--study", today.STUDY, "--markdown", str(target)]) == 0
     text = target.read_text()
     assert text.startswith("## benchmark-gpus-2017-11 on today's GPUs") and "# Benchmark results" in text
+
+
+def _repeats(root: Path, gpu: str, machine: str, steady: list[float]) -> None:
+    for index, seconds in enumerate(steady, 1):
+        write_run(root, platform=today.PLATFORMS[gpu], run_id=f"gpu-repeats-{machine}", repeat=index,
+                  elapsed=(9.0, seconds, seconds * 1.01, seconds * 0.99), host_id=machine,
+                  schema2={"repeat": {"group": f"gpu-repeats-{machine}", "index": index}})  # fmt: skip
+
+
+def test_verdicts_that_one_machine_decides_are_told_apart_from_those_every_machine_keeps(tmp_path: Path) -> None:
+    for machine in ("h100-a", "h100-b", "h100-c"):
+        _repeats(tmp_path, "H100", machine, [0.50, 0.51])
+    for machine in ("h200-x", "h200-y", "h200-z"):
+        _repeats(tmp_path, "H200", machine, [1.00, 1.02])
+    runs = list(today.complete_runs(tmp_path))
+    clear = today.machines_left_out(runs, today.load_prices())
+    assert clear == {("mnist_mlp", "jax"): {"kept": 6, "tried": 6, "stable": True}}
+
+    # A fourth H100 machine, slower than both H200s, joins: with it the H100 is no longer faster beyond noise,
+    # and leaving it out makes it so again.
+    _repeats(tmp_path, "H100", "h100-d", [2.0, 2.1])
+    runs = list(today.complete_runs(tmp_path))
+    full = today._verdicts(today._measured(runs, today.fresh_repeat), today.load_prices())
+    assert full[("mnist_mlp", "jax")]["faster"] != "H100"
+    decided = today.machines_left_out(runs, today.load_prices())[("mnist_mlp", "jax")]
+    assert not decided["stable"] and decided["kept"] < decided["tried"] == 7
+
+
+def test_the_design_verdicts_say_how_many_fresh_verdicts_every_machine_keeps() -> None:
+    result = today.design_verdicts(LOGS, design="preloaded")
+    stable = [p for p in result["pairs"] if p["fresh_machines_left_out"]["stable"]]
+    assert result["fresh_stable"] == len(stable) < result["compared"]
+    assert result["same_where_fresh_stable"] == sum(p["same"] for p in stable)
