@@ -13,7 +13,8 @@ pools numpy and scipy start on import (OpenBLAS) are rebuilt in the child by Ope
         --run "run --workload mnist_mlp --backend torch --suite short" \\
         --run "run --workload mnist_cnn --backend torch --suite short"
 
-Each child's runs record `process.preloaded`, so the report can set them beside runs of truly fresh processes.
+Each child's runs record `process.preloaded`, so the report can set them beside runs of truly fresh processes. A
+child ends with its parent, however the parent ends (the kernel's parent-death signal).
 TensorFlow starts its thread pools on import, so it is not forked: its runs keep fresh processes.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import ctypes
 import functools
 import importlib
 import os
@@ -112,8 +114,10 @@ def run_children(argvs: Sequence[Sequence[str]]) -> list[ChildResult]:
         sys.stdout.flush()
         sys.stderr.flush()
         started = time.monotonic()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:
+            die_with_parent(parent)
             _child(argv)
         signal.signal(signal.SIGTERM, functools.partial(_stop_child, pid))
         _, status = os.waitpid(pid, 0)
@@ -122,6 +126,20 @@ def run_children(argvs: Sequence[Sequence[str]]) -> list[ChildResult]:
         print(f"preloaded child: exit {result.returncode}, {result.wall_s:.1f} s: {shlex.join(argv)}", flush=True)
         results.append(result)
     return results
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent: int) -> None:
+    """In a process just forked from `parent`: have the kernel send it SIGTERM when that parent ends, however it
+    ends (kill -9 included), so that no trainer outlives whoever started it on a paid machine; SIGTERM lets a
+    runner keep its finished epochs. Linux only; elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # it ended before the request was in place
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _stop_child(pid: int, signum: int, frame: object) -> None:

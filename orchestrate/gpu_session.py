@@ -34,6 +34,7 @@ its compile hit it (benchmarks.harness.compile_cache).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shlex
@@ -53,6 +54,7 @@ from benchmarks.command import RunnerCommand
 from benchmarks.harness.compile_cache import ENV as COMPILE_CACHE_ENV
 from benchmarks.logs import read_metadata
 from benchmarks.metadata import RunMetadata
+from benchmarks.preload import die_with_parent
 from benchmarks.repeats import fill_levels, round_order
 from benchmarks.suites import get_suite
 from benchmarks.workloads import LSTM_WORKLOADS as RECURRENT
@@ -267,9 +269,17 @@ def _run_until(
     """Run one process into the console, killed at the deadline; its exit status and wall time into `entry`."""
     console.flush()
     started = time.monotonic()
-    # its own process group: a preloaded parent's forked child goes down with it at the deadline
+    # its own process group: a preloaded parent's forked child goes down with it at the deadline; and it ends
+    # with this process, should that be killed outright
+    parent = os.getpid()
     with subprocess.Popen(
-        command, env=env, cwd=REPO, stdout=console, stderr=subprocess.STDOUT, start_new_session=True
+        command,
+        env=env,
+        cwd=REPO,
+        stdout=console,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=functools.partial(die_with_parent, parent),
     ) as process:
         try:
             entry["returncode"] = process.wait(timeout=deadline - started)

@@ -9,12 +9,14 @@ import shlex
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from benchmarks import preload
 from tests.benchmarks.conftest import REPO, run_benchmarks
+from tests.support.processes import running
 
 RUN = "run --workload mnist_mlp --backend jax --suite short --epochs 1"
 # A module of a framework in `python -X importtime`'s listing: `import time: self | cumulative | <indent>name`.
@@ -125,3 +127,27 @@ def test_each_child_trains_its_run_as_a_fresh_process_and_says_it_was_preloaded(
         meta = json.loads((tmp_path / "local" / "pre" / f"mnist_mlp_jax_synthetic.r0{index}.json").read_text())
         assert (meta["status"], meta["backend"], meta["repeat"]["index"]) == ("complete", "jax", index)
         assert meta["process"] == {"position": 1, "workloads": 1, "preloaded": True}
+
+
+def test_a_child_ends_when_its_parent_is_killed_outright(tmp_path: Path) -> None:
+    """A parent killed with SIGKILL forwards nothing: the kernel's parent-death signal stops the training child."""
+    pid_file = tmp_path / "child.pid"
+    script = (
+        "import os, time\n"
+        "from benchmarks import preload\n"
+        "def train(argv):\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(120)\n"
+        "    os._exit(0)\n"
+        "preload._child = train\n"
+        "preload.run_children([['run']])\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", script], cwd=REPO) as parent:
+        started = time.monotonic()
+        while not pid_file.exists() and time.monotonic() < started + 60:
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        parent.kill()
+    while running(child) and time.monotonic() < started + 90:
+        time.sleep(0.05)
+    assert not running(child)

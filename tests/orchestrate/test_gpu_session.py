@@ -17,6 +17,7 @@ from benchmarks.logs import EpochLogWriter, EpochRecord, LogFormatError, write_m
 from benchmarks.repeats import fill_levels, round_order
 from benchmarks.workloads import WORKLOADS, spec
 from orchestrate import gpu_session
+from tests.support.processes import running
 
 
 def test_sweep_runs_defaults_first_and_alternatives_where_they_apply() -> None:
@@ -482,18 +483,9 @@ def test_a_process_past_its_deadline_goes_down_with_the_processes_it_forked(tmp_
         )
     assert (entry["returncode"], entry["skipped"]) == (-1, "stopped") and entry["wall_s"] < 60
     child = int(pid_file.read_text())
-    while _running(child) and time.monotonic() < started + 30:
+    while running(child) and time.monotonic() < started + 30:
         time.sleep(0.05)
-    assert not _running(child)
-
-
-def _running(pid: int) -> bool:
-    """Whether the process exists and is not a zombie waiting for whoever adopted it to reap it."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    assert not running(child)
 
 
 def test_the_per_repeat_design_starts_a_process_per_workload() -> None:
@@ -520,3 +512,30 @@ def test_the_variance_phase_builds_runner_commands_the_runner_parses(
         parsed = build_parser().parse_args(command[len(prefix) + 3 :])
         assert (parsed.workload, parsed.backend, parsed.epochs) == ("mnist_mlp", "jax", gpu_session.VARIANCE_EPOCHS)
         assert parsed.host_gc == (gc or "on") and parsed.repeat_index == 1 and parsed.offline
+
+
+def test_a_process_ends_when_the_session_that_started_it_is_killed_outright(tmp_path: Path) -> None:
+    """kill -9 of gpu_session runs no cleanup of its own: the kernel's parent-death signal stops its process."""
+    import signal
+    import subprocess
+    import sys
+
+    pid_file = tmp_path / "worker.pid"
+    worker = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    session = (
+        "import os, sys, time\n"
+        "from orchestrate import gpu_session\n"
+        f"with open({str(tmp_path / 'console.txt')!r}, 'w') as console:\n"
+        f"    gpu_session._run_until([sys.executable, '-c', {worker!r}], dict(os.environ), console,\n"
+        "                           time.monotonic() + 120, {}, 'stopped')\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", session], cwd=Path(__file__).resolve().parents[2]) as killed:
+        started = time.monotonic()
+        while not pid_file.exists() and time.monotonic() < started + 60:
+            time.sleep(0.05)
+        worker_pid = int(pid_file.read_text())
+        killed.send_signal(signal.SIGKILL)
+    while running(worker_pid) and time.monotonic() < started + 90:
+        time.sleep(0.05)
+    assert not running(worker_pid)
+    assert killed.returncode == -signal.SIGKILL
