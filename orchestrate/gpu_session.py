@@ -54,11 +54,13 @@ from benchmarks.command import RunnerCommand
 from benchmarks.harness.compile_cache import ENV as COMPILE_CACHE_ENV
 from benchmarks.logs import read_metadata
 from benchmarks.metadata import RunMetadata
+from benchmarks.preload import BACKENDS as PRELOADED_BACKENDS
 from benchmarks.preload import die_with_parent
 from benchmarks.repeats import fill_levels, round_order
 from benchmarks.suites import get_suite
 from benchmarks.workloads import LSTM_WORKLOADS as RECURRENT
 from benchmarks.workloads import WORKLOADS
+from report.designs import DESIGNS as PROCESS_DESIGNS
 from report.designs import process_design
 
 REPO = Path(__file__).resolve().parents[1]
@@ -319,10 +321,6 @@ def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console,
                 counts[item] += 1
     console.write(f"\nrounds: {json.dumps(round_walls(entries))}\n")
     return entries
-
-
-PROCESS_DESIGNS = ("repeat", "round", "preloaded")
-PRELOADED_BACKENDS = ("jax", "torch")  # TensorFlow starts threads on import: it cannot be forked (benchmarks.preload)
 
 
 def process_groups(chosen: Sequence[tuple[str, str]], design: str) -> list[tuple[tuple[str, str], ...]]:

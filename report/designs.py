@@ -45,6 +45,11 @@ def process_design(meta: RunMetadata) -> str:
     return "preloaded" if meta.process is not None and meta.process.preloaded else "repeat"
 
 
+def machine_of(meta: RunMetadata) -> str:
+    """The machine a run ran on: its host id, or its run id where the host was not recorded."""
+    return str(meta.hardware.get("host_id") or meta.run_id)
+
+
 def repeat_design(meta: RunMetadata) -> str | None:
     """The process design of a GPU default's repeat; None for any other run (a suite's runs share a process by
     design and are not repeats)."""
@@ -104,7 +109,7 @@ def timed_repeats(platform_dir: Path) -> list[Timed]:
         if meta.repeat is None or not meta.started_at or not meta.ended_at:
             continue
         span = (datetime.fromisoformat(meta.ended_at) - datetime.fromisoformat(meta.started_at)).total_seconds()
-        host = str(meta.hardware.get("host_id") or meta.run_id)
+        host = machine_of(meta)
         out.append(
             Timed(
                 meta.run_id,

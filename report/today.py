@@ -31,6 +31,7 @@ from report.designs import (
     cache_rounds,
     complete_runs_in,
     fresh_repeat,
+    machine_of,
     preloaded_repeat,
     round_process_repeat,
     timed_repeats,
@@ -43,6 +44,7 @@ PLATFORMS = {"H100": "NVIDIA-H100", "H200": "NVIDIA-H200"}
 PUBLISHED_GPUS = ("k80", "p100")
 PUBLISHED_BACKEND = "tensorflow"
 PRICES_FILE = Path(__file__).parent / "data" / "today.toml"
+TOO_FEW_WORDS = "too few repeats"  # a verdict that could not be decided
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def _measured(
             continue
         m = found.setdefault((gpu, meta.workload, meta.backend), Measured())
         m.steady.append(statistics.median(steady))
-        m.machines.append(str(meta.hardware.get("host_id") or meta.run_id))
+        m.machines.append(machine_of(meta))
         m.host_bound.append(bool(meta.stability and meta.stability.host_bound))
         m.train_samples = meta.data.train_samples or 0
     return found, full
@@ -306,21 +308,14 @@ def machines_left_out(
     decided by that machine; no other design can be asked to reproduce it. Left-out sets that leave too few
     repeats to decide are not counted."""
     full = _verdicts(_measured(runs, fresh_repeat), prices)
-    hosts = sorted({(gpu, _host(meta)) for gpu, meta, _ in runs if fresh_repeat(meta)})
+    hosts = sorted({(gpu, machine_of(meta)) for gpu, meta, _ in runs if fresh_repeat(meta)})
     kept: dict[tuple[str, str], list[bool]] = {key: [] for key in full}
     for gpu, host in hosts:
-        again = _verdicts(_measured([r for r in runs if (r[0], _host(r[1])) != (gpu, host)], fresh_repeat), prices)
+        again = _verdicts(_measured([r for r in runs if (r[0], machine_of(r[1])) != (gpu, host)], fresh_repeat), prices)
         for key, verdicts in again.items():
             if key in full and TOO_FEW_WORDS not in verdicts.values():
                 kept[key].append(verdicts == full[key])
     return {key: {"kept": sum(k), "tried": len(k), "stable": all(k)} for key, k in kept.items()}
-
-
-TOO_FEW_WORDS = "too few repeats"
-
-
-def _host(meta: RunMetadata) -> str:
-    return str(meta.hardware.get("host_id") or meta.run_id)
 
 
 def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: str = "round") -> dict:
