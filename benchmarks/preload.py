@@ -26,6 +26,7 @@ import ctypes
 import functools
 import importlib
 import os
+import pkgutil
 import shlex
 import signal
 import sys
@@ -35,12 +36,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 BACKENDS = ("jax", "torch")
-# What a runner process of the backend imports before it touches the device; torch._dynamo is imported by the
-# runner's compiled-state reset (3.7 s of a torch process on the H100 host).
+# What a runner process of the backend imports before it touches the device, outside its timed run: the runner's
+# command line; for torch, torch._dynamo (the runner's compiled-state reset: 3.7 s of a torch process on the H100
+# host), the compile-cache settings of Inductor and AOTAutograd, Inductor's compile_fx (with functorch's
+# partitioners, networkx and jinja2: about 580 modules, which a PyTorch 2.11 child on an H100 host imported even
+# where it trained eagerly) and Keras's torch optimizers (every module of the package, imported when the model's
+# optimizer is made). On that host a torch child spent 6.7 s outside its run with only torch._dynamo preloaded and
+# 1.7 s once the parent had imported what an earlier child imported.
 PRELOADS = {
-    "jax": ("keras", "benchmarks.harness.runner"),
-    "torch": ("keras", "benchmarks.harness.runner", "torch._dynamo"),
+    "jax": ("keras", "benchmarks.cli", "benchmarks.harness.runner"),
+    "torch": (
+        "keras",
+        "benchmarks.cli",
+        "benchmarks.harness.runner",
+        "torch._dynamo",
+        "torch._functorch.config",
+        "torch._inductor.config",
+        "torch._inductor.compile_fx",
+    ),
 }
+PRELOADED_PACKAGES = {"jax": (), "torch": ("keras.src.backend.torch.optimizers",)}
 EXIT_USAGE = 2
 
 
@@ -85,6 +100,9 @@ def preload(backend: str) -> None:
         os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     for module in PRELOADS[backend]:
         importlib.import_module(module)
+    for package in PRELOADED_PACKAGES[backend]:
+        for found in pkgutil.iter_modules(importlib.import_module(package).__path__, f"{package}."):
+            importlib.import_module(found.name)
     from benchmarks.harness import sysinfo
 
     sysinfo.cpu()  # the same for every child, and a 1.1 s subprocess in each

@@ -332,6 +332,8 @@ def process_groups(chosen: Sequence[tuple[str, str]], design: str) -> list[tuple
     return [tuple(item for item in chosen if item[1] == backend) for backend in backends]
 
 
+MIN_EPOCHS = 2  # a run's steady median needs one epoch after the compiling one
+
 # A short-suite process on a GPU takes 10-100 s (torch.compile's first epoch the most); none starts with less left.
 REPEATS_MIN_START_S = 30
 
@@ -368,6 +370,8 @@ def _repeat_process(
     entry: dict[str, Any] = {"phase": "repeats", "run_id": run_id, "backend": backend, "repeat": index}
     entry.update({"workload": workloads[0]} if len(workloads) == 1 else {"workloads": list(workloads)})
     entry["design"] = args.processes
+    if args.epochs is not None:
+        entry["epochs"] = args.epochs
     command = [sys.executable, "-m", "benchmarks", *_repeat_argv(args, logs, workloads, backend, run_id, index)]
     return _run_until(command, env, console, deadline - 10, {**entry, "returncode": None}, "stopped at the time budget")
 
@@ -376,12 +380,10 @@ def _repeat_argv(
     args: argparse.Namespace, logs: Path, workloads: tuple[str, ...], backend: str, run_id: str, index: int
 ) -> list[str]:
     """`python -m benchmarks` arguments of one top-level process of the repeats phase."""
+    planned = {"repeat_planned": args.repeats, "epochs": args.epochs}
     if args.processes != "preloaded":
-        return _short_suite_repeat(args, logs, workloads, backend, run_id, index, repeat_planned=args.repeats).argv()
-    children = [
-        _short_suite_repeat(args, logs, (w,), backend, run_id, index, repeat_planned=args.repeats).argv()
-        for w in workloads
-    ]
+        return _short_suite_repeat(args, logs, workloads, backend, run_id, index, **planned).argv()
+    children = [_short_suite_repeat(args, logs, (w,), backend, run_id, index, **planned).argv() for w in workloads]
     return ["preloaded", "--backend", backend, *(text for argv in children for text in ("--run", shlex.join(argv)))]
 
 
@@ -692,6 +694,12 @@ def _parser() -> argparse.ArgumentParser:
         "(round), or one parent per backend per round forking a fresh child per workload after importing the "
         "framework once (preloaded)",
     )
+    p.add_argument(
+        "--epochs",
+        type=int,
+        help="repeats: epochs per run, the compiling one included (default: the short suite's 5); at least 2. "
+        "`python -m report.today LOGS --epochs` says how many steady epochs keep the verdicts",
+    )
     p.add_argument("--tag", default="a", help="repeats, scaling, headroom: names this machine's run (gpu-PHASE-TAG)")
     p.add_argument("--device-counts", default="2", help="scaling: device counts beside one, e.g. 2,4")
     p.add_argument("--round-offset", type=int, default=0, help="scaling: rounds an earlier call already ran")
@@ -745,6 +753,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.device_counts = _device_counts(args.device_counts)
     if args.phase == "scaling" and len(args.backends) != 1:
         raise SystemExit("error: --backends: the scaling phase takes one backend (torch has no data-parallel fit)")
+    if args.epochs is not None and args.epochs < MIN_EPOCHS:
+        raise SystemExit(
+            f"error: --epochs: at least {MIN_EPOCHS} (the compiling epoch and a steady one), got {args.epochs}"
+        )
     if args.processes == "preloaded" and set(args.backends) - set(PRELOADED_BACKENDS):
         raise SystemExit(f"error: --processes preloaded: --backends must be among {', '.join(PRELOADED_BACKENDS)}")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -167,10 +167,10 @@ def _host_score(meta: RunMetadata) -> float | None:
 
 def manifest_processes(consoles: Path) -> list[dict]:
     """Every runner process gpu_session's repeats phase recorded in the manifests beside the consoles, in the
-    order they ran, as {machine, run_id, backend, repeat, workloads, design, returncode, wall_s}; a manifest's name
-    up to "-part" names its machine. A process listed without a return code of its own (the earlier manifests'
-    suite entries) counts as finished; one without a design (those before preloaded parents) is a round where it
-    trained several workloads."""
+    order they ran, as {machine, run_id, backend, repeat, workloads, design, epochs, returncode, wall_s}; a
+    manifest's name up to "-part" names its machine, and epochs is None where the runs trained the suite's own. A
+    process listed without a return code of its own (the earlier manifests' suite entries) counts as finished; one
+    without a design (those before preloaded parents) is a round where it trained several workloads."""
     out = []
     for manifest in sorted(consoles.glob("*-manifest.json")):
         machine = manifest.name.split("-part")[0]
@@ -188,6 +188,7 @@ def manifest_processes(consoles: Path) -> list[dict]:
                             "repeat": p["repeat"],
                             "workloads": list(workloads),
                             "design": p.get("design") or ("round" if len(workloads) > 1 else "repeat"),
+                            "epochs": p.get("epochs"),
                             "returncode": p.get("returncode", 0),
                             "wall_s": p["wall_s"],
                         }
@@ -318,7 +319,8 @@ def cache_states(processes: Iterable[dict], complete: Iterable[Timed] = ()) -> l
     process's workloads that left a `complete` run did finish (a preloaded parent's children end one by one); one
     it may or may not have reached is settled by the later process's own run of it: finished there if that run
     missed nothing in the cache (a run that looked nothing up compiled nothing a cache could hold), else not; with
-    no such run on record the state is unknown."""
+    no such run on record the state is unknown. In a process of several workloads, those whose runs there looked
+    nothing up (eager PyTorch) have no cache to meet and leave the state to the others."""
     complete = list(complete)
     completed = {(r.run_id, r.workload, r.backend, r.index) for r in complete}
     lookups = {(r.run_id, r.workload, r.backend, r.index): r.cache_lookups for r in complete}
@@ -329,12 +331,13 @@ def cache_states(processes: Iterable[dict], complete: Iterable[Timed] = ()) -> l
         key = (p["machine"], p["backend"])
         done, cut = finished.setdefault(key, set()), stopped.setdefault(key, set())
         workloads = set(p["workloads"])
-        uncertain = {w: lookups.get(_run_key(p, w)) for w in workloads & (cut - done)}
+        cached = {w for w in workloads if lookups.get(_run_key(p, w)) != (0, 0)} or workloads
+        uncertain = {w: lookups.get(_run_key(p, w)) for w in cached & (cut - done)}
         if any(counted is None for counted in uncertain.values()):
             state = "unknown"
         else:
             seen = done | {w for w, counted in uncertain.items() if counted and counted[1] == 0}
-            state = "warm" if workloads <= seen else "cold" if not workloads & seen else "mixed"
+            state = "warm" if cached <= seen else "cold" if not cached & seen else "mixed"
         out.append((p, state))
         if p["returncode"] == 0:
             done.update(workloads)
@@ -360,7 +363,7 @@ def cache_rounds(consoles: Path, complete: Iterable[Timed] = ()) -> dict[str, di
 def _fresh_rounds(states: Sequence[tuple[dict, str]]) -> dict[str, dict[str, float]]:
     walls: dict[str, dict[tuple[str, str], list[float]]] = {"cold": {}, "warm": {}}
     for p, state in states:
-        if p["design"] == "repeat" and p["returncode"] == 0 and state in walls:
+        if p["design"] == "repeat" and p["epochs"] is None and p["returncode"] == 0 and state in walls:
             walls[state].setdefault((p["workloads"][0], p["backend"]), []).append(p["wall_s"])
     cold, warm = walls["cold"], walls["warm"]
     out: dict[str, dict[str, float]] = {}
@@ -381,15 +384,27 @@ def round_processes(processes: Sequence[dict], design: str = "round") -> list[di
     return _whole_rounds(cache_states(processes), design)
 
 
-def _whole_rounds(states: Sequence[tuple[dict, str]], design: str) -> list[dict]:
+def _whole_rounds(states: Sequence[tuple[dict, str]], design: str, epochs: int | None = None) -> list[dict]:
     whole: dict[str, int] = {}
     for p, _ in states:
         whole[p["backend"]] = max(whole.get(p["backend"], 0), len(p["workloads"]))
     return [
         {"machine": p["machine"], "backend": p["backend"], "wall_s": round(p["wall_s"], 1), "cache": state}
         for p, state in states
-        if p["design"] == design and 1 < len(p["workloads"]) == whole[p["backend"]] and p["returncode"] == 0
+        if p["design"] == design
+        and p["epochs"] == epochs
+        and 1 < len(p["workloads"]) == whole[p["backend"]]
+        and p["returncode"] == 0
     ]
+
+
+def _shared_designs(states: Sequence[tuple[dict, str]]) -> dict[str, tuple[str, int | None]]:
+    """The round designs the manifests hold, by name: round and preloaded with the suite's epochs, and
+    preloaded_<N>_epochs for preloaded rounds whose runs trained N epochs each."""
+    fewer = sorted({p["epochs"] for p, _ in states if p["design"] == "preloaded" and p["epochs"] is not None})
+    return {"round": ("round", None), "preloaded": ("preloaded", None)} | {
+        f"preloaded_{n}_epochs": ("preloaded", n) for n in fewer
+    }
 
 
 def round_costs(consoles: Path, complete: Iterable[Timed] = ()) -> dict:
@@ -397,10 +412,11 @@ def round_costs(consoles: Path, complete: Iterable[Timed] = ()) -> dict:
     process per backend (round) and one preloaded parent per backend forking a child per workload (preloaded),
     each with a warm cache (after), the medians of what the manifests recorded. Where a backend has no warm
     preloaded round, a mixed one (some workloads compiled cold) or else one whose cache the manifests cannot tell
-    (after a stopped parent; each run's metadata records its own) stands in, and `preloaded_cache` says which."""
+    (after a stopped parent; each run's metadata records its own) stands in, and `preloaded_cache` says which.
+    Preloaded rounds of fewer epochs per run than the suite's are costed apart, as preloaded_<N>_epochs."""
     states = cache_states(manifest_processes(consoles), complete)  # read once: every design, the same manifests
     fresh = _fresh_rounds(states)
-    shared = {design: _whole_rounds(states, design) for design in ("round", "preloaded")}
+    shared = {name: _whole_rounds(states, *design) for name, design in _shared_designs(states).items()}
     per_backend: dict[str, dict] = {}
     for backend, figures in fresh.items():
         per_backend[backend] = {"fresh_cold_s": figures["cold_s"], "fresh_warm_s": figures["warm_s"]}
@@ -413,9 +429,10 @@ def round_costs(consoles: Path, complete: Iterable[Timed] = ()) -> dict:
     out: dict = {"per_backend": per_backend, "before_s": round(before, 1)}
     round_after = _after(per_backend, "round", ("warm",))
     out["after_s"], out["after_over_before"] = _total(round_after, before)
-    preloaded = _after(per_backend, "preloaded", ("warm", "mixed", "unknown"))
-    out["preloaded_s"], out["preloaded_over_before"] = _total(preloaded, before)
-    out["preloaded_cache"] = {b: cache for b, (_, cache) in preloaded.items()} if preloaded else None
+    for name in (n for n in shared if n.startswith("preloaded")):
+        preloaded = _after(per_backend, name, ("warm", "mixed", "unknown"))
+        out[f"{name}_s"], out[f"{name}_over_before"] = _total(preloaded, before)
+        out[f"{name}_cache"] = {b: cache for b, (_, cache) in preloaded.items()} if preloaded else None
     return out
 
 

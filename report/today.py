@@ -11,6 +11,7 @@ not the GPUs: it says so.
     python -m report.today logs/reference              # the section, markdown
     python -m report.today logs/reference --cache      # what the compile cache saved per round of the defaults
     python -m report.today logs/reference --designs    # the verdicts again, the H100 side from round processes
+    python -m report.today logs/reference --epochs     # the verdicts again from each run's first steady epochs
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.metadata import RunMetadata
-from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate
+from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate, within_machine_sd
 from report.designs import (
     cache_rounds,
     complete_runs_in,
@@ -45,6 +46,7 @@ PUBLISHED_GPUS = ("k80", "p100")
 PUBLISHED_BACKEND = "tensorflow"
 PRICES_FILE = Path(__file__).parent / "data" / "today.toml"
 TOO_FEW_WORDS = "too few repeats"  # a verdict that could not be decided
+STEADY_EPOCHS_TRIED = (1, 2, 3)  # the short suite's runs have 4
 
 
 @dataclass(frozen=True)
@@ -352,6 +354,58 @@ def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: s
     }
 
 
+def steady_epochs(
+    logs: Path, prices: Sequence[Price] | None = None, counts: Sequence[int] = STEADY_EPOCHS_TRIED
+) -> dict:
+    """How many steady epochs a run needs, pyperf's question of values per process: the fresh-process verdicts
+    decided again with each run (both GPUs) cut to its first n steady epochs, against all of them, counting the
+    pairs whose verdicts survive leaving out any one machine apart; beside it, how far one steady epoch strays
+    from another in the same run and how far one process's median strays from another's on the same machine (log
+    units, pooled). Where the epochs' spread is small against the processes', fewer epochs per run keep the
+    verdicts and cost less."""
+    prices = load_prices() if prices is None else prices
+    runs = list(complete_runs(logs))
+    fresh = [r for r in runs if fresh_repeat(r[1])]
+    full = _verdicts(_measured(fresh, fresh_repeat), prices)
+    stable = {key for key, kept in machines_left_out(runs, prices).items() if kept["stable"]}
+    cuts = []
+    for n in counts:
+        cut = _verdicts(_measured([(gpu, meta, steady[:n]) for gpu, meta, steady in fresh], fresh_repeat), prices)
+        same = {key for key in full if cut.get(key) == full[key]}
+        cuts.append(
+            {
+                "steady_epochs": n,
+                "same": len(same),
+                "compared": len(full),
+                "fresh_stable": len(stable),
+                "same_where_fresh_stable": len(same & stable),
+                "changed": sorted(f"{w} {b}" for w, b in full.keys() - same),
+            }
+        )
+    return {"spread": _epoch_spread(fresh), "cut": cuts}
+
+
+def _epoch_spread(runs: Sequence[tuple[str, RunMetadata, list[float]]]) -> dict[str, dict[str, float | None]]:
+    """Per GPU and backend: the pooled spread of steady epochs around their run's mean, and of run medians around
+    their machine's mean (benchmarks.stats.within_machine_sd), with the steady epochs a run had (median)."""
+    groups: dict[tuple[str, str], list[tuple[RunMetadata, list[float]]]] = {}
+    for gpu, meta, steady in runs:
+        groups.setdefault((gpu, meta.backend), []).append((meta, steady))
+    out = {}
+    for (gpu, backend), members in sorted(groups.items()):
+        by_workload: dict[str, dict[str, list[float]]] = {}
+        for meta, steady in members:
+            by_workload.setdefault(meta.workload, {}).setdefault(machine_of(meta), []).append(statistics.median(steady))
+        epochs = within_machine_sd([{str(i): steady for i, (_, steady) in enumerate(members)}])
+        processes = within_machine_sd(list(by_workload.values()))
+        out[f"{gpu} {backend}"] = {
+            "epochs_within_run_sd": None if epochs is None else round(epochs, 3),
+            "runs_within_machine_sd": None if processes is None else round(processes, 3),
+            "steady_epochs_per_run": round(statistics.median(len(steady) for _, steady in members)),
+        }
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m report.today", description=__doc__.splitlines()[0])
     parser.add_argument("logs", type=Path, help="the folder that holds NVIDIA-H100 and NVIDIA-H200")
@@ -363,6 +417,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         const="round",
         help="the verdicts with the H100's repeats of another process design (default: round)",
     )
+    parser.add_argument(
+        "--epochs", action="store_true", help="the verdicts again from each run's first 1, 2 and 3 steady epochs"
+    )
     args = parser.parse_args(argv)
     if not (args.logs / PLATFORMS["H100"]).is_dir() or not (args.logs / PLATFORMS["H200"]).is_dir():
         print(f"error: logs: {args.logs} holds no {' and '.join(PLATFORMS.values())} folders", file=sys.stderr)
@@ -373,6 +430,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.designs:
         print(json.dumps(design_verdicts(args.logs, design=args.designs), indent=2))
+        return 0
+    if args.epochs:
+        print(json.dumps(steady_epochs(args.logs), indent=2))
         return 0
     print(section(args.logs), end="")
     return 0

@@ -113,6 +113,32 @@ def test_the_jax_preload_leaves_the_device_untouched_and_a_started_backend_is_un
     assert unsafe.startswith("unsafe: JAX started its device backends"), result.stdout
 
 
+def test_the_torch_preload_holds_what_a_runner_imports_before_its_first_epoch(tmp_path: Path) -> None:
+    """After the parent's imports, a child's compile-cache settings, compiled-state reset and model compile import
+    none of Inductor, functorch, networkx or Keras's torch optimizers again, and the device is still untouched."""
+    script = (
+        "import sys\n"
+        "from benchmarks import preload\n"
+        "preload.preload('torch')\n"
+        "before = set(sys.modules)\n"
+        "import keras\n"
+        "from benchmarks.harness import backends, compile_cache\n"
+        "compile_cache.activate('torch')\n"
+        "backends.reset_compiled_state('torch')\n"
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])\n"
+        "model.compile(optimizer='rmsprop', loss='mse')\n"
+        "model.optimizer.build(model.trainable_variables)\n"
+        "heavy = ('torch._inductor', 'torch._functorch', 'networkx', 'keras.src.backend.torch')\n"
+        "new = sorted(m for m in set(sys.modules) - before if m.startswith(heavy))\n"
+        "print('new:', new[:5], len(new))\n"
+        "preload.check_untouched('torch')\n"
+    )
+    env = _env(KCB_COMPILE_CACHE=str(tmp_path / "cache"))
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1] == "new: [] 0", result.stdout
+
+
 def test_each_child_trains_its_run_as_a_fresh_process_and_says_it_was_preloaded(
     keras_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

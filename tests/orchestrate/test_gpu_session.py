@@ -451,6 +451,33 @@ def test_a_repeat_argv_of_another_design_is_the_runner_command_itself(tmp_path: 
     assert build_parser().parse_args(shlex.split(argv[4])).workload == "mnist_mlp"
 
 
+def test_epochs_reach_every_preloaded_child_and_the_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--epochs 3`: each child trains 3 epochs of the short suite's slice, and the manifest says so, so that a round
+    of fewer epochs is never costed as a round of the suite's 5."""
+    from benchmarks import preload
+
+    commands = recorded_commands(monkeypatch)
+    args = gpu_session._parser().parse_args(
+        ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path), "--repeats", "1",
+         "--processes", "preloaded", "--epochs", "3"]
+    )  # fmt: skip
+    args.backends, args.workloads = ("jax",), ("mnist_mlp", "mnist_cnn")
+    entries = gpu_session._repeats(args, {}, tmp_path / "logs", io.StringIO(), time.monotonic() + 600)
+    assert [(e["design"], e["epochs"]) for e in entries] == [("preloaded", 3)]
+    children = preload.child_argvs("jax", commands[0][7::2])
+    assert [(p.workload, p.epochs, p.suite) for p in map(build_parser().parse_args, children)] == [
+        ("mnist_mlp", 3, "short"), ("mnist_cnn", 3, "short"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("epochs", ["1", "0", "-2"])
+def test_fewer_than_two_epochs_leave_no_steady_epoch_and_are_refused(tmp_path: Path, epochs: str) -> None:
+    base = ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit, match=r"^error: --epochs: at least 2"):
+        gpu_session.main([*base, "--epochs", epochs])
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("backends", ["tensorflow", "jax,tensorflow"])
 def test_a_preloaded_design_refuses_a_backend_it_cannot_fork(tmp_path: Path, backends: str) -> None:
     base = ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path / "out")]

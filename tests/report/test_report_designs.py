@@ -56,11 +56,14 @@ def _process(
     returncode: int = 0,
     backend: str = "jax",
     design: str | None = None,
+    epochs: int | None = None,
 ) -> dict:
-    """A manifest entry; `design` as gpu_session records it since preloaded parents (earlier entries lack it)."""
+    """A manifest entry; `design` as gpu_session records it since preloaded parents (earlier entries lack it), and
+    `epochs` where the call trained fewer than the suite's."""
     one = {"workload": workloads[0]} if len(workloads) == 1 else {"workloads": workloads}
     named = {"design": design} if design else {}
-    return {"phase": "repeats", "run_id": run_id, "backend": backend, "repeat": repeat, **one, **named,
+    trimmed = {"epochs": epochs} if epochs else {}
+    return {"phase": "repeats", "run_id": run_id, "backend": backend, "repeat": repeat, **one, **named, **trimmed,
             "returncode": returncode, "wall_s": wall_s}  # fmt: skip
 
 
@@ -264,6 +267,26 @@ def test_a_preloaded_parent_of_a_whole_round_counts_as_preloaded_not_as_a_round(
     assert (costs["preloaded_s"], costs["preloaded_over_before"]) == (27.0, 0.39)
 
 
+def test_preloaded_rounds_of_fewer_epochs_are_costed_apart_from_the_suites_own(tmp_path: Path) -> None:
+    both = ["mnist_mlp", "mnist_cnn"]
+    _manifest(
+        tmp_path,
+        "m1-part1-manifest.json",
+        [*_two_fresh_rounds("gpu-repeats-m1"),
+         _process("gpu-repeats-m1-pre", both, 1, 28.0, design="preloaded"),
+         _process("gpu-repeats-m1-pre3", both, 1, 21.0, design="preloaded", epochs=3),
+         _process("gpu-repeats-m1-pre3", both, 2, 19.0, design="preloaded", epochs=3),
+         _process("gpu-repeats-m1-one", ["mnist_mlp"], 3, 7.0, design="repeat", epochs=3)],  # no fresh round
+    )  # fmt: skip
+    costs = designs.round_costs(tmp_path / "NVIDIA-H100" / "console")
+    figures = costs["per_backend"]["jax"]
+    assert (figures["fresh_cold_s"], figures["fresh_warm_s"]) == (70.0, 50.0)
+    assert (figures["preloaded_warm_s"], figures["preloaded_3_epochs_warm_s"]) == ([28.0], [21.0, 19.0])
+    assert (costs["preloaded_s"], costs["preloaded_over_before"]) == (28.0, 0.4)
+    assert (costs["preloaded_3_epochs_s"], costs["preloaded_3_epochs_over_before"]) == (20.0, 0.29)
+    assert costs["preloaded_3_epochs_cache"] == {"jax": "warm"}
+
+
 def test_the_committed_h100_rounds_cost_less_than_fresh_processes_with_a_cold_cache() -> None:
     costs = designs.round_costs(LOGS / "NVIDIA-H100" / "console")
     assert set(costs["per_backend"]) == {"jax", "torch"}
@@ -338,6 +361,22 @@ def test_a_stopped_parent_filled_the_cache_of_the_children_that_finished_and_no_
     for lookups, second in (((4, 0), "warm"), ((2, 2), "mixed"), ((0, 0), "warm"), (None, "unknown")):
         cnn_later = _complete("gpu-repeats-m1-pre", "mnist_cnn", 2, lookups)
         assert [state for _, state in designs.cache_states(processes, [*mlp_only, cnn_later])] == ["cold", second]
+
+
+def test_a_workload_that_looked_nothing_up_needs_no_earlier_run_for_its_round_to_be_warm(tmp_path: Path) -> None:
+    """Eager PyTorch workloads compile nothing: a round whose other workloads had compiled on the machine before
+    met a warm cache even where an eager one runs there for the first time."""
+    both = ["mnist_mlp", "mnist_cnn"]
+    _manifest(
+        tmp_path,
+        "m1-part1-manifest.json",
+        [_process("gpu-repeats-m1-pre", ["mnist_mlp"], 1, 50.0, design="preloaded"),
+         _process("gpu-repeats-m1-pre", both, 2, 30.0, design="preloaded")],
+    )  # fmt: skip
+    processes = designs.manifest_processes(tmp_path / "NVIDIA-H100" / "console")
+    for lookups, second in (((0, 0), "warm"), ((0, 3), "mixed"), (None, "mixed")):
+        runs = [_complete("gpu-repeats-m1-pre", "mnist_cnn", 2, lookups)]
+        assert [state for _, state in designs.cache_states(processes, runs)] == ["cold", second]
 
 
 def _timed(workload: str, design: str, setup: dict[str, float], backend: str = "jax") -> designs.Timed:

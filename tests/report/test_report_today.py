@@ -123,3 +123,31 @@ def test_the_design_verdicts_say_how_many_fresh_verdicts_every_machine_keeps() -
     stable = [p for p in result["pairs"] if p["fresh_machines_left_out"]["stable"]]
     assert result["fresh_stable"] == len(stable) < result["compared"]
     assert result["same_where_fresh_stable"] == sum(p["same"] for p in stable)
+
+
+def test_the_verdicts_from_each_runs_first_steady_epochs_follow_those_epochs(tmp_path: Path) -> None:
+    """H100 runs whose first steady epoch is slow (2.0 s, then 0.5 s twice) against H200 runs at 1.0 s: the H100 is
+    faster from all three steady epochs, slower from the first alone or the first two (their median is their
+    mean), and the steady epochs of a run spread where the H200's do not."""
+    for gpu, epochs in (("H100", (9.0, 2.0, 0.5, 0.5)), ("H200", (9.0, 1.0, 1.0, 1.0))):
+        for machine in ("a", "b", "c"):
+            for index in (1, 2):
+                write_run(tmp_path, platform=today.PLATFORMS[gpu], run_id=f"gpu-repeats-{gpu}-{machine}",
+                          repeat=index, elapsed=epochs, host_id=f"{gpu}-{machine}",
+                          schema2={"repeat": {"group": f"gpu-repeats-{gpu}-{machine}", "index": index}})  # fmt: skip
+    result = today.steady_epochs(tmp_path, counts=(1, 2, 3))
+    assert [(c["steady_epochs"], c["same"], c["compared"]) for c in result["cut"]] == [(1, 0, 1), (2, 0, 1), (3, 1, 1)]
+    assert result["cut"][0]["changed"] == ["mnist_mlp jax"]
+    h100, h200 = result["spread"]["H100 jax"], result["spread"]["H200 jax"]
+    assert h100["epochs_within_run_sd"] > 0.5 and h200["epochs_within_run_sd"] == 0.0
+    assert h100["runs_within_machine_sd"] == h200["runs_within_machine_sd"] == 0.0
+    assert h100["steady_epochs_per_run"] == h200["steady_epochs_per_run"] == 3
+
+
+def test_the_committed_runs_keep_every_machine_stable_verdict_from_two_steady_epochs(capsys) -> None:
+    assert today.main([str(LOGS), "--epochs"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    two = next(c for c in result["cut"] if c["steady_epochs"] == 2)
+    assert two["same_where_fresh_stable"] == two["fresh_stable"] > 0
+    for figures in result["spread"].values():
+        assert figures["epochs_within_run_sd"] < figures["runs_within_machine_sd"]
