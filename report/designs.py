@@ -292,10 +292,9 @@ def spread_sources(runs: Sequence[Timed]) -> dict[str, dict[str, float | int | N
     between processes on one machine, between the machines' medians, and what machines add beyond the processes
     (benchmarks.stats). Where processes on one machine spread as much as machines do, a repeat in a fresh process
     buys as much as one on another machine; where they hardly spread, repeats belong on other machines."""
-    by_default: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for run in runs:
-        if run.design == "repeat":
-            by_default[run.workload, run.backend][run.host].append(run.steady_s)
+    by_default = by_default_and_machine(
+        (r.workload, r.backend, r.host, r.steady_s) for r in runs if r.design == "repeat"
+    )
     out: dict[str, dict[str, float | int | None]] = {}
     for backend in [*sorted({b for _, b in by_default}), "all"]:
         configurations = [m for (_, b), m in by_default.items() if backend in (b, "all")]
@@ -306,6 +305,17 @@ def spread_sources(runs: Sequence[Timed]) -> dict[str, dict[str, float | int | N
             "between_machine_medians_sd": _rounded(between_machine_sd(configurations)),
             "machine_component_sd": _rounded(machine_component_sd(configurations)),
         }
+    return out
+
+
+def by_default_and_machine(
+    values: Iterable[tuple[str, str, str, float]],
+) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """(workload, backend, machine, value) grouped by default, then by machine: the shape benchmarks.stats'
+    spread functions take, one mapping per default."""
+    out: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for workload, backend, machine, value in values:
+        out[workload, backend][machine].append(value)
     return out
 
 

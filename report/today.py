@@ -29,6 +29,7 @@ from typing import Any
 from benchmarks.metadata import RunMetadata
 from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate, within_machine_sd
 from report.designs import (
+    by_default_and_machine,
     cache_rounds,
     complete_runs_in,
     fresh_repeat,
@@ -393,11 +394,9 @@ def _epoch_spread(runs: Sequence[tuple[str, RunMetadata, list[float]]]) -> dict[
         groups.setdefault((gpu, meta.backend), []).append((meta, steady))
     out = {}
     for (gpu, backend), members in sorted(groups.items()):
-        by_workload: dict[str, dict[str, list[float]]] = {}
-        for meta, steady in members:
-            by_workload.setdefault(meta.workload, {}).setdefault(machine_of(meta), []).append(statistics.median(steady))
+        medians = ((m.workload, m.backend, machine_of(m), statistics.median(steady)) for m, steady in members)
         epochs = within_machine_sd([{str(i): steady for i, (_, steady) in enumerate(members)}])
-        processes = within_machine_sd(list(by_workload.values()))
+        processes = within_machine_sd(list(by_default_and_machine(medians).values()))
         out[f"{gpu} {backend}"] = {
             "epochs_within_run_sd": None if epochs is None else round(epochs, 3),
             "runs_within_machine_sd": None if processes is None else round(processes, 3),
