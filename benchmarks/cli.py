@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from benchmarks.command import RunnerCommand
 from benchmarks.harness.backends import BACKENDS, FLOAT32_MATMUL, Overrides
@@ -26,6 +26,9 @@ from benchmarks.harness.distribution import BATCH_POLICIES, SAME_GLOBAL, Distrib
 from benchmarks.suites import SUITES, get_suite
 from benchmarks.work import WorkItem, item_command
 from benchmarks.workloads import WORKLOADS
+
+if TYPE_CHECKING:
+    from benchmarks.harness.turns import Turn
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -207,15 +210,16 @@ def _overrides(args: argparse.Namespace) -> Overrides:
     )
 
 
-def main(argv: Sequence[str] | None = None, *, preloaded: bool = False) -> int:
-    """`preloaded`: this process was forked from a parent that had imported the frameworks (benchmarks.preload)."""
+def main(argv: Sequence[str] | None = None, *, preloaded: bool = False, turn: Turn | None = None) -> int:
+    """`preloaded`: this process was forked from a parent that had imported the frameworks (benchmarks.preload);
+    `turn`: with its siblings at once, to wait after its first epoch for its turn on the device (staged)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in WORKLOADS:  # `python -m benchmarks mnist_mlp --backend jax`: the image entrypoint
         argv = ["run", "--workload", argv[0], *argv[1:]]
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":
-            return cmd_run(args, preloaded)
+            return cmd_run(args, preloaded, turn)
         if args.command == "suite":
             return cmd_suite(args)
         if args.command == "fetch-data":
@@ -240,7 +244,7 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # `docker stop` sends SIGTERM: record the run as partial, like Ctrl-C
 
 
-def cmd_run(args: argparse.Namespace, preloaded: bool = False) -> int:
+def cmd_run(args: argparse.Namespace, preloaded: bool = False, turn: Turn | None = None) -> int:
     names = _split(args.workload, WORKLOADS, "workload")
     if args.backend == "torch" and (args.steps_per_execution or 1) > 1:
         return _usage_error("--steps-per-execution must be 1 on the torch backend (Keras supports no other value)")
@@ -278,6 +282,7 @@ def cmd_run(args: argparse.Namespace, preloaded: bool = False) -> int:
         if args.repeat_index is not None
         else None,
         host_gc=args.host_gc,
+        turn=turn,
     )
     notices: set[str] = set()
     failed = 0
@@ -286,7 +291,7 @@ def cmd_run(args: argparse.Namespace, preloaded: bool = False) -> int:
             workload_options = replace(
                 options,
                 dataset=args.dataset or _preferred(name, args.prefer_dataset),
-                process=ProcessPlace(position, len(names), preloaded),
+                process=ProcessPlace(position, len(names), preloaded, staged=turn is not None),
             )
             print(f"wrote {run_workload(name, workload_options, notices)}", flush=True)
         except (BadRunArguments, DistributionError) as exc:

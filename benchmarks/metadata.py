@@ -77,6 +77,9 @@ class Timing:
     data_s: float | None = None
     build_s: float | None = None
     describe_s: float | None = None
+    # A staged child's wait after its first epoch for its turn on the device (benchmarks.harness.turns): outside
+    # every timed epoch, but inside the run's span.
+    turn_wait_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,8 @@ class ProcessPlace:
     position: int  # 1: the process's first workload
     workloads: int  # how many the process was asked to train
     preloaded: bool = False  # forked from a parent that had imported the frameworks, device untouched (preload)
+    # Forked with its siblings at once: its first epoch ran beside theirs, its steady epochs alone (preload --staged)
+    staged: bool = False
 
 
 @dataclass(frozen=True)

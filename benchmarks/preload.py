@@ -16,12 +16,20 @@ pools numpy and scipy start on import (OpenBLAS) are rebuilt in the child by Ope
 Each child's runs record `process.preloaded`, so the report can set them beside runs of truly fresh processes. A
 child ends with its parent, however the parent ends (the kernel's parent-death signal).
 TensorFlow starts its thread pools on import, so it is not forked: its runs keep fresh processes.
+
+`--staged` forks every child at once. Their first epochs (on PyTorch mostly `torch.compile`'s host work, 34-57 s a
+compiled default on an H100 host against 2-6 s steady epochs) run side by side; each child then waits, and once all
+are ready the children train their steady epochs one at a time, in the order given, each alone on the device and
+the host but for its idle siblings (benchmarks.harness.turns). Their runs record `process.staged`: a first epoch
+that shared the machine is never pooled with one that had it alone. PyTorch only: a JAX process takes 75 % of the
+device's memory when it starts, so JAX children side by side would each run on a smaller share than a fresh one.
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import ctypes
 import functools
 import importlib
@@ -34,8 +42,13 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from benchmarks.harness.turns import Turn
 
 BACKENDS = ("jax", "torch")
+STAGED_BACKENDS = ("torch",)
 # What a runner process of the backend imports before it touches the device, outside its timed run: the runner's
 # command line; for torch, torch._dynamo (the runner's compiled-state reset: 3.7 s of a torch process on the H100
 # host), the compile-cache settings of Inductor and AOTAutograd, Inductor's compile_fx (with functorch's
@@ -68,6 +81,18 @@ class ChildResult:
     argv: tuple[str, ...]
     returncode: int
     wall_s: float
+    turn_after_s: float | None = None  # staged: from this child's fork to its turn on the device
+
+
+@dataclass
+class _Staged:
+    """A staged child as its parent sees it: its pid, the parent's ends of its pipes, when it started."""
+
+    argv: tuple[str, ...]
+    pid: int
+    ready_fd: int
+    go_fd: int
+    started: float
 
 
 def child_argvs(backend: str, runs: Sequence[str]) -> list[list[str]]:
@@ -124,6 +149,66 @@ def check_untouched(backend: str) -> None:
             raise PreloadUnsafe("JAX started its device backends during the imports: a forked child could not use them")
 
 
+def run_staged(argvs: Sequence[Sequence[str]]) -> list[ChildResult]:
+    """Fork every child at once; once each has said its first epoch is done (or has ended), give them the device
+    one at a time in the given order, each after the previous one has ended. A SIGTERM to the parent reaches every
+    child still running (each keeps its finished epochs) before the parent ends."""
+    children: list[_Staged] = []
+    signal.signal(signal.SIGTERM, functools.partial(_stop_children, children))
+    for argv in argvs:
+        children.append(_fork_staged(argv, children))
+    for child in children:
+        os.read(child.ready_fd, 1)  # b"" where the child ended before its first epoch did
+        os.close(child.ready_fd)
+    results = []
+    for child in children:
+        turn_after = time.monotonic() - child.started
+        with contextlib.suppress(BrokenPipeError):  # it has already ended
+            os.write(child.go_fd, b"g")
+        os.close(child.go_fd)
+        _, status = os.waitpid(child.pid, 0)
+        wall = time.monotonic() - child.started
+        result = ChildResult(child.argv, os.waitstatus_to_exitcode(status), wall, round(turn_after, 3))
+        print(
+            f"staged child: exit {result.returncode}, {wall:.1f} s, its turn after {turn_after:.1f} s: "
+            f"{shlex.join(child.argv)}",
+            flush=True,
+        )
+        results.append(result)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return results
+
+
+def _fork_staged(argv: Sequence[str], siblings: Sequence[_Staged]) -> _Staged:
+    from benchmarks.harness.turns import Turn
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    started = time.monotonic()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        die_with_parent(parent)
+        for fd in (ready_r, go_w, *(end for s in siblings for end in (s.ready_fd, s.go_fd))):
+            os.close(fd)  # the parent's ends: a sibling holding them would hide an ended child's end-of-file
+        _child(argv, Turn(ready_w, go_r))
+    os.close(ready_w)
+    os.close(go_r)
+    return _Staged(tuple(argv), pid, ready_r, go_w, started)
+
+
+def _stop_children(children: Sequence[_Staged], signum: int, frame: object) -> None:
+    for child in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGTERM)
+    for child in children:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(child.pid, 0)
+    sys.exit(128 + signum)
+
+
 def run_children(argvs: Sequence[Sequence[str]]) -> list[ChildResult]:
     """Fork one child per runner command, one after another, each running it as `python -m benchmarks` would.
     A SIGTERM to the parent reaches the running child (which keeps its finished epochs) before the parent ends."""
@@ -166,14 +251,14 @@ def _stop_child(pid: int, signum: int, frame: object) -> None:
     sys.exit(128 + signum)
 
 
-def _child(argv: Sequence[str]) -> None:
+def _child(argv: Sequence[str], turn: Turn | None = None) -> None:
     """Run the runner, then end as the interpreter would: exit handlers, flushed output, the runner's exit code."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     code = 1
     try:
         from benchmarks.cli import main
 
-        code = main(list(argv), preloaded=True)
+        code = main(list(argv), preloaded=True, turn=turn)
     finally:
         atexit._run_exitfuncs()
         sys.stdout.flush()
@@ -185,9 +270,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks preloaded", description=__doc__.splitlines()[0])
     parser.add_argument("--backend", required=True, help=f"one of {', '.join(BACKENDS)}")
     parser.add_argument("--run", action="append", default=[], help="a runner command for one child (repeatable)")
+    parser.add_argument(
+        "--staged",
+        action="store_true",
+        help="fork every child at once: first epochs side by side, then steady epochs one child at a time "
+        f"({', '.join(STAGED_BACKENDS)})",
+    )
     args = parser.parse_args(argv)
     try:
         argvs = child_argvs(args.backend, args.run)
+        if args.staged and args.backend not in STAGED_BACKENDS:
+            raise ValueError(f"--staged: --backend must be one of {', '.join(STAGED_BACKENDS)}")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -198,5 +291,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PreloadUnsafe as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    results = run_children(argvs)
+    results = run_staged(argvs) if args.staged else run_children(argvs)
     return next((r.returncode for r in results if r.returncode != 0), 0)

@@ -21,7 +21,8 @@ both batch policies, next to one device, in fresh processes interleaved round ro
 each workload raised to `--repeats` fresh-process repeats counting those already collected in `--existing`, least
 measured first (`--tag` names the machine; `--processes round` trains each backend's workloads of a round in one
 process instead of one process per repeat, paying the framework's start-up once a round; `--processes preloaded`
-imports the framework once a round and forks a fresh child per repeat);
+imports the framework once a round and forks a fresh child per repeat; `--processes staged`, PyTorch only, forks
+them all at once, their first epochs side by side and their steady epochs one at a time);
 `sweep` times each backend's configurations a careful user would try (jit on/off, torch.compile,
 steps_per_execution, cuDNN or generic LSTM) for 3 epochs on the bounded suite's data; `suite` runs the bounded
 suite (published epochs and hyperparameters) with each backend's default settings; `overhead` measures the
@@ -55,7 +56,7 @@ from benchmarks.harness.compile_cache import ENV as COMPILE_CACHE_ENV
 from benchmarks.logs import read_metadata
 from benchmarks.metadata import RunMetadata
 from benchmarks.preload import BACKENDS as PRELOADED_BACKENDS
-from benchmarks.preload import die_with_parent
+from benchmarks.preload import STAGED_BACKENDS, die_with_parent
 from benchmarks.repeats import fill_levels, round_order
 from benchmarks.suites import get_suite
 from benchmarks.workloads import LSTM_WORKLOADS as RECURRENT
@@ -301,7 +302,8 @@ def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console,
     (each workload's repeats still come from as many processes as rounds, so their spread between processes stays
     measured, and the process's start-up is paid once a round instead of once a workload); `--processes preloaded`
     one parent per backend per round that imports the framework once and forks a fresh child per workload
-    (benchmarks.preload)."""
+    (benchmarks.preload); `--processes staged` such a parent forking them all at once, to compile side by side and
+    measure their steady epochs one at a time."""
     items = [(w, b) for b in args.backends for w in args.workloads]
     counts = existing_repeats(args.existing, items, args.processes)
     walls: dict[tuple[tuple[str, str], ...], float] = {}
@@ -332,6 +334,7 @@ def process_groups(chosen: Sequence[tuple[str, str]], design: str) -> list[tuple
     return [tuple(item for item in chosen if item[1] == backend) for backend in backends]
 
 
+FORKING_DESIGNS = ("preloaded", "staged")  # a parent forking a child per workload (benchmarks.preload)
 MIN_EPOCHS = 2  # a run's steady median needs one epoch after the compiling one
 
 # A short-suite process on a GPU takes 10-100 s (torch.compile's first epoch the most); none starts with less left.
@@ -381,10 +384,12 @@ def _repeat_argv(
 ) -> list[str]:
     """`python -m benchmarks` arguments of one top-level process of the repeats phase."""
     planned = {"repeat_planned": args.repeats, "epochs": args.epochs}
-    if args.processes != "preloaded":
+    if args.processes not in FORKING_DESIGNS:
         return _short_suite_repeat(args, logs, workloads, backend, run_id, index, **planned).argv()
     children = [_short_suite_repeat(args, logs, (w,), backend, run_id, index, **planned).argv() for w in workloads]
-    return ["preloaded", "--backend", backend, *(text for argv in children for text in ("--run", shlex.join(argv)))]
+    staged = ["--staged"] if args.processes == "staged" else []
+    runs = (text for argv in children for text in ("--run", shlex.join(argv)))
+    return ["preloaded", "--backend", backend, *staged, *runs]
 
 
 def _short_suite_repeat(
@@ -691,8 +696,9 @@ def _parser() -> argparse.ArgumentParser:
         choices=PROCESS_DESIGNS,
         default="repeat",
         help="repeats: a fresh process per repeat (default), one per backend per round training its workloads "
-        "(round), or one parent per backend per round forking a fresh child per workload after importing the "
-        "framework once (preloaded)",
+        "(round), one parent per backend per round forking a fresh child per workload after importing the "
+        "framework once (preloaded), or such a parent forking them all at once, first epochs side by side and steady "
+        "epochs one child at a time (staged, torch only)",
     )
     p.add_argument(
         "--epochs",
@@ -757,8 +763,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(
             f"error: --epochs: at least {MIN_EPOCHS} (the compiling epoch and a steady one), got {args.epochs}"
         )
-    if args.processes == "preloaded" and set(args.backends) - set(PRELOADED_BACKENDS):
-        raise SystemExit(f"error: --processes preloaded: --backends must be among {', '.join(PRELOADED_BACKENDS)}")
+    allowed = {"preloaded": PRELOADED_BACKENDS, "staged": STAGED_BACKENDS}.get(args.processes)
+    if allowed is not None and set(args.backends) - set(allowed):
+        raise SystemExit(f"error: --processes {args.processes}: --backends must be among {', '.join(allowed)}")
     args.out.mkdir(parents=True, exist_ok=True)
     return run(args)
 

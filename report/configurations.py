@@ -48,9 +48,12 @@ COMPILED = "compiled"  # the first epoch compiled its programs (no cache, or a c
 
 def first_epoch_kind(settings: Settings, process: ProcessPlace | None = None) -> str:
     """What a run's first epoch measured: a compile in a fresh process, a compile after another workload in the
-    same process, or a load from a warm (or partly warm) compile cache."""
+    same process, or a load from a warm (or partly warm) compile cache; alone on the machine, or beside the first
+    epochs of a staged round's other children."""
     cache = settings.compile_cache
     kind = COMPILED if cache is None or cache.state in UNCACHED else f"compile cache {cache.state}"
+    if process is not None and process.staged:
+        kind = f"{kind}, beside its round's first epochs"
     return kind if process is None or process.position == 1 else f"{kind}, not first in its process"
 
 

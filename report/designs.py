@@ -7,6 +7,9 @@ the device's set-up once a round instead of once a workload. That saving is wort
 process's runs agree with fresh ones; until they are shown to, the report keeps them apart (`fresh_repeat`).
 `--processes preloaded` pays only the import once a round: a parent imports the framework and forks a fresh child
 per workload (benchmarks.preload); its runs are set beside fresh ones the same way, and kept apart the same way.
+`--processes staged` (PyTorch) forks those children at once: their first epochs, mostly `torch.compile`'s host
+work, overlap, and their steady epochs run one child at a time; its runs too are kept apart and set beside fresh
+ones, and its first epochs, which shared the machine, are never pooled with anyone's.
 A shared run is set beside the fresh runs of its own host and of hosts about as fast (the fingerprint's
 single-thread score), because on these machines the host's speed moves the host-bound defaults more than the
 design does. What a round of the defaults costs per design, cold and warm compile cache, comes from the manifests.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from collections import Counter, defaultdict
@@ -25,24 +29,37 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from benchmarks.logs import find_logs, read_epoch_log
 from benchmarks.metadata import RunMetadata, Status
-from benchmarks.stats import between_machine_sd, machine_component_sd, within_machine_sd
+from benchmarks.stats import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    between_machine_sd,
+    machine_component_sd,
+    within_machine_sd,
+)
 
 REPEATS_PREFIX = "gpu-repeats-"
 SIMILAR_HOST = 0.2  # fresh runs whose host single-thread score is within 20 % of a shared run's count as alike
 
 
-DESIGNS = ("repeat", "round", "preloaded")  # gpu_session's --processes
+DESIGNS = ("repeat", "round", "preloaded", "staged")  # gpu_session's --processes
+FORKED = ("preloaded", "staged")  # designs whose parent forks a child per workload; a round is one top-level process
 
 
 def process_design(meta: RunMetadata) -> str:
     """repeat: trained alone in a fresh process; round: with other workloads in one process; preloaded: alone in
-    a child forked from a parent that had imported the framework (benchmarks.preload)."""
+    a child forked from a parent that had imported the framework (benchmarks.preload); staged: such a child forked
+    with its siblings at once, its first epoch beside theirs and its steady epochs alone."""
     if shared_process(meta):
         return "round"
-    return "preloaded" if meta.process is not None and meta.process.preloaded else "repeat"
+    if meta.process is None or not meta.process.preloaded:
+        return "repeat"
+    return "staged" if meta.process.staged else "preloaded"
 
 
 def machine_of(meta: RunMetadata) -> str:
@@ -69,6 +86,11 @@ def round_process_repeat(meta: RunMetadata) -> bool:
 def preloaded_repeat(meta: RunMetadata) -> bool:
     """A repeat of a GPU default trained in a child of a preloaded parent (`--processes preloaded`)."""
     return repeat_design(meta) == "preloaded"
+
+
+def staged_repeat(meta: RunMetadata) -> bool:
+    """A repeat of a GPU default trained in a staged child (`--processes staged`)."""
+    return repeat_design(meta) == "staged"
 
 
 def shared_process(meta: RunMetadata) -> bool:
@@ -201,8 +223,9 @@ def start_up(processes: Iterable[dict], runs: Sequence[Timed]) -> list[dict]:
     outside its runs. A run matches by folder, workload, backend and repeat index where exactly one process claims
     that key (calls number their repeats from where the committed logs stood, so two calls on one machine between
     collections claim the same numbers, and collect renumbers the later runs); a run longer than the process
-    never matches it."""
-    processes = list(processes)
+    never matches it. A staged parent's runs overlap in time, so its wall time is not theirs plus a start-up: it is
+    left out."""
+    processes = [p for p in processes if p["design"] != "staged"]
     by_key = {(r.run_id, r.workload, r.backend, r.index): r for r in runs}
     claims = Counter((p["run_id"], w, p["backend"], p["repeat"]) for p in processes for w in p["workloads"])
     out = []
@@ -285,6 +308,40 @@ def _alike_host(fresh: Timed, shared: Sequence[Timed]) -> bool:
     return any(
         s.host_score is not None and abs(fresh.host_score - s.host_score) <= SIMILAR_HOST * s.host_score for s in shared
     )
+
+
+def same_machine(runs: Sequence[Timed], design: str) -> dict[str, dict]:
+    """Per backend: `design`'s steady-epoch median against the fresh processes' median of the same default on the
+    same machine, as a log ratio per (machine, default) pair; their mean with a 95 % bootstrap interval over the
+    pairs, and its ratio. Only the same machine tells a design's effect from the host's: the verdicts' runs come from
+    machines whose hosts differ by more than processes do. A mean whose interval holds 0 is no effect beyond the
+    pairs' noise; a design can only keep the verdicts where there is none."""
+    by: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        by[r.backend, r.host, r.workload][r.design].append(r.steady_s)
+    out: dict[str, dict] = {}
+    for backend in sorted({b for b, _, _ in by}):
+        pairs = [
+            {"machine": host, "workload": workload, "runs": [len(d[design]), len(d["repeat"])],
+             "log_ratio": round(math.log(statistics.median(d[design]) / statistics.median(d["repeat"])), 3)}
+            for (b, host, workload), d in sorted(by.items())
+            if b == backend and d.get(design) and d.get("repeat")
+        ]  # fmt: skip
+        if pairs:
+            out[backend] = {"pairs": pairs, "machines": len({p["machine"] for p in pairs}), **_mean_log_ratio(pairs)}
+    return out
+
+
+def _mean_log_ratio(pairs: Sequence[dict]) -> dict[str, Any]:
+    values = np.array([p["log_ratio"] for p in pairs])
+    draws = np.random.default_rng(BOOTSTRAP_SEED).choice(values, (BOOTSTRAP_RESAMPLES, len(values))).mean(axis=1)
+    low, high = (float(v) for v in np.percentile(draws, [2.5, 97.5]))
+    return {
+        "mean_log_ratio": round(float(values.mean()), 3),
+        "interval": [round(low, 3), round(high, 3)],
+        "ratio": round(math.exp(values.mean()), 3),
+        "beyond_noise": len(values) > 1 and not low <= 0 <= high,
+    }
 
 
 def spread_sources(runs: Sequence[Timed]) -> dict[str, dict[str, float | int | None]]:
@@ -409,11 +466,11 @@ def _whole_rounds(states: Sequence[tuple[dict, str]], design: str, epochs: int |
 
 
 def _shared_designs(states: Sequence[tuple[dict, str]]) -> dict[str, tuple[str, int | None]]:
-    """The round designs the manifests hold, by name: round and preloaded with the suite's epochs, and
-    preloaded_<N>_epochs for preloaded rounds whose runs trained N epochs each."""
-    fewer = sorted({p["epochs"] for p, _ in states if p["design"] == "preloaded" and p["epochs"] is not None})
-    return {"round": ("round", None), "preloaded": ("preloaded", None)} | {
-        f"preloaded_{n}_epochs": ("preloaded", n) for n in fewer
+    """The round designs the manifests hold, by name: round, preloaded and staged with the suite's epochs, and
+    preloaded_<N>_epochs or staged_<N>_epochs for such rounds whose runs trained N epochs each."""
+    fewer = sorted({(p["design"], p["epochs"]) for p, _ in states if p["design"] in FORKED and p["epochs"]})
+    return {"round": ("round", None), **{d: (d, None) for d in FORKED}} | {
+        f"{design}_{n}_epochs": (design, n) for design, n in fewer
     }
 
 
@@ -437,25 +494,47 @@ def round_costs(consoles: Path, complete: Iterable[Timed] = ()) -> dict:
                     per_backend[backend][f"{design}_{cache}_s"] = walls
     before = sum(b["fresh_cold_s"] for b in per_backend.values())
     out: dict = {"per_backend": per_backend, "before_s": round(before, 1)}
-    round_after = _after(per_backend, "round", ("warm",))
+    round_after = _after(per_backend, "round", _caches("round"))
     out["after_s"], out["after_over_before"] = _total(round_after, before)
-    for name in (n for n in shared if n.startswith("preloaded")):
-        preloaded = _after(per_backend, name, ("warm", "mixed", "unknown"))
+    for name in (n for n in shared if n.startswith(FORKED)):
+        preloaded = _after(per_backend, name, _caches(name))
         out[f"{name}_s"], out[f"{name}_over_before"] = _total(preloaded, before)
         out[f"{name}_cache"] = {b: cache for b, (_, cache) in preloaded.items()} if preloaded else None
+    out["cheapest"] = cheapest_round(per_backend, shared, before)
     return out
+
+
+def cheapest_round(per_backend: dict[str, dict], shared: Iterable[str], before: float) -> dict | None:
+    """Per backend, the design whose warm round (a forked design's mixed or unknown-cache one where it has no warm
+    one) cost least, and their sum against `before`; a design need not serve every backend (staged serves PyTorch
+    alone). Whether that design keeps the verdicts is report.today's question. None unless each backend has one."""
+    picks: dict[str, dict] = {}
+    for backend, figures in per_backend.items():
+        costs = [(*found, name) for name in shared if (found := _after_one(figures, name, _caches(name)))]
+        if not costs:
+            return None
+        wall, cache, name = min(costs)
+        picks[backend] = {"design": name, "wall_s": round(wall, 1), "cache": cache}
+    total = sum(p["wall_s"] for p in picks.values())
+    return {"by_backend": picks, "s": round(total, 1), "over_before": round(total / before, 2) if before else None}
+
+
+def _caches(design: str) -> tuple[str, ...]:
+    """The compile-cache states whose rounds stand for a design's cost after, best first."""
+    return ("warm", "mixed", "unknown") if design.startswith(FORKED) else ("warm",)
+
+
+def _after_one(figures: dict, design: str, caches: Sequence[str]) -> tuple[float, str] | None:
+    """(median round wall, the cache it met) of the first of `caches` that `design` measured on one backend."""
+    cache = next((c for c in caches if figures.get(f"{design}_{c}_s")), None)
+    return None if cache is None else (statistics.median(figures[f"{design}_{cache}_s"]), cache)
 
 
 def _after(per_backend: dict[str, dict], design: str, caches: Sequence[str]) -> dict[str, tuple[float, str]]:
     """backend -> (median round wall, the cache it met), taking the first of `caches` measured; {} unless every
     backend has one."""
-    out = {}
-    for backend, figures in per_backend.items():
-        cache = next((c for c in caches if figures.get(f"{design}_{c}_s")), None)
-        if cache is None:
-            return {}
-        out[backend] = (statistics.median(figures[f"{design}_{cache}_s"]), cache)
-    return out
+    found = {backend: _after_one(figures, design, caches) for backend, figures in per_backend.items()}
+    return {b: f for b, f in found.items() if f is not None} if all(found.values()) else {}
 
 
 def _total(after: dict[str, tuple[float, str]], before: float) -> tuple[float | None, float | None]:
@@ -469,7 +548,9 @@ def designs(platform_dir: Path) -> dict:
     runs = timed_repeats(platform_dir)
     compared = shared_against_fresh(runs)
     preloaded = shared_against_fresh(runs, "preloaded", "preloaded")
+    staged = shared_against_fresh(runs, "staged", "staged")
     return {
+        "same_machine": {design: same_machine(runs, design) for design in DESIGNS if design != "repeat"},
         "start_up": start_up_summary(start_up(manifest_processes(platform_dir / "console"), runs)),
         "shared_against_fresh": compared,
         "shared_slower_than_fresh_median": sum(c["shared_over_fresh_median"] > 1 for c in compared),
@@ -480,6 +561,9 @@ def designs(platform_dir: Path) -> dict:
         "preloaded_against_fresh": preloaded,
         "preloaded_slower_than_fresh_median": sum(c["preloaded_over_fresh_median"] > 1 for c in preloaded),
         "preloaded_outside_fresh_range": sum(not c["inside_fresh_range"] for c in preloaded),
+        "staged_against_fresh": staged,
+        "staged_slower_than_fresh_median": sum(c["staged_over_fresh_median"] > 1 for c in staged),
+        "staged_outside_fresh_range": sum(not c["inside_fresh_range"] for c in staged),
         "round_costs": round_costs(platform_dir / "console", runs),
         "setup_per_round": setup_per_round(runs),
         "spread_sources": spread_sources(runs),

@@ -27,7 +27,11 @@ KNOWN_BACKENDS = ("tensorflow", "jax", "torch", "cntk", "theano")
 SYNTHETIC_SUFFIX = "_synthetic"
 DATA_SOURCES = ("real", "synthetic")
 NO_RUN_ID = "-"
-PROCESS_VARIANTS = {"round": "one process per round", "preloaded": "forked from a preloaded parent"}
+PROCESS_VARIANTS = {
+    "round": "one process per round",
+    "preloaded": "forked from a preloaded parent",
+    "staged": "forked with its round, steady epochs in turn",
+}
 UNRECORDED = RunMetadata.from_dict({})  # the metadata of a log without any (a published one): every field unknown
 
 
@@ -317,10 +321,9 @@ def _run_from_path(root: Path, log: EpochLog) -> Run:
 def assign_variants(runs: Iterable[Run]) -> list[Run]:
     """Name the image, precision and compile settings in a configuration only where runs of one platform+backend
     (for settings: of one workload) differ in them, so that they are never pooled and labels stay short otherwise.
-    GPU repeats trained in one process per round, or forked from a preloaded parent, are always named apart
-    from fresh processes' repeats, which
-    stay unnamed (report.designs says why they are not pooled); a suite's runs share a process by design and are
-    not named for it."""
+    GPU repeats trained in one process per round, or forked from a preloaded parent (one at a time or staged), are
+    always named apart from fresh processes' repeats, which stay unnamed (report.designs says why they are not
+    pooled); a suite's runs share a process by design and are not named for it."""
     runs = list(runs)
     images: dict[tuple[str, str], set[str | None]] = defaultdict(set)
     precisions: dict[tuple[str, str], set[str | None]] = defaultdict(set)

@@ -36,6 +36,7 @@ from report.designs import (
     machine_of,
     preloaded_repeat,
     round_process_repeat,
+    staged_repeat,
     timed_repeats,
 )
 from report.studies import get_study, published_results
@@ -291,7 +292,25 @@ def summary(table: Sequence[Row], prices: Sequence[Price]) -> str:
     return text
 
 
-DESIGN_RUNS = {"round": round_process_repeat, "preloaded": preloaded_repeat}
+DESIGN_RUNS = {"round": round_process_repeat, "preloaded": preloaded_repeat, "staged": staged_repeat}
+
+
+def design_runs(spec: str) -> Design:
+    """The H100 repeats of one design for every backend (`staged`), or of a design per backend
+    (`jax:preloaded,torch:staged`, where no one design serves both); ValueError names what is wrong."""
+    if ":" not in spec:
+        if spec not in DESIGN_RUNS:
+            raise ValueError(f"--designs: unknown design {spec!r}; choose from {', '.join(DESIGN_RUNS)}")
+        return DESIGN_RUNS[spec]
+    chosen: dict[str, str] = {}
+    for part in spec.split(","):
+        backend, _, name = part.partition(":")
+        if name not in DESIGN_RUNS or not backend or backend in chosen:
+            raise ValueError(
+                f"--designs: {part!r} must be BACKEND:DESIGN, once per backend, DESIGN among {', '.join(DESIGN_RUNS)}"
+            )
+        chosen[backend] = name
+    return lambda meta: meta.backend in chosen and DESIGN_RUNS[chosen[meta.backend]](meta)
 
 
 Verdicts = dict[tuple[str, str], dict[str, str]]  # (workload, backend) -> faster and cheaper per cloud
@@ -323,13 +342,14 @@ def machines_left_out(
 
 def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: str = "round") -> dict:
     """Per default: which GPU is faster and which is cheaper per cloud, decided once with the H100's fresh-process
-    repeats and once with its repeats of `design` (round or preloaded; the H200's are fresh in both), whether the
+    repeats and once with its repeats of `design` (design_runs: one design, or one per backend; the H200's are
+    fresh in both), whether the
     two agree, and whether the fresh verdicts survive leaving out any one machine (machines_left_out): agreement
     is only asked of those."""
     prices = load_prices() if prices is None else prices
     runs = list(complete_runs(logs))  # read once: both designs' verdicts come from the same logs
     fresh = {(r.workload, r.backend): r for r in _rows(*_measured(runs, fresh_repeat), prices)}
-    other = {(r.workload, r.backend): r for r in _rows(*_measured(runs, DESIGN_RUNS[design]), prices)}
+    other = {(r.workload, r.backend): r for r in _rows(*_measured(runs, design_runs(design)), prices)}
     stability = machines_left_out(runs, prices)
     pairs: list[dict[str, Any]] = []
     for key in sorted(fresh.keys() & other.keys()):
@@ -411,10 +431,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache", action="store_true", help="cold and warm compile-cache rounds of the H100 runs")
     parser.add_argument(
         "--designs",
-        choices=list(DESIGN_RUNS),
         nargs="?",
         const="round",
-        help="the verdicts with the H100's repeats of another process design (default: round)",
+        help=f"the verdicts with the H100's repeats of another process design: one of {', '.join(DESIGN_RUNS)} "
+        "(default: round), or one per backend, e.g. jax:preloaded,torch:staged",
     )
     parser.add_argument(
         "--epochs", action="store_true", help="the verdicts again from each run's first 1, 2 and 3 steady epochs"
@@ -428,6 +448,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(cache_rounds(h100 / "console", timed_repeats(h100)), indent=2))
         return 0
     if args.designs:
+        try:
+            design_runs(args.designs)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         print(json.dumps(design_verdicts(args.logs, design=args.designs), indent=2))
         return 0
     if args.epochs:

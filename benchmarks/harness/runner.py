@@ -23,7 +23,7 @@ from benchmarks import metadata, stability, workloads
 from benchmarks.data.files import DatasetUnavailable, FileLocations
 from benchmarks.data.loaders import SYNTHETIC_NAME
 from benchmarks.data.types import SYNTHETIC, Data, DataRequest
-from benchmarks.harness import backends, compile_cache, distribution, sysinfo
+from benchmarks.harness import backends, compile_cache, distribution, sysinfo, turns
 from benchmarks.harness.fingerprint import fingerprint
 from benchmarks.harness.telemetry import Telemetry
 from benchmarks.harness.timing import EpochTimer
@@ -56,6 +56,7 @@ class RunOptions:
     repeat: metadata.Repeat | None = None  # set when this run is one of several repeats of a configuration
     process: metadata.ProcessPlace | None = None  # where this workload stands among those of its process
     host_gc: str = "on"  # Python's garbage collector during fit: on, frozen (gc.freeze first) or off
+    turn: turns.Turn | None = None  # a staged child's pipes: wait after the first epoch for a turn on the device
 
 
 @dataclass
@@ -188,14 +189,16 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     )
     try:
         with telemetry, host_gc(options.host_gc):
-            fit(model, data, spec, run_plan.epochs, [timer], spread.global_batch_size)
+            callbacks = [timer, turns.WaitForTurn(options.turn, telemetry.paused)] if options.turn else [timer]
+            fit(model, data, spec, run_plan.epochs, callbacks, spread.global_batch_size)
         extra = module.after_training(model, data) if hasattr(module, "after_training") else None
     except BaseException as exc:
-        write_metadata(path, _finish(meta, records, telemetry, timer, cache, Status.PARTIAL, error=_describe(exc)))
+        partial = _finish(meta, records, telemetry, timer, cache, Status.PARTIAL, options.turn, _describe(exc))
+        write_metadata(path, partial)
         raise
     finally:
         writer.close()
-    write_metadata(path, _finish(meta, records, telemetry, timer, cache, Status.COMPLETE, extra=extra))
+    write_metadata(path, _finish(meta, records, telemetry, timer, cache, Status.COMPLETE, options.turn, extra=extra))
     return path
 
 
@@ -304,6 +307,7 @@ def _finish(
     timer: EpochTimer,
     cache: compile_cache.Tracker | None,
     status: Status,
+    turn: turns.Turn | None = None,
     error: str | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -323,6 +327,7 @@ def _finish(
             steady_epochs=len(steady),
             total_s=sum(r.elapsed for r in records),
             harness_hook_s=timer.hook_seconds,
+            turn_wait_s=turn.waited_s if turn else None,
         ),
         final=metadata.Final(
             loss=last.loss if last else None,

@@ -9,6 +9,7 @@ missing (no driver, a container without /sys/class/powercap) those parts are nul
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import os
@@ -16,7 +17,7 @@ import resource
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,8 @@ class Telemetry:
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
+        self._sampling = threading.Event()
+        self._sampling.set()
         self._thread: threading.Thread | None = None
         self._nvml: _NVML | None = None
         self._rapl = _rapl_packages()
@@ -211,8 +214,20 @@ class Telemetry:
         if self._nvml is not None:
             self._nvml.shutdown()
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No samples meanwhile: a staged child waiting for its turn (benchmarks.harness.turns) must not poll the
+        driver while a sibling's epochs are timed, nor count the sibling's load as its own."""
+        self._sampling.clear()
+        try:
+            yield
+        finally:
+            self._sampling.set()
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
+            if not self._sampling.is_set():
+                continue
             gpus = self._nvml.sample() if self._nvml is not None else []
             self.samples.append(Sample(t=time.perf_counter(), gpus=gpus, load1=os.getloadavg()[0]))
 

@@ -58,6 +58,7 @@ def test_a_run_the_parent_cannot_fork_is_refused_before_anything_is_imported(
         ["--backend", "jax", "--run", "run --workload mnist_mlp --backend torch"],
         ["--backend", "jax", "--run", RUN, "--run", "run --workload no_such_workload --backend jax"],
         ["--backend", "jax", "--run", f"{RUN} --epochs 0"],  # the runner's own parser refuses it
+        ["--backend", "jax", "--staged", "--run", RUN],  # staged children are PyTorch's alone
         ["--backend", "torch"],
     ],
 )
@@ -177,3 +178,87 @@ def test_a_child_ends_when_its_parent_is_killed_outright(tmp_path: Path) -> None
     while running(child) and time.monotonic() < started + 90:
         time.sleep(0.05)
     assert not running(child)
+
+
+def test_staged_children_start_together_and_take_their_turns_one_after_another(tmp_path: Path) -> None:
+    """Every child reaches its first epoch's end before any takes its turn; turns follow the given order, each
+    after the previous child has ended; a child that ends before its first epoch does (d) holds nobody up."""
+    events = tmp_path / "events"
+    script = (
+        "import os, sys, time\n"
+        "from benchmarks import preload\n"
+        "def child(argv, turn):\n"
+        "    name, first, code = argv\n"
+        "    def note(what):\n"
+        f"        with open({str(events)!r}, 'a') as f:\n"
+        "            f.write(f'{time.monotonic():.6f} {name} {what}\\n')\n"
+        "    if first == 'gone':\n"
+        "        os._exit(int(code))\n"
+        "    time.sleep(float(first))  # the first epoch, beside the others\n"
+        "    note('ready')\n"
+        "    turn.wait()\n"
+        "    note('turn')\n"
+        "    time.sleep(0.2)  # the steady epochs, alone\n"
+        "    note('end')\n"
+        "    os._exit(int(code))\n"
+        "preload._child = child\n"
+        "runs = [['a', '0.6', '0'], ['b', '0.1', '0'], ['d', 'gone', '5'], ['c', '0.3', '3']]\n"
+        "results = preload.run_staged(runs)\n"
+        "print([(r.argv[0], r.returncode) for r in results])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines()[-1] == "[('a', 0), ('b', 0), ('d', 5), ('c', 3)]"
+    lines = [line.split() for line in events.read_text().splitlines()]
+    order = [(name, what) for _, name, what in sorted(lines, key=lambda line: float(line[0]))]
+    assert sorted(order[:3]) == [("a", "ready"), ("b", "ready"), ("c", "ready")]  # all ready before any turn
+    assert order[3:] == [("a", "turn"), ("a", "end"), ("b", "turn"), ("b", "end"), ("c", "turn"), ("c", "end")]
+    assert len(re.findall(r"^staged child: exit \d+, [\d.]+ s, its turn after", result.stdout, re.MULTILINE)) == 4
+
+
+def test_staged_children_end_when_their_parent_is_killed_outright(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    script = (
+        "import os, time\n"
+        "from benchmarks import preload\n"
+        "def child(argv, turn):\n"
+        f"    open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+        "    time.sleep(120)\n"
+        "    os._exit(0)\n"
+        "preload._child = child\n"
+        "preload.run_staged([['run'], ['run']])\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", script], cwd=REPO) as parent:
+        started = time.monotonic()
+        while (not pids.exists() or len(pids.read_text().split()) < 2) and time.monotonic() < started + 60:
+            time.sleep(0.05)
+        children = [int(pid) for pid in pids.read_text().split()]
+        parent.kill()
+    while any(running(child) for child in children) and time.monotonic() < started + 90:
+        time.sleep(0.05)
+    assert len(children) == 2 and not any(running(child) for child in children)
+
+
+def test_staged_torch_children_record_their_wait_and_a_first_epoch_that_shared_the_machine(
+    keras_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks.logs import read_metadata
+    from report.configurations import first_epoch_kind
+
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    run = "run --backend torch --suite short --epochs 2 --train-limit 256 --val-limit 64 --offline"
+    run += f" --allow-synthetic --dataset synthetic --out {shlex.quote(str(tmp_path))} --run-id stg --repeat-index 1"
+    args = ["preloaded", "--backend", "torch", "--staged"]
+    args += ["--run", f"{run} --workload mnist_mlp", "--run", f"{run} --workload mnist_cnn"]
+    result = run_benchmarks(args, keras_home, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert len(re.findall(r"^staged child: exit 0, ", result.stdout, flags=re.MULTILINE)) == 2
+    for workload in ("mnist_mlp", "mnist_cnn"):
+        path = tmp_path / "local" / "stg" / f"{workload}_torch_synthetic.r01.csv"
+        meta = read_metadata(path)
+        assert meta is not None and meta.status.value == "complete" and meta.process is not None
+        assert (meta.process.preloaded, meta.process.staged) == (True, True)
+        assert meta.timing is not None and meta.timing.turn_wait_s is not None and meta.timing.steady_epochs == 1
+        assert meta.settings is not None and first_epoch_kind(meta.settings, meta.process).endswith(
+            "beside its round's first epochs"
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import time
 
 import pytest
 
@@ -61,6 +62,19 @@ def test_cuda_visible_devices_selects_the_gpus_sampled() -> None:
     assert visible_gpu_indices(4, "") == [0, 1, 2, 3]
     assert visible_gpu_indices(4, "2,0") == [2, 0]
     assert visible_gpu_indices(2, "GPU-1234") == [0, 1]
+
+
+def test_paused_telemetry_takes_no_samples_until_it_resumes() -> None:
+    """A staged child waiting for its turn samples nothing (no driver polls while a sibling is timed)."""
+    with Telemetry(interval_s=0.01) as telemetry:
+        time.sleep(0.1)
+        with telemetry.paused():
+            time.sleep(0.05)  # let a sample in flight land
+            paused_at = len(telemetry.samples)
+            time.sleep(0.2)
+            assert len(telemetry.samples) == paused_at
+        time.sleep(0.1)
+    assert len(telemetry.samples) > paused_at
 
 
 def test_telemetry_brackets_epochs_with_cpu_time_and_garbage_collections() -> None:

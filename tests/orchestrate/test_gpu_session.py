@@ -449,6 +449,10 @@ def test_a_repeat_argv_of_another_design_is_the_runner_command_itself(tmp_path: 
     argv = gpu_session._repeat_argv(args, tmp_path, ("mnist_mlp",), "jax", "gpu-repeats-a", 3)
     assert argv[:4] == ["preloaded", "--backend", "jax", "--run"] and len(argv) == 5
     assert build_parser().parse_args(shlex.split(argv[4])).workload == "mnist_mlp"
+    args.processes = "staged"
+    argv = gpu_session._repeat_argv(args, tmp_path, ("mnist_mlp", "mnist_cnn"), "torch", "gpu-repeats-a", 3)
+    assert argv[:5] == ["preloaded", "--backend", "torch", "--staged", "--run"] and len(argv) == 8
+    assert [build_parser().parse_args(shlex.split(a)).workload for a in argv[5::2]] == ["mnist_mlp", "mnist_cnn"]
 
 
 def test_epochs_reach_every_preloaded_child_and_the_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -478,11 +482,15 @@ def test_fewer_than_two_epochs_leave_no_steady_epoch_and_are_refused(tmp_path: P
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("backends", ["tensorflow", "jax,tensorflow"])
-def test_a_preloaded_design_refuses_a_backend_it_cannot_fork(tmp_path: Path, backends: str) -> None:
+@pytest.mark.parametrize(
+    ("design", "backends"),
+    [("preloaded", "tensorflow"), ("preloaded", "jax,tensorflow"), ("staged", "jax"), ("staged", "torch,jax")],
+)
+def test_a_forking_design_refuses_a_backend_it_cannot_fork(tmp_path: Path, design: str, backends: str) -> None:
+    """TensorFlow starts threads on import; JAX children side by side would share the device's memory."""
     base = ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path / "out")]
-    with pytest.raises(SystemExit, match="--processes preloaded: --backends") as raised:
-        gpu_session.main([*base, "--processes", "preloaded", "--backends", backends])
+    with pytest.raises(SystemExit, match=f"--processes {design}: --backends") as raised:
+        gpu_session.main([*base, "--processes", design, "--backends", backends])
     assert str(raised.value).startswith("error: ")
     assert not (tmp_path / "out").exists()  # refused before anything was set up
 

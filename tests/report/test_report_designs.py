@@ -7,6 +7,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from report import designs, loading, today
 from tests.report.report_helpers import write_run
 
@@ -17,6 +19,8 @@ def _repeat(root: Path, run_id: str, workload: str, index: int, span_s: int, ste
     """A complete repeat whose metadata spans `span_s` seconds, trained in a process of `workloads` workloads."""
     workloads = kw.pop("workloads", 1)
     preloaded = {"preloaded": True} if kw.pop("preloaded", False) else {}
+    if kw.pop("staged", False):
+        preloaded = {"preloaded": True, "staged": True}
     score = kw.pop("score", None)
     fingerprint = {"fingerprint": _fingerprint(score)} if score is not None else {}
     write_run(
@@ -226,6 +230,8 @@ def test_a_round_process_meets_a_warm_cache_only_where_its_workloads_ran_on_that
         "round_mixed_s": [38.0],  # listed only where one ran
         "preloaded_cold_s": [],
         "preloaded_warm_s": [],
+        "staged_cold_s": [],
+        "staged_warm_s": [],
     }
     # Only JAX has fresh processes to stand against: before is their cold round, after the warm rounds' median.
     assert (costs["before_s"], costs["after_s"], costs["after_over_before"]) == (70.0, 34.5, 0.49)
@@ -262,6 +268,8 @@ def test_a_preloaded_parent_of_a_whole_round_counts_as_preloaded_not_as_a_round(
         "round_warm_s": [36.0],
         "preloaded_cold_s": [50.0],
         "preloaded_warm_s": [28.0, 26.0],
+        "staged_cold_s": [],
+        "staged_warm_s": [],
     }
     assert (costs["before_s"], costs["after_s"], costs["after_over_before"]) == (70.0, 36.0, 0.51)
     assert (costs["preloaded_s"], costs["preloaded_over_before"]) == (27.0, 0.39)
@@ -285,6 +293,60 @@ def test_preloaded_rounds_of_fewer_epochs_are_costed_apart_from_the_suites_own(t
     assert (costs["preloaded_s"], costs["preloaded_over_before"]) == (28.0, 0.4)
     assert (costs["preloaded_3_epochs_s"], costs["preloaded_3_epochs_over_before"]) == (20.0, 0.29)
     assert costs["preloaded_3_epochs_cache"] == {"jax": "warm"}
+
+
+def test_the_cheapest_round_takes_each_backends_cheapest_design_and_staged_runs_stand_apart(tmp_path: Path) -> None:
+    """Staged parents serve PyTorch alone, so no single design has a round of both backends; the cheapest round
+    takes each backend's own. Their runs overlap in time, so their parent's wall is no start-up plus runs."""
+    both = ["mnist_mlp", "mnist_cnn"]
+    torch_fresh = [{**p, "backend": "torch"} for p in _two_fresh_rounds("gpu-repeats-m1")]
+    _manifest(
+        tmp_path,
+        "m1-part1-manifest.json",
+        [*_two_fresh_rounds("gpu-repeats-m1"), *torch_fresh,
+         _process("gpu-repeats-m1-pre3", both, 1, 21.0, design="preloaded", epochs=3),
+         _process("gpu-repeats-m1-stg", both, 1, 30.0, backend="torch", design="staged", epochs=3),
+         _process("gpu-repeats-m1-stg", both, 2, 26.0, backend="torch", design="staged", epochs=3)],
+    )  # fmt: skip
+    _repeat(tmp_path, "gpu-repeats-m1-stg", "mnist_mlp", 1, 20, 0.5, staged=True)
+    _repeat(tmp_path, "gpu-repeats-m1-stg", "mnist_cnn", 1, 25, 0.7, staged=True)
+    costs = designs.round_costs(tmp_path / "NVIDIA-H100" / "console")
+    assert costs["per_backend"]["torch"]["staged_3_epochs_warm_s"] == [30.0, 26.0]
+    assert (costs["staged_3_epochs_s"], costs["preloaded_3_epochs_s"]) == (None, None)  # each serves one backend
+    assert costs["cheapest"] == {
+        "by_backend": {
+            "jax": {"design": "preloaded_3_epochs", "wall_s": 21.0, "cache": "warm"},
+            "torch": {"design": "staged_3_epochs", "wall_s": 28.0, "cache": "warm"},
+        },
+        "s": 49.0,
+        "over_before": 0.35,  # against 70 s cold on each backend
+    }
+    runs = designs.timed_repeats(tmp_path / "NVIDIA-H100")
+    assert {r.design for r in runs} == {"staged"}
+    processes = designs.manifest_processes(tmp_path / "NVIDIA-H100" / "console")
+    assert not [row for row in designs.start_up(processes, runs) if row["design"] == "staged"]
+    labels = Counter(r.config.name for r in loading.load_runs(tmp_path).runs)
+    assert labels == {f"NVIDIA-H100-jax [{loading.PROCESS_VARIANTS['staged']}]": 2}
+
+
+def test_a_design_is_set_beside_fresh_processes_of_the_same_default_on_the_same_machine(tmp_path: Path) -> None:
+    """Log ratios of medians per (machine, default): host-a's preloaded runs are 10 % slower than its fresh ones in
+    both defaults, host-b's fresh runs meet no preloaded run there, and the round's run has no fresh partner."""
+    for workload, fresh in (("mnist_mlp", 0.50), ("mnist_cnn", 0.80)):
+        _repeat(tmp_path, "gpu-repeats-a", workload, 1, 15, fresh, host="host-a")
+        _repeat(tmp_path, "gpu-repeats-a-pre", workload, 1, 12, fresh * 1.05, host="host-a", preloaded=True)
+        _repeat(tmp_path, "gpu-repeats-a-pre", workload, 2, 12, fresh * 1.15, host="host-a", preloaded=True)
+        _repeat(tmp_path, "gpu-repeats-b", workload, 1, 15, fresh / 2, host="host-b")
+    _repeat(tmp_path, "gpu-repeats-c-round", "mnist_mlp", 1, 10, 0.6, host="host-c", workloads=9)
+    result = designs.same_machine(designs.timed_repeats(tmp_path / "NVIDIA-H100"), "preloaded")
+    [(backend, summary)] = result.items()
+    assert backend == "jax" and summary["machines"] == 1
+    assert [(p["machine"], p["workload"], p["runs"]) for p in summary["pairs"]] == [
+        ("host-a", "mnist_cnn", [2, 1]), ("host-a", "mnist_mlp", [2, 1]),
+    ]  # fmt: skip
+    assert [p["log_ratio"] for p in summary["pairs"]] == [0.095, 0.095]  # log 1.10
+    assert (summary["mean_log_ratio"], summary["ratio"], summary["beyond_noise"]) == (0.095, 1.1, True)
+    assert designs.same_machine(designs.timed_repeats(tmp_path / "NVIDIA-H100"), "round") == {}
 
 
 def test_the_committed_h100_rounds_cost_less_than_fresh_processes_with_a_cold_cache() -> None:
@@ -325,6 +387,30 @@ def test_the_verdicts_with_preloaded_repeats_use_only_the_h100_runs_forked_from_
     for pair in result["pairs"]:
         assert pair["h100_repeats"]["preloaded"] == preloaded[pair["workload"], pair["backend"]]
         assert pair["same"] == (pair["fresh"] == pair["preloaded"]) and "round" not in pair
+
+
+def test_the_verdicts_take_a_design_per_backend_where_no_design_serves_both(capsys) -> None:
+    assert today.main([str(LOGS), "--designs", "jax:preloaded,torch:staged"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    chosen = Counter(
+        (meta.workload, meta.backend)
+        for gpu, meta, _ in today.complete_runs(LOGS)
+        if gpu == "H100" and {"jax": designs.preloaded_repeat, "torch": designs.staged_repeat}[meta.backend](meta)
+    )
+    assert {p["backend"] for p in result["pairs"]} == {"jax", "torch"}
+    for pair in result["pairs"]:
+        assert pair["h100_repeats"]["jax:preloaded,torch:staged"] == chosen[pair["workload"], pair["backend"]]
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [("fresh", "unknown design 'fresh'"), ("jax:preloaded,jax:round", "'jax:round'"), ("torch:", "'torch:'"),
+     (":staged", "':staged'")],
+)  # fmt: skip
+def test_a_bad_design_is_refused_in_one_line(spec: str, named: str, capsys) -> None:
+    assert today.main([str(LOGS), "--designs", spec]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --designs: ") and named in err and len(err.splitlines()) == 1
 
 
 def test_a_missing_folder_is_a_bad_input(tmp_path: Path, capsys) -> None:
