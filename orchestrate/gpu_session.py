@@ -35,6 +35,7 @@ its compile hit it (benchmarks.harness.compile_cache).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -287,11 +288,26 @@ def _run_until(
         try:
             entry["returncode"] = process.wait(timeout=deadline - started)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            _stop_group(process)
             entry["returncode"], entry["skipped"] = -1, stopped
     entry["wall_s"] = time.monotonic() - started
     return entry
+
+
+# A runner told to stop (SIGTERM) records its run as partial, its finished epochs kept, within a few seconds; callers'
+# deadlines leave 10-15 s before the call's budget ends.
+STOP_GRACE_S = 8.0
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    """SIGTERM to the process's group, so that each runner in it records what it finished; SIGKILL to whatever is
+    still running STOP_GRACE_S later."""
+    os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=STOP_GRACE_S)
+    with contextlib.suppress(ProcessLookupError):  # the whole group has ended
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console, deadline: float) -> list[dict]:

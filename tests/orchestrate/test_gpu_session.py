@@ -523,6 +523,39 @@ def test_a_process_past_its_deadline_goes_down_with_the_processes_it_forked(tmp_
     assert not running(child)
 
 
+def test_a_process_past_its_deadline_is_asked_to_stop_before_it_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM first, so that a runner records its run as partial with its finished epochs; one that will not stop
+    (here: ignores SIGTERM) is killed once the grace has passed."""
+    import os
+    import sys
+
+    monkeypatch.setattr(gpu_session, "STOP_GRACE_S", 1.0)
+    recorded = tmp_path / "recorded"
+    script = (
+        "import signal, sys, time\n"
+        "def stop(signum, frame):\n"
+        f"    open({str(recorded)!r}, 'w').write('partial')\n"
+        "    if sys.argv[1] == 'ends':\n"
+        "        sys.exit(130)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "while True:\n"
+        "    time.sleep(0.05)\n"
+    )
+    for behaviour in ("ends", "lingers"):
+        recorded.unlink(missing_ok=True)
+        started = time.monotonic()
+        with (tmp_path / "console.txt").open("w") as console:
+            entry = gpu_session._run_until(
+                [sys.executable, "-c", script, behaviour], dict(os.environ), console, started + 3,
+                {"returncode": None}, "stopped",
+            )  # fmt: skip
+        assert (entry["returncode"], entry["skipped"]) == (-1, "stopped")
+        assert recorded.read_text() == "partial"
+        assert entry["wall_s"] < 3 + gpu_session.STOP_GRACE_S + 5
+
+
 def test_the_per_repeat_design_starts_a_process_per_workload() -> None:
     chosen = [("mnist_mlp", "jax"), ("mnist_cnn", "jax"), ("mnist_mlp", "torch")]
     assert gpu_session.process_groups(chosen, "repeat") == [(i,) for i in chosen]
