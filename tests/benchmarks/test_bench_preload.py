@@ -153,7 +153,7 @@ def test_each_child_trains_its_run_as_a_fresh_process_and_says_it_was_preloaded(
     for index in (1, 2):
         meta = json.loads((tmp_path / "local" / "pre" / f"mnist_mlp_jax_synthetic.r0{index}.json").read_text())
         assert (meta["status"], meta["backend"], meta["repeat"]["index"]) == ("complete", "jax", index)
-        assert meta["process"] == {"position": 1, "workloads": 1, "preloaded": True}
+        assert meta["process"] == {"position": 1, "workloads": 1, "preloaded": True, "staged": False}
 
 
 def test_a_child_ends_when_its_parent_is_killed_outright(tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ def test_every_workload_writes_a_valid_log(tiny_suite: tuple[Path, str], workloa
     assert meta["timing"]["first_epoch_s"] == log.epochs[0].elapsed
     assert meta["timing"]["steady_median_s"] == log.epochs[1].elapsed
     assert all(meta["timing"][step] > 0 for step in ("data_s", "build_s", "describe_s"))  # before the first epoch
+    assert meta["timing"]["turn_wait_s"] is None  # no staged parent: it waited for nobody
     assert meta["software"]["framework"] == backend and meta["software"]["keras"].startswith("3.")
     assert meta["hardware"]["accelerator"] == "cpu" and meta["hardware"]["cpu_cores_logical"] >= 1
     assert meta["settings"]["dtype_policy"] == "float32"
@@ -61,6 +62,7 @@ def test_every_workload_writes_a_valid_log(tiny_suite: tuple[Path, str], workloa
         "position": WORKLOADS.index(workload) + 1,
         "workloads": len(WORKLOADS),
         "preloaded": False,
+        "staged": False,
     }
     assert meta["settings"]["lstm_kernel"] == ("generic" if spec(workload).uses_lstm else None)  # no GPU here
     # Synthetic data is never silent: the file name and the metadata both say so, with the reason.
