@@ -154,7 +154,7 @@ def run_staged(argvs: Sequence[Sequence[str]]) -> list[ChildResult]:
     one at a time in the given order, each after the previous one has ended. A SIGTERM to the parent reaches every
     child still running (each keeps its finished epochs) before the parent ends."""
     children: list[_Staged] = []
-    signal.signal(signal.SIGTERM, functools.partial(_stop_children, children))
+    signal.signal(signal.SIGTERM, lambda signum, frame: _stop_children([c.pid for c in children], signum, frame))
     for argv in argvs:
         children.append(_fork_staged(argv, children))
     for child in children:
@@ -182,31 +182,15 @@ def run_staged(argvs: Sequence[Sequence[str]]) -> list[ChildResult]:
 def _fork_staged(argv: Sequence[str], siblings: Sequence[_Staged]) -> _Staged:
     from benchmarks.harness.turns import Turn
 
-    sys.stdout.flush()
-    sys.stderr.flush()
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
     started = time.monotonic()
-    parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        die_with_parent(parent)
-        for fd in (ready_r, go_w, *(end for s in siblings for end in (s.ready_fd, s.go_fd))):
-            os.close(fd)  # the parent's ends: a sibling holding them would hide an ended child's end-of-file
-        _child(argv, Turn(ready_w, go_r))
+    # the parent's ends, its own and its siblings': a child holding them would hide an ended child's end-of-file
+    parents_ends = (ready_r, go_w, *(end for s in siblings for end in (s.ready_fd, s.go_fd)))
+    pid = _fork_child(argv, Turn(ready_w, go_r), parents_ends)
     os.close(ready_w)
     os.close(go_r)
     return _Staged(tuple(argv), pid, ready_r, go_w, started)
-
-
-def _stop_children(children: Sequence[_Staged], signum: int, frame: object) -> None:
-    for child in children:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child.pid, signal.SIGTERM)
-    for child in children:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(child.pid, 0)
-    sys.exit(128 + signum)
 
 
 def run_children(argvs: Sequence[Sequence[str]]) -> list[ChildResult]:
@@ -214,21 +198,42 @@ def run_children(argvs: Sequence[Sequence[str]]) -> list[ChildResult]:
     A SIGTERM to the parent reaches the running child (which keeps its finished epochs) before the parent ends."""
     results = []
     for argv in argvs:
-        sys.stdout.flush()
-        sys.stderr.flush()
         started = time.monotonic()
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            die_with_parent(parent)
-            _child(argv)
-        signal.signal(signal.SIGTERM, functools.partial(_stop_child, pid))
+        pid = _fork_child(argv)
+        signal.signal(signal.SIGTERM, functools.partial(_stop_children, [pid]))
         _, status = os.waitpid(pid, 0)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         result = ChildResult(tuple(argv), os.waitstatus_to_exitcode(status), time.monotonic() - started)
         print(f"preloaded child: exit {result.returncode}, {result.wall_s:.1f} s: {shlex.join(argv)}", flush=True)
         results.append(result)
     return results
+
+
+def _fork_child(argv: Sequence[str], turn: Turn | None = None, parents_ends: Sequence[int] = ()) -> int:
+    """Fork a child that runs `argv` (and never returns), ending with this process; in it, close `parents_ends`.
+    Returns the child's pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        die_with_parent(parent)
+        for fd in parents_ends:
+            os.close(fd)
+        _child(argv, turn)
+    return pid
+
+
+def _stop_children(pids: Sequence[int], signum: int, frame: object) -> None:
+    """The parent's SIGTERM handler: pass it on to every child, wait for them to end (each records its finished
+    epochs), then end."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    sys.exit(128 + signum)
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -243,12 +248,6 @@ def die_with_parent(parent: int) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:  # it ended before the request was in place
         os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _stop_child(pid: int, signum: int, frame: object) -> None:
-    os.kill(pid, signal.SIGTERM)
-    os.waitpid(pid, 0)
-    sys.exit(128 + signum)
 
 
 def _child(argv: Sequence[str], turn: Turn | None = None) -> None:

@@ -123,6 +123,12 @@ def _bootstrap_medians(clusters: Sequence[np.ndarray], rng: np.random.Generator)
     return np.asarray(np.nanmedian(values.reshape(BOOTSTRAP_RESAMPLES, -1), axis=1))
 
 
+def mean_interval(values: Sequence[float]) -> tuple[float, float]:
+    """The CONFIDENCE bootstrap interval of the mean of `values`, each drawn alike (no machines to resample)."""
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    return _percentiles(rng.choice(np.asarray(values, float), (BOOTSTRAP_RESAMPLES, len(values))).mean(axis=1))
+
+
 def _percentiles(draws: np.ndarray) -> tuple[float, float]:
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(draws, [tail, 100 - tail])

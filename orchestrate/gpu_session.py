@@ -63,7 +63,7 @@ from benchmarks.suites import get_suite
 from benchmarks.workloads import LSTM_WORKLOADS as RECURRENT
 from benchmarks.workloads import WORKLOADS
 from report.designs import DESIGNS as PROCESS_DESIGNS
-from report.designs import process_design
+from report.designs import FORKED, process_design
 
 REPO = Path(__file__).resolve().parents[1]
 # Packages the GPU images commonly lack: Keras and its two small dependencies that ship no CUDA code.
@@ -350,7 +350,6 @@ def process_groups(chosen: Sequence[tuple[str, str]], design: str) -> list[tuple
     return [tuple(item for item in chosen if item[1] == backend) for backend in backends]
 
 
-FORKING_DESIGNS = ("preloaded", "staged")  # a parent forking a child per workload (benchmarks.preload)
 MIN_EPOCHS = 2  # a run's steady median needs one epoch after the compiling one
 
 # A short-suite process on a GPU takes 10-100 s (torch.compile's first epoch the most); none starts with less left.
@@ -400,7 +399,7 @@ def _repeat_argv(
 ) -> list[str]:
     """`python -m benchmarks` arguments of one top-level process of the repeats phase."""
     planned = {"repeat_planned": args.repeats, "epochs": args.epochs}
-    if args.processes not in FORKING_DESIGNS:
+    if args.processes not in FORKED:
         return _short_suite_repeat(args, logs, workloads, backend, run_id, index, **planned).argv()
     children = [_short_suite_repeat(args, logs, (w,), backend, run_id, index, **planned).argv() for w in workloads]
     staged = ["--staged"] if args.processes == "staged" else []

@@ -31,17 +31,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from benchmarks.logs import find_logs, read_epoch_log
 from benchmarks.metadata import RunMetadata, Status
-from benchmarks.stats import (
-    BOOTSTRAP_RESAMPLES,
-    BOOTSTRAP_SEED,
-    between_machine_sd,
-    machine_component_sd,
-    within_machine_sd,
-)
+from benchmarks.stats import between_machine_sd, machine_component_sd, mean_interval, within_machine_sd
 
 REPEATS_PREFIX = "gpu-repeats-"
 SIMILAR_HOST = 0.2  # fresh runs whose host single-thread score is within 20 % of a shared run's count as alike
@@ -333,13 +325,13 @@ def same_machine(runs: Sequence[Timed], design: str) -> dict[str, dict]:
 
 
 def _mean_log_ratio(pairs: Sequence[dict]) -> dict[str, Any]:
-    values = np.array([p["log_ratio"] for p in pairs])
-    draws = np.random.default_rng(BOOTSTRAP_SEED).choice(values, (BOOTSTRAP_RESAMPLES, len(values))).mean(axis=1)
-    low, high = (float(v) for v in np.percentile(draws, [2.5, 97.5]))
+    values = [p["log_ratio"] for p in pairs]
+    mean = statistics.fmean(values)
+    low, high = mean_interval(values)
     return {
-        "mean_log_ratio": round(float(values.mean()), 3),
+        "mean_log_ratio": round(mean, 3),
         "interval": [round(low, 3), round(high, 3)],
-        "ratio": round(math.exp(values.mean()), 3),
+        "ratio": round(math.exp(mean), 3),
         "beyond_noise": len(values) > 1 and not low <= 0 <= high,
     }
 

@@ -156,28 +156,32 @@ def test_each_child_trains_its_run_as_a_fresh_process_and_says_it_was_preloaded(
         assert meta["process"] == {"position": 1, "workloads": 1, "preloaded": True, "staged": False}
 
 
-def test_a_child_ends_when_its_parent_is_killed_outright(tmp_path: Path) -> None:
-    """A parent killed with SIGKILL forwards nothing: the kernel's parent-death signal stops the training child."""
-    pid_file = tmp_path / "child.pid"
+@pytest.mark.parametrize(("run", "children"), [("run_children", 1), ("run_staged", 2)])
+def test_children_end_when_their_parent_is_killed_outright(tmp_path: Path, run: str, children: int) -> None:
+    """A parent killed with SIGKILL forwards nothing: the kernel's parent-death signal stops every training child,
+    the one running (one at a time) or all of them (staged)."""
+    pid_file = tmp_path / "pids"
     script = (
         "import os, time\n"
         "from benchmarks import preload\n"
-        "def train(argv):\n"
-        f"    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "def train(argv, turn=None):\n"
+        f"    open({str(pid_file)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
         "    time.sleep(120)\n"
         "    os._exit(0)\n"
         "preload._child = train\n"
-        "preload.run_children([['run']])\n"
+        f"preload.{run}([['run']] * {children})\n"
     )
     with subprocess.Popen([sys.executable, "-c", script], cwd=REPO) as parent:
         started = time.monotonic()
-        while not pid_file.exists() and time.monotonic() < started + 60:
+        while (
+            not pid_file.exists() or len(pid_file.read_text().split()) < children
+        ) and time.monotonic() < started + 60:
             time.sleep(0.05)
-        child = int(pid_file.read_text())
+        pids = [int(pid) for pid in pid_file.read_text().split()]
         parent.kill()
-    while running(child) and time.monotonic() < started + 90:
+    while any(running(pid) for pid in pids) and time.monotonic() < started + 90:
         time.sleep(0.05)
-    assert not running(child)
+    assert len(pids) == children and not any(running(pid) for pid in pids)
 
 
 def test_staged_children_start_together_and_take_their_turns_one_after_another(tmp_path: Path) -> None:
@@ -214,29 +218,6 @@ def test_staged_children_start_together_and_take_their_turns_one_after_another(t
     assert sorted(order[:3]) == [("a", "ready"), ("b", "ready"), ("c", "ready")]  # all ready before any turn
     assert order[3:] == [("a", "turn"), ("a", "end"), ("b", "turn"), ("b", "end"), ("c", "turn"), ("c", "end")]
     assert len(re.findall(r"^staged child: exit \d+, [\d.]+ s, its turn after", result.stdout, re.MULTILINE)) == 4
-
-
-def test_staged_children_end_when_their_parent_is_killed_outright(tmp_path: Path) -> None:
-    pids = tmp_path / "pids"
-    script = (
-        "import os, time\n"
-        "from benchmarks import preload\n"
-        "def child(argv, turn):\n"
-        f"    open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
-        "    time.sleep(120)\n"
-        "    os._exit(0)\n"
-        "preload._child = child\n"
-        "preload.run_staged([['run'], ['run']])\n"
-    )
-    with subprocess.Popen([sys.executable, "-c", script], cwd=REPO) as parent:
-        started = time.monotonic()
-        while (not pids.exists() or len(pids.read_text().split()) < 2) and time.monotonic() < started + 60:
-            time.sleep(0.05)
-        children = [int(pid) for pid in pids.read_text().split()]
-        parent.kill()
-    while any(running(child) for child in children) and time.monotonic() < started + 90:
-        time.sleep(0.05)
-    assert len(children) == 2 and not any(running(child) for child in children)
 
 
 def test_staged_torch_children_record_their_wait_and_a_first_epoch_that_shared_the_machine(
