@@ -104,11 +104,16 @@ def _clusters(values: Sequence[float], machines: Machines) -> list[np.ndarray]:
 
 
 def _bootstrap_medians(clusters: Sequence[np.ndarray], rng: np.random.Generator) -> np.ndarray:
-    """BOOTSTRAP_RESAMPLES medians of resampled runs. With several machines: draw machines with replacement, then
-    each drawn machine's runs with replacement, and take the median of the pooled draw (a hierarchical bootstrap),
-    so a machine that ran many repeats cannot pass for many machines."""
+    """BOOTSTRAP_RESAMPLES medians of resampled runs (_resampled)."""
+    return np.asarray(np.nanmedian(_resampled(clusters, rng), axis=1))
+
+
+def _resampled(clusters: Sequence[np.ndarray], rng: np.random.Generator) -> np.ndarray:
+    """BOOTSTRAP_RESAMPLES rows of resampled runs, NaN where a row has fewer. With several machines: draw machines
+    with replacement, then each drawn machine's runs with replacement (a hierarchical bootstrap), so that a
+    machine that ran many repeats cannot pass for many machines."""
     if len(clusters) == 1:
-        return np.asarray(np.median(rng.choice(clusters[0], (BOOTSTRAP_RESAMPLES, len(clusters[0]))), axis=1))
+        return np.asarray(rng.choice(clusters[0], (BOOTSTRAP_RESAMPLES, len(clusters[0]))))
     sizes = np.array([len(c) for c in clusters])
     widest = int(sizes.max())
     padded = np.full((len(clusters), widest), np.nan)  # NaN pads machines with fewer runs
@@ -120,13 +125,15 @@ def _bootstrap_medians(clusters: Sequence[np.ndarray], rng: np.random.Generator)
     picks = (rng.random((BOOTSTRAP_RESAMPLES, len(clusters), widest)) * runs).astype(int)
     values = padded[drawn[..., None], picks]
     values[np.arange(widest) >= runs] = np.nan
-    return np.asarray(np.nanmedian(values.reshape(BOOTSTRAP_RESAMPLES, -1), axis=1))
+    return np.asarray(values.reshape(BOOTSTRAP_RESAMPLES, -1))
 
 
-def mean_interval(values: Sequence[float]) -> tuple[float, float]:
-    """The CONFIDENCE bootstrap interval of the mean of `values`, each drawn alike (no machines to resample)."""
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    return _percentiles(rng.choice(np.asarray(values, float), (BOOTSTRAP_RESAMPLES, len(values))).mean(axis=1))
+def mean_interval(values: Sequence[float], machines: Machines = None) -> tuple[float, float]:
+    """The CONFIDENCE bootstrap interval of the mean of `values`; where they come from several machines,
+    hierarchical (machines, then values within each), as every interval here is: values from one machine share
+    its host and its hour, and are not independent of each other."""
+    clusters = _clusters(values, machines)
+    return _percentiles(np.nanmean(_resampled(clusters, np.random.default_rng(BOOTSTRAP_SEED)), axis=1))
 
 
 def _percentiles(draws: np.ndarray) -> tuple[float, float]:

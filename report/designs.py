@@ -304,10 +304,11 @@ def _alike_host(fresh: Timed, shared: Sequence[Timed]) -> bool:
 
 def same_machine(runs: Sequence[Timed], design: str) -> dict[str, dict]:
     """Per backend: `design`'s steady-epoch median against the fresh processes' median of the same default on the
-    same machine, as a log ratio per (machine, default) pair; their mean with a 95 % bootstrap interval over the
-    pairs, and its ratio. Only the same machine tells a design's effect from the host's: the verdicts' runs come from
-    machines whose hosts differ by more than processes do. A mean whose interval holds 0 is no effect beyond the
-    pairs' noise; a design can only keep the verdicts where there is none."""
+    same machine, as a log ratio per (machine, default) pair; their mean with a 95 % bootstrap interval that
+    resamples machines, then their pairs (pairs of one machine share its host and its hour), and its ratio. Only
+    the same machine tells a design's effect from the host's: the verdicts' runs come from machines whose hosts
+    differ by more than processes do. A mean whose interval holds 0 is no effect beyond the pairs' noise; a design
+    can only keep the verdicts where there is none."""
     by: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in runs:
         by[r.backend, r.host, r.workload][r.design].append(r.steady_s)
@@ -327,7 +328,7 @@ def same_machine(runs: Sequence[Timed], design: str) -> dict[str, dict]:
 def _mean_log_ratio(pairs: Sequence[dict]) -> dict[str, Any]:
     values = [p["log_ratio"] for p in pairs]
     mean = statistics.fmean(values)
-    low, high = mean_interval(values)
+    low, high = mean_interval(values, [p["machine"] for p in pairs])
     return {
         "mean_log_ratio": round(mean, 3),
         "interval": [round(low, 3), round(high, 3)],

@@ -92,14 +92,14 @@ def measured_runs(
 
 
 def _measured(
-    runs: Iterable[tuple[str, RunMetadata, list[float]]], h100_design: Design
+    runs: Iterable[tuple[str, RunMetadata, list[float]]], h100_design: Design, h200_design: Design = fresh_repeat
 ) -> tuple[dict[tuple[str, str, str], Measured], dict[str, int]]:
     found: dict[tuple[str, str, str], Measured] = {}
     full: dict[str, int] = {}
     for gpu, meta, steady in runs:
         if meta.cut_down is False and meta.data.train_samples:
             full[meta.workload] = meta.data.train_samples
-        if not (h100_design if gpu == "H100" else fresh_repeat)(meta):
+        if not (h100_design if gpu == "H100" else h200_design)(meta):
             continue
         m = found.setdefault((gpu, meta.workload, meta.backend), Measured())
         m.steady.append(statistics.median(steady))
@@ -295,13 +295,16 @@ def summary(table: Sequence[Row], prices: Sequence[Price]) -> str:
 DESIGN_RUNS = {"round": round_process_repeat, "preloaded": preloaded_repeat, "staged": staged_repeat}
 
 
-def design_runs(spec: str) -> Design:
-    """The H100 repeats of one design for every backend (`staged`), or of a design per backend
+EVERY_BACKEND = "*"
+
+
+def design_names(spec: str) -> dict[str, str]:
+    """backend -> design of one design for every backend (`staged`: {"*": "staged"}), or of a design per backend
     (`jax:preloaded,torch:staged`, where no one design serves both); ValueError names what is wrong."""
     if ":" not in spec:
         if spec not in DESIGN_RUNS:
             raise ValueError(f"--designs: unknown design {spec!r}; choose from {', '.join(DESIGN_RUNS)}")
-        return DESIGN_RUNS[spec]
+        return {EVERY_BACKEND: spec}
     chosen: dict[str, str] = {}
     for part in spec.split(","):
         backend, _, name = part.partition(":")
@@ -310,7 +313,18 @@ def design_runs(spec: str) -> Design:
                 f"--designs: {part!r} must be BACKEND:DESIGN, once per backend, DESIGN among {', '.join(DESIGN_RUNS)}"
             )
         chosen[backend] = name
-    return lambda meta: meta.backend in chosen and DESIGN_RUNS[chosen[meta.backend]](meta)
+    return chosen
+
+
+def design_runs(spec: str) -> Design:
+    """The repeats of the design(s) `spec` names (design_names)."""
+    names = design_names(spec)
+
+    def chosen(meta: RunMetadata) -> bool:
+        name = names.get(meta.backend, names.get(EVERY_BACKEND))
+        return name is not None and DESIGN_RUNS[name](meta)
+
+    return chosen
 
 
 Verdicts = dict[tuple[str, str], dict[str, str]]  # (workload, backend) -> faster and cheaper per cloud
@@ -341,16 +355,25 @@ def machines_left_out(
 
 
 def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: str = "round") -> dict:
-    """Per default: which GPU is faster and which is cheaper per cloud, decided once with the H100's fresh-process
-    repeats and once with its repeats of `design` (design_runs: one design, or one per backend; the H200's are
-    fresh in both), whether the
-    two agree, and whether the fresh verdicts survive leaving out any one machine (machines_left_out): agreement
-    is only asked of those."""
+    """Per default: which GPU is faster and which is cheaper per cloud, decided once with fresh-process repeats
+    and once with the H100's repeats of `design` (design_runs: one design, or one per backend), whether the two
+    agree, and whether the fresh verdicts survive leaving out any one machine (machines_left_out): agreement is
+    only asked of those. The H200 side takes the design's runs too where it has any of the backend
+    (`h200_side`), as a round in that design would measure both GPUs; where it has none it stays fresh, and a
+    design that slows the H100's runs moves the verdicts towards the H200 whether or not it would move them with
+    both GPUs measured alike."""
     prices = load_prices() if prices is None else prices
     runs = list(complete_runs(logs))  # read once: both designs' verdicts come from the same logs
+    chosen = design_runs(design)
+    h200_backends = {meta.backend for gpu, meta, _ in runs if gpu == "H200" and chosen(meta)}
+
+    def h200_runs(meta: RunMetadata) -> bool:
+        return (chosen if meta.backend in h200_backends else fresh_repeat)(meta)
+
     fresh = {(r.workload, r.backend): r for r in _rows(*_measured(runs, fresh_repeat), prices)}
-    other = {(r.workload, r.backend): r for r in _rows(*_measured(runs, design_runs(design)), prices)}
+    other = {(r.workload, r.backend): r for r in _rows(*_measured(runs, chosen, h200_runs), prices)}
     stability = machines_left_out(runs, prices)
+    names = design_names(design)
     pairs: list[dict[str, Any]] = []
     for key in sorted(fresh.keys() & other.keys()):
         designs = (("fresh", fresh[key]), (design, other[key]))
@@ -359,20 +382,26 @@ def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: s
             {
                 "workload": key[0],
                 "backend": key[1],
-                "h100_repeats": {"fresh": fresh[key].estimates["H100"].n, design: other[key].estimates["H100"].n},
+                **{f"{gpu.lower()}_repeats": _repeats_per_design(fresh[key], other[key], design, gpu) for gpu in GPUS},
                 **verdicts,
                 "same": verdicts["fresh"] == verdicts[design],
                 "fresh_machines_left_out": stability[key],
             }
         )
     stable = [p for p in pairs if p["fresh_machines_left_out"]["stable"]]
+    backends = sorted({p["backend"] for p in pairs})
     return {
+        "h200_side": {b: names.get(b, names.get(EVERY_BACKEND)) if b in h200_backends else "fresh" for b in backends},
         "pairs": pairs,
         "same": sum(p["same"] for p in pairs),
         "compared": len(pairs),
         "fresh_stable": len(stable),
         "same_where_fresh_stable": sum(p["same"] for p in stable),
     }
+
+
+def _repeats_per_design(fresh: Row, other: Row, design: str, gpu: str) -> dict[str, int]:
+    return {"fresh": fresh.estimates[gpu].n, design: other.estimates[gpu].n}
 
 
 def steady_epochs(

@@ -20,6 +20,7 @@ from benchmarks.stats import (
     leave_one_machine_out,
     machine_component_sd,
     mann_whitney_p,
+    mean_interval,
     median_estimate,
     median_interval_ranks,
     next_machine_interval,
@@ -180,6 +181,18 @@ def test_one_machine_keeps_the_order_statistic_interval() -> None:
     values = [1.0, 1.1, 1.2, 1.3, 1.4]
     assert median_estimate(values, ["a"] * 5) == median_estimate(values)
     assert ratio_of_medians(values, values[::-1], ["a"] * 5, ["b"] * 5) == ratio_of_medians(values, values[::-1])
+
+
+def test_a_mean_of_one_machines_pairs_does_not_pass_for_many_machines() -> None:
+    """Eight log ratios from one machine near +0.09, one from another at -0.02: drawn alike they exclude 0; drawn
+    by machine, the second machine alone is a quarter of the draws, and the interval reaches it."""
+    values = [0.08, 0.1, 0.09, 0.07, 0.11, 0.09, 0.1, 0.08, -0.02]
+    machines = ["l"] * 8 + ["m"]
+    alike_low, _ = mean_interval(values)
+    low, high = mean_interval(values, machines)
+    assert alike_low > 0.04
+    assert low == pytest.approx(-0.02, abs=0.005) and 0.09 < high < 0.11
+    assert mean_interval(values, ["l"] * 9) == mean_interval(values)  # one machine: values drawn alike
 
 
 def test_a_verdict_must_clear_the_spread_between_machines() -> None:

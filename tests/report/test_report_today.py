@@ -92,11 +92,13 @@ def test_the_results_markdown_for_the_study_carries_the_section(tmp_path: Path) 
     assert text.startswith("## benchmark-gpus-2017-11 on today's GPUs") and "# Benchmark results" in text
 
 
-def _repeats(root: Path, gpu: str, machine: str, steady: list[float]) -> None:
+def _repeats(root: Path, gpu: str, machine: str, steady: list[float], preloaded: bool = False) -> None:
+    run_id = f"gpu-repeats-{machine}{'-pre' if preloaded else ''}"
+    process = {"process": {"position": 1, "workloads": 1, "preloaded": True}} if preloaded else {}
     for index, seconds in enumerate(steady, 1):
-        write_run(root, platform=today.PLATFORMS[gpu], run_id=f"gpu-repeats-{machine}", repeat=index,
+        write_run(root, platform=today.PLATFORMS[gpu], run_id=run_id, repeat=index,
                   elapsed=(9.0, seconds, seconds * 1.01, seconds * 0.99), host_id=machine,
-                  schema2={"repeat": {"group": f"gpu-repeats-{machine}", "index": index}})  # fmt: skip
+                  schema2={"repeat": {"group": run_id, "index": index}, **process})  # fmt: skip
 
 
 def test_verdicts_that_one_machine_decides_are_told_apart_from_those_every_machine_keeps(tmp_path: Path) -> None:
@@ -123,6 +125,26 @@ def test_the_design_verdicts_say_how_many_fresh_verdicts_every_machine_keeps() -
     stable = [p for p in result["pairs"] if p["fresh_machines_left_out"]["stable"]]
     assert result["fresh_stable"] == len(stable) < result["compared"]
     assert result["same_where_fresh_stable"] == sum(p["same"] for p in stable)
+
+
+def test_a_design_is_judged_with_both_gpus_measured_in_it_where_both_have_its_runs(tmp_path: Path) -> None:
+    """Fresh: the H100 twice as fast. The design runs 2.5x slower on either GPU: set beside fresh H200 runs, its
+    H100 runs turn the verdict; with the H200's runs in the design too, the H100 is twice as fast again."""
+    for gpu, seconds in (("H100", 0.5), ("H200", 1.0)):
+        for machine in ("a", "b", "c"):
+            _repeats(tmp_path, gpu, f"{gpu}-{machine}", [seconds, seconds * 1.02])
+    _repeats(tmp_path, "H100", "H100-a", [1.25, 1.27, 1.25, 1.26], preloaded=True)
+    one_side = today.design_verdicts(tmp_path, design="preloaded")
+    assert one_side["h200_side"] == {"jax": "fresh"}
+    [pair] = one_side["pairs"]
+    assert pair["fresh"]["faster"] == "H100" and pair["preloaded"]["faster"] == "H200" and not pair["same"]
+
+    _repeats(tmp_path, "H200", "H200-a", [2.5, 2.55, 2.5, 2.52], preloaded=True)
+    both = today.design_verdicts(tmp_path, design="jax:preloaded")
+    assert both["h200_side"] == {"jax": "preloaded"}
+    [pair] = both["pairs"]
+    assert pair["h200_repeats"] == {"fresh": 6, "jax:preloaded": 4}
+    assert pair["jax:preloaded"]["faster"] == "H100" and pair["same"]
 
 
 def test_the_verdicts_from_each_runs_first_steady_epochs_follow_those_epochs(tmp_path: Path) -> None:
