@@ -33,7 +33,13 @@ from typing import Any
 
 from benchmarks.logs import find_logs, read_epoch_log
 from benchmarks.metadata import RunMetadata, Status
-from benchmarks.stats import between_machine_sd, machine_component_sd, mean_interval, within_machine_sd
+from benchmarks.stats import (
+    MIN_REPEATS_FOR_INTERVAL,
+    between_machine_sd,
+    machine_component_sd,
+    mean_interval,
+    within_machine_sd,
+)
 
 REPEATS_PREFIX = "gpu-repeats-"
 SIMILAR_HOST = 0.2  # fresh runs whose host single-thread score is within 20 % of a shared run's count as alike
@@ -104,6 +110,7 @@ class Timed:
     host_score: float | None = None  # the fingerprint's single-thread score at the process's start
     setup: dict[str, float] = field(default_factory=dict)  # SETUP_PHASES -> seconds, where the run recorded them
     cache_lookups: tuple[int, int] | None = None  # the run's compile-cache (hits, misses); None: no cache record
+    started_at: datetime | None = None
 
 
 def complete_runs_in(folder: Path) -> Iterator[tuple[RunMetadata, list[float]]]:
@@ -122,7 +129,8 @@ def timed_repeats(platform_dir: Path) -> list[Timed]:
             continue
         if meta.repeat is None or not meta.started_at or not meta.ended_at:
             continue
-        span = (datetime.fromisoformat(meta.ended_at) - datetime.fromisoformat(meta.started_at)).total_seconds()
+        started = datetime.fromisoformat(meta.started_at)
+        span = (datetime.fromisoformat(meta.ended_at) - started).total_seconds()
         host = machine_of(meta)
         out.append(
             Timed(
@@ -137,6 +145,7 @@ def timed_repeats(platform_dir: Path) -> list[Timed]:
                 _host_score(meta),
                 _setup(meta),
                 _cache_lookups(meta),
+                started,
             )
         )
     return out
@@ -308,32 +317,63 @@ def same_machine(runs: Sequence[Timed], design: str) -> dict[str, dict]:
     resamples machines, then their pairs (pairs of one machine share its host and its hour), and its ratio. Only
     the same machine tells a design's effect from the host's: the verdicts' runs come from machines whose hosts
     differ by more than processes do. A mean whose interval holds 0 is no effect beyond the pairs' noise; a design
-    can only keep the verdicts where there is none."""
-    by: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    can only keep the verdicts where there is none.
+
+    A pair is `interleaved` where neither design's runs all came before the other's: a machine drifts over its
+    lease (its later calls ran slower, whatever they ran), and a pair whose fresh runs all ran first measures that
+    drift with the design. `interleaved_only` gives the same figures over those pairs alone."""
+    by: dict[tuple[str, str, str], dict[str, list[Timed]]] = defaultdict(lambda: defaultdict(list))
     for r in runs:
-        by[r.backend, r.host, r.workload][r.design].append(r.steady_s)
+        by[r.backend, r.host, r.workload][r.design].append(r)
     out: dict[str, dict] = {}
     for backend in sorted({b for b, _, _ in by}):
         pairs = [
-            {"machine": host, "workload": workload, "runs": [len(d[design]), len(d["repeat"])],
-             "log_ratio": round(math.log(statistics.median(d[design]) / statistics.median(d["repeat"])), 3)}
+            _pair(host, workload, d[design], d["repeat"])
             for (b, host, workload), d in sorted(by.items())
             if b == backend and d.get(design) and d.get("repeat")
-        ]  # fmt: skip
+        ]
         if pairs:
-            out[backend] = {"pairs": pairs, "machines": len({p["machine"] for p in pairs}), **_mean_log_ratio(pairs)}
+            mixed = [p for p in pairs if p["interleaved"]]
+            out[backend] = {
+                "pairs": pairs,
+                "machines": len({p["machine"] for p in pairs}),
+                **_mean_log_ratio(pairs),
+                "interleaved_only": {"pairs": len(mixed), **_mean_log_ratio(mixed)} if mixed else None,
+            }
     return out
 
 
+def _pair(host: str, workload: str, design: Sequence[Timed], fresh: Sequence[Timed]) -> dict[str, Any]:
+    ratio = statistics.median(r.steady_s for r in design) / statistics.median(r.steady_s for r in fresh)
+    return {
+        "machine": host,
+        "workload": workload,
+        "runs": [len(design), len(fresh)],
+        "log_ratio": round(math.log(ratio), 3),
+        "interleaved": _interleaved([r.started_at for r in design], [r.started_at for r in fresh]),
+    }
+
+
+def _interleaved(one: Sequence[datetime | None], other: Sequence[datetime | None]) -> bool:
+    """Whether neither group's runs all started before the other's first; unknown start times tell nothing."""
+    if None in one or None in other:
+        return False
+    a, b = sorted(t for t in one if t), sorted(t for t in other if t)
+    return a[0] < b[-1] and b[0] < a[-1]
+
+
 def _mean_log_ratio(pairs: Sequence[dict]) -> dict[str, Any]:
+    """The pairs' mean log ratio, and its interval where there are MIN_REPEATS_FOR_INTERVAL pairs or more."""
     values = [p["log_ratio"] for p in pairs]
     mean = statistics.fmean(values)
-    low, high = mean_interval(values, [p["machine"] for p in pairs])
+    interval = None
+    if len(values) >= MIN_REPEATS_FOR_INTERVAL:
+        interval = [round(end, 3) for end in mean_interval(values, [p["machine"] for p in pairs])]
     return {
         "mean_log_ratio": round(mean, 3),
-        "interval": [round(low, 3), round(high, 3)],
+        "interval": interval,
         "ratio": round(math.exp(mean), 3),
-        "beyond_noise": len(values) > 1 and not low <= 0 <= high,
+        "beyond_noise": interval is not None and not interval[0] <= 0 <= interval[1],
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,10 @@ LOGS = Path(__file__).resolve().parents[2] / "logs" / "reference"
 
 
 def _repeat(root: Path, run_id: str, workload: str, index: int, span_s: int, steady: float, **kw: Any) -> None:
-    """A complete repeat whose metadata spans `span_s` seconds, trained in a process of `workloads` workloads."""
+    """A complete repeat whose metadata spans `span_s` seconds from `start` minutes past the hour, trained in a
+    process of `workloads` workloads."""
     workloads = kw.pop("workloads", 1)
+    started = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=kw.pop("start", 0))
     preloaded = {"preloaded": True} if kw.pop("preloaded", False) else {}
     if kw.pop("staged", False):
         preloaded = {"preloaded": True, "staged": True}
@@ -32,8 +35,8 @@ def _repeat(root: Path, run_id: str, workload: str, index: int, span_s: int, ste
         elapsed=(5.0, steady, steady),
         host_id=kw.pop("host", "host-a"),
         schema2={
-            "started_at": "2026-01-01T00:00:00+00:00",
-            "ended_at": f"2026-01-01T00:{span_s // 60:02d}:{span_s % 60:02d}+00:00",
+            "started_at": started.isoformat(),
+            "ended_at": (started + timedelta(seconds=span_s)).isoformat(),
             "repeat": {"group": run_id, "index": index},
             "process": {"position": 1, "workloads": workloads, **preloaded},
             **fingerprint,
@@ -331,8 +334,8 @@ def test_the_cheapest_round_takes_each_backends_cheapest_design_and_staged_runs_
 
 def test_a_design_is_set_beside_fresh_processes_of_the_same_default_on_the_same_machine(tmp_path: Path) -> None:
     """Log ratios of medians per (machine, default): host-a's preloaded runs are 10 % slower than its fresh ones in
-    both defaults, host-b's fresh runs meet no preloaded run there, and the round's run has no fresh partner."""
-    for workload, fresh in (("mnist_mlp", 0.50), ("mnist_cnn", 0.80)):
+    three defaults, host-b's fresh runs meet no preloaded run there, and the round's run has no fresh partner."""
+    for workload, fresh in (("mnist_mlp", 0.50), ("mnist_cnn", 0.80), ("imdb_fasttext", 0.30)):
         _repeat(tmp_path, "gpu-repeats-a", workload, 1, 15, fresh, host="host-a")
         _repeat(tmp_path, "gpu-repeats-a-pre", workload, 1, 12, fresh * 1.05, host="host-a", preloaded=True)
         _repeat(tmp_path, "gpu-repeats-a-pre", workload, 2, 12, fresh * 1.15, host="host-a", preloaded=True)
@@ -342,11 +345,37 @@ def test_a_design_is_set_beside_fresh_processes_of_the_same_default_on_the_same_
     [(backend, summary)] = result.items()
     assert backend == "jax" and summary["machines"] == 1
     assert [(p["machine"], p["workload"], p["runs"]) for p in summary["pairs"]] == [
-        ("host-a", "mnist_cnn", [2, 1]), ("host-a", "mnist_mlp", [2, 1]),
+        ("host-a", "imdb_fasttext", [2, 1]), ("host-a", "mnist_cnn", [2, 1]), ("host-a", "mnist_mlp", [2, 1]),
     ]  # fmt: skip
-    assert [p["log_ratio"] for p in summary["pairs"]] == [0.095, 0.095]  # log 1.10
+    assert [p["log_ratio"] for p in summary["pairs"]] == [0.095, 0.095, 0.095]  # log 1.10
     assert (summary["mean_log_ratio"], summary["ratio"], summary["beyond_noise"]) == (0.095, 1.1, True)
     assert designs.same_machine(designs.timed_repeats(tmp_path / "NVIDIA-H100"), "round") == {}
+
+
+def test_pairs_whose_fresh_runs_all_came_first_are_told_from_interleaved_ones(tmp_path: Path) -> None:
+    """On host-a every fresh run came before the preloaded ones, which ran 20 % slower (the machine drifting, or
+    the design); on host-b they alternated and agree. Only host-b's pairs are interleaved, and too few to give an
+    interval of their own until a third joins."""
+    for workload in ("mnist_mlp", "mnist_cnn"):
+        _repeat(tmp_path, "gpu-repeats-a", workload, 1, 15, 1.0, host="host-a", start=0)
+        _repeat(tmp_path, "gpu-repeats-a-pre", workload, 1, 12, 1.2, host="host-a", preloaded=True, start=5)
+        _repeat(tmp_path, "gpu-repeats-b-pre", workload, 1, 12, 1.0, host="host-b", preloaded=True, start=0)
+        _repeat(tmp_path, "gpu-repeats-b", workload, 1, 15, 1.0, host="host-b", start=5)
+        _repeat(tmp_path, "gpu-repeats-b-pre", workload, 2, 12, 1.0, host="host-b", preloaded=True, start=10)
+    summary = designs.same_machine(designs.timed_repeats(tmp_path / "NVIDIA-H100"), "preloaded")["jax"]
+    assert [(p["machine"], p["interleaved"]) for p in summary["pairs"]] == [
+        ("host-a", False), ("host-a", False), ("host-b", True), ("host-b", True),
+    ]  # fmt: skip
+    assert summary["mean_log_ratio"] == pytest.approx(0.091, abs=0.001) and summary["machines"] == 2
+    mixed = summary["interleaved_only"]
+    assert mixed["pairs"] == 2 and mixed["mean_log_ratio"] == 0.0 and mixed["interval"] is None
+    assert not mixed["beyond_noise"]
+
+    _repeat(tmp_path, "gpu-repeats-b-pre", "imdb_fasttext", 1, 12, 0.5, host="host-b", preloaded=True, start=20)
+    _repeat(tmp_path, "gpu-repeats-b", "imdb_fasttext", 1, 15, 0.5, host="host-b", start=25)
+    _repeat(tmp_path, "gpu-repeats-b-pre", "imdb_fasttext", 2, 12, 0.5, host="host-b", preloaded=True, start=30)
+    mixed = designs.same_machine(designs.timed_repeats(tmp_path / "NVIDIA-H100"), "preloaded")["jax"]
+    assert mixed["interleaved_only"]["pairs"] == 3 and mixed["interleaved_only"]["interval"] == [0.0, 0.0]
 
 
 def test_the_committed_h100_rounds_cost_less_than_fresh_processes_with_a_cold_cache() -> None:
