@@ -22,7 +22,9 @@ each workload raised to `--repeats` fresh-process repeats counting those already
 measured first (`--tag` names the machine; `--processes round` trains each backend's workloads of a round in one
 process instead of one process per repeat, paying the framework's start-up once a round; `--processes preloaded`
 imports the framework once a round and forks a fresh child per repeat; `--processes staged`, PyTorch only, forks
-them all at once, their first epochs side by side and their steady epochs one at a time);
+them all at once, their first epochs side by side and their steady epochs one at a time; two designs, e.g.
+`--processes repeat,staged`, alternate whole rounds on the machine, A B B A ..., `--repeats` rounds each, so that
+report.designs' `same_machine` sets them side by side unconfounded by the machine's drift);
 `sweep` times each backend's configurations a careful user would try (jit on/off, torch.compile,
 steps_per_execution, cuDNN or generic LSTM) for 3 epochs on the bounded suite's data; `suite` runs the bounded
 suite (published epochs and hyperparameters) with each backend's default settings; `overhead` measures the
@@ -47,7 +49,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -319,26 +321,48 @@ def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console,
     measured, and the process's start-up is paid once a round instead of once a workload); `--processes preloaded`
     one parent per backend per round that imports the framework once and forks a fresh child per workload
     (benchmarks.preload); `--processes staged` such a parent forking them all at once, to compile side by side and
-    measure their steady epochs one at a time."""
+    measure their steady epochs one at a time. Two designs alternate whole rounds (repeat_rounds)."""
     items = [(w, b) for b in args.backends for w in args.workloads]
-    counts = existing_repeats(args.existing, items, args.processes)
-    walls: dict[tuple[tuple[str, str], ...], float] = {}
+    alone = len(args.processes) == 1
+    counts = existing_repeats(args.existing, items, args.processes[0]) if alone else dict.fromkeys(items, 0)
+    walls: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     entries: list[dict] = []
-    for round_index, level in enumerate(fill_levels(counts, args.repeats)):
-        chosen = round_order(items, round_index, counts, level)
-        for group in process_groups(chosen, args.processes):
+    for round_index, (design, chosen) in enumerate(repeat_rounds(args.processes, args.repeats, items, counts)):
+        for group in process_groups(chosen, design):
             # A process that cannot end before the deadline would leave its last workload unfinished: start only
-            # what fits, by the same group's wall time earlier in this call.
-            if deadline - time.monotonic() < max(REPEATS_MIN_START_S, 1.2 * walls.get(group, 0)):
+            # what fits, by the same group's wall time in the same design earlier in this call.
+            if deadline - time.monotonic() < max(REPEATS_MIN_START_S, 1.2 * walls.get((design, group), 0)):
                 continue
             index = max(counts[item] for item in group) + 1
-            entry = _repeat_process(args, env, logs, console, deadline, group, index)
-            walls[group] = entry["wall_s"]
+            entry = _repeat_process(args, env, logs, console, deadline, group, index, design)
+            walls[design, group] = entry["wall_s"]
             entries.append({**entry, "round": round_index + 1})
             for item in group:
                 counts[item] += 1
     console.write(f"\nrounds: {json.dumps(round_walls(entries))}\n")
     return entries
+
+
+def repeat_rounds(
+    designs: Sequence[str], repeats: int, items: Sequence[tuple[str, str]], counts: dict[tuple[str, str], int]
+) -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    """(design, the round's items in order) per round, read as the rounds run (`counts` moves meanwhile). One
+    design: rounds that raise every item to `repeats`, least measured first. Two: `repeats` whole rounds of each,
+    alternating (alternating), every item in each."""
+    if len(designs) == 1:
+        for round_index, level in enumerate(fill_levels(counts, repeats)):
+            yield designs[0], round_order(items, round_index, counts, level)
+        return
+    for round_index, design in enumerate(alternating(designs, repeats)):
+        yield design, round_order(items, round_index)
+
+
+def alternating(designs: Sequence[str], rounds_each: int) -> list[str]:
+    """A B B A A B B A ...: in every four rounds each design runs once before and once after the other, so that a
+    machine that speeds up or slows down through the call weighs on both designs alike."""
+    first, second = designs
+    block = (first, second, second, first)
+    return [block[i % len(block)] for i in range(2 * rounds_each)]
 
 
 def process_groups(chosen: Sequence[tuple[str, str]], design: str) -> list[tuple[tuple[str, str], ...]]:
@@ -379,30 +403,38 @@ def _repeat_process(
     deadline: float,
     group: tuple[tuple[str, str], ...],
     index: int,
+    design: str,
 ) -> dict:
-    """One runner process for one repeat of each of `group`'s workloads (one backend)."""
+    """One runner process of `design` for one repeat of each of `group`'s workloads (one backend)."""
     run_id = f"gpu-repeats-{args.tag}"
     workloads, backend = tuple(w for w, _ in group), group[0][1]
     # collect renumbers a repeat after its folder's highest where its index is taken
     console.write(f"\n### {run_id} {' '.join(workloads)} [{backend}] repeat {index}\n")
     entry: dict[str, Any] = {"phase": "repeats", "run_id": run_id, "backend": backend, "repeat": index}
     entry.update({"workload": workloads[0]} if len(workloads) == 1 else {"workloads": list(workloads)})
-    entry["design"] = args.processes
+    entry["design"] = design
     if args.epochs is not None:
         entry["epochs"] = args.epochs
-    command = [sys.executable, "-m", "benchmarks", *_repeat_argv(args, logs, workloads, backend, run_id, index)]
+    argv = _repeat_argv(args, logs, workloads, backend, run_id, index, design)
+    command = [sys.executable, "-m", "benchmarks", *argv]
     return _run_until(command, env, console, deadline - 10, {**entry, "returncode": None}, "stopped at the time budget")
 
 
 def _repeat_argv(
-    args: argparse.Namespace, logs: Path, workloads: tuple[str, ...], backend: str, run_id: str, index: int
+    args: argparse.Namespace,
+    logs: Path,
+    workloads: tuple[str, ...],
+    backend: str,
+    run_id: str,
+    index: int,
+    design: str,
 ) -> list[str]:
-    """`python -m benchmarks` arguments of one top-level process of the repeats phase."""
+    """`python -m benchmarks` arguments of one top-level process of `design` in the repeats phase."""
     planned = {"repeat_planned": args.repeats, "epochs": args.epochs}
-    if args.processes not in FORKED:
+    if design not in FORKED:
         return _short_suite_repeat(args, logs, workloads, backend, run_id, index, **planned).argv()
     children = [_short_suite_repeat(args, logs, (w,), backend, run_id, index, **planned).argv() for w in workloads]
-    staged = ["--staged"] if args.processes == "staged" else []
+    staged = ["--staged"] if design == "staged" else []
     runs = (text for argv in children for text in ("--run", shlex.join(argv)))
     return ["preloaded", "--backend", backend, *staged, *runs]
 
@@ -708,12 +740,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--processes",
-        choices=PROCESS_DESIGNS,
+        type=_process_designs,
         default="repeat",
         help="repeats: a fresh process per repeat (default), one per backend per round training its workloads "
         "(round), one parent per backend per round forking a fresh child per workload after importing the "
         "framework once (preloaded), or such a parent forking them all at once, first epochs side by side and steady "
-        "epochs one child at a time (staged, torch only)",
+        "epochs one child at a time (staged, torch only); two, e.g. repeat,staged, alternate whole rounds A B B A, "
+        "--repeats rounds each",
     )
     p.add_argument(
         "--epochs",
@@ -747,6 +780,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _process_designs(text: str) -> tuple[str, ...]:
+    """--processes: one design, or two different ones to alternate round by round."""
+    names = tuple(n for n in text.split(",") if n)
+    if not 1 <= len(names) <= 2 or len(set(names)) != len(names) or set(names) - set(PROCESS_DESIGNS):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: one design, or two different ones separated by a comma, among {', '.join(PROCESS_DESIGNS)}"
+        )
+    return names
+
+
 def _names(text: str, allowed: Sequence[str], what: str) -> tuple[str, ...]:
     names = tuple(n for n in text.split(",") if n)
     unknown = [n for n in names if n not in allowed]
@@ -778,9 +821,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(
             f"error: --epochs: at least {MIN_EPOCHS} (the compiling epoch and a steady one), got {args.epochs}"
         )
-    allowed = {"preloaded": PRELOADED_BACKENDS, "staged": STAGED_BACKENDS}.get(args.processes)
-    if allowed is not None and set(args.backends) - set(allowed):
-        raise SystemExit(f"error: --processes {args.processes}: --backends must be among {', '.join(allowed)}")
+    for design in args.processes:
+        allowed = {"preloaded": PRELOADED_BACKENDS, "staged": STAGED_BACKENDS}.get(design)
+        if allowed is not None and set(args.backends) - set(allowed):
+            raise SystemExit(f"error: --processes {design}: --backends must be among {', '.join(allowed)}")
+    if len(args.processes) > 1 and args.existing is not None:
+        raise SystemExit(
+            "error: --existing: alternating designs run --repeats rounds of each on this machine, whatever was "
+            "collected before; leave --existing out"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     return run(args)
 

@@ -437,7 +437,8 @@ def test_a_repeat_argv_of_another_design_is_the_runner_command_itself(tmp_path: 
     args = gpu_session._parser().parse_args(
         ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path), "--processes", "round"]
     )
-    argv = gpu_session._repeat_argv(args, tmp_path, ("mnist_mlp", "mnist_cnn"), "jax", "gpu-repeats-a", 3)
+    assert args.processes == ("round",)
+    argv = gpu_session._repeat_argv(args, tmp_path, ("mnist_mlp", "mnist_cnn"), "jax", "gpu-repeats-a", 3, "round")
     parsed = build_parser().parse_args(argv)
     assert (parsed.command, parsed.workload, parsed.backend, parsed.repeat_index) == (
         "run",
@@ -445,14 +446,57 @@ def test_a_repeat_argv_of_another_design_is_the_runner_command_itself(tmp_path: 
         "jax",
         3,
     )
-    args.processes = "preloaded"
-    argv = gpu_session._repeat_argv(args, tmp_path, ("mnist_mlp",), "jax", "gpu-repeats-a", 3)
+    argv = gpu_session._repeat_argv(args, tmp_path, ("mnist_mlp",), "jax", "gpu-repeats-a", 3, "preloaded")
     assert argv[:4] == ["preloaded", "--backend", "jax", "--run"] and len(argv) == 5
     assert build_parser().parse_args(shlex.split(argv[4])).workload == "mnist_mlp"
-    args.processes = "staged"
-    argv = gpu_session._repeat_argv(args, tmp_path, ("mnist_mlp", "mnist_cnn"), "torch", "gpu-repeats-a", 3)
+    argv = gpu_session._repeat_argv(args, tmp_path, ("mnist_mlp", "mnist_cnn"), "torch", "gpu-repeats-a", 3, "staged")
     assert argv[:5] == ["preloaded", "--backend", "torch", "--staged", "--run"] and len(argv) == 8
     assert [build_parser().parse_args(shlex.split(a)).workload for a in argv[5::2]] == ["mnist_mlp", "mnist_cnn"]
+
+
+def test_two_designs_alternate_whole_rounds_a_b_b_a(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--processes repeat,staged --repeats 2`: fresh processes, a staged parent, a staged parent, fresh processes;
+    every workload in every round, numbered on from one round to the next whichever design ran it."""
+    from benchmarks import preload
+
+    commands = recorded_commands(monkeypatch)
+    args = gpu_session._parser().parse_args(
+        ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path), "--repeats", "2",
+         "--processes", "repeat,staged", "--epochs", "3"]
+    )  # fmt: skip
+    args.backends, args.workloads = ("torch",), ("mnist_mlp", "mnist_cnn")
+    entries = gpu_session._repeats(args, {}, tmp_path / "logs", io.StringIO(), time.monotonic() + 600)
+    assert [(e["round"], e["design"], e.get("workload") or e["workloads"], e["repeat"]) for e in entries] == [
+        (1, "repeat", "mnist_mlp", 1), (1, "repeat", "mnist_cnn", 1),
+        (2, "staged", ["mnist_cnn", "mnist_mlp"], 2),
+        (3, "staged", ["mnist_mlp", "mnist_cnn"], 3),
+        (4, "repeat", "mnist_cnn", 4), (4, "repeat", "mnist_mlp", 4),
+    ]  # fmt: skip
+    assert commands[2][3:5] == ["preloaded", "--backend"] and "--staged" in commands[2]
+    staged = [build_parser().parse_args(a) for a in preload.child_argvs("torch", commands[2][8::2])]
+    assert [(p.workload, p.repeat_index, p.epochs) for p in staged] == [("mnist_cnn", 2, 3), ("mnist_mlp", 2, 3)]
+    assert build_parser().parse_args(commands[0][3:]).repeat_index == 1
+
+
+def test_alternating_designs_put_each_first_as_often_as_second() -> None:
+    assert gpu_session.alternating(("a", "b"), 1) == ["a", "b"]
+    assert gpu_session.alternating(("a", "b"), 3) == ["a", "b", "b", "a", "a", "b"]
+
+
+@pytest.mark.parametrize("designs", ["repeat,repeat", "repeat,staged,round", "repeat,fresh", ","])
+def test_process_designs_are_one_or_two_different_known_ones(tmp_path: Path, designs: str, capsys) -> None:
+    base = ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit):
+        gpu_session.main([*base, "--processes", designs])
+    assert "--processes: " in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_alternating_designs_refuse_existing_counts(tmp_path: Path) -> None:
+    base = ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit, match=r"^error: --existing: alternating designs"):
+        gpu_session.main([*base, "--processes", "repeat,staged", "--backends", "torch", "--existing", str(tmp_path)])
+    assert not (tmp_path / "out").exists()
 
 
 def test_epochs_reach_every_preloaded_child_and_the_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
