@@ -21,6 +21,7 @@ import json
 import statistics
 import sys
 import tomllib
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,7 +264,8 @@ def _scaled(estimate: Estimate, scale: float) -> str:
 
 
 def summary(table: Sequence[Row], prices: Sequence[Price]) -> str:
-    """One paragraph from the verdicts and medians."""
+    """One paragraph from the verdicts and medians: which GPU is faster, which is cheaper at each cloud, and the
+    study's own question, the most training per dollar, against its K80."""
     count = {word: sum(r.faster == word for r in table) for word in ("H100", "H200")}
     undecided = len(table) - count["H100"] - count["H200"]
     gpu_bound = [r for r in table if not r.host_bound]
@@ -288,6 +290,48 @@ def summary(table: Sequence[Row], prices: Sequence[Price]) -> str:
         text += (
             f" Against the study's K80 (TensorFlow 1.4, 2017), an H200 epoch of the same data takes "
             f"{min(speedups):.0f}x to {max(speedups):.0f}x less time (median {statistics.median(speedups):.0f}x)."
+        )
+    return text + _per_dollar(table, prices)
+
+
+def cheapest_today(row: Row, prices: Sequence[Price]) -> Price:
+    """The GPU offer with the lowest median cost per epoch for a row (the GPU's median epoch times the price)."""
+    return min(
+        (p for p in prices if p.gpu in row.estimates), key=lambda p: row.estimates[p.gpu].value * p.usd_per_gpu_hour
+    )
+
+
+def _per_dollar(table: Sequence[Row], prices: Sequence[Price]) -> str:
+    """The study's question, training per dollar: where an epoch cost least today, and that cost against the K80's
+    at the study's price (each in the dollars of its date)."""
+    if not table:
+        return ""
+    k80_usd_per_hour = published_prices().get("k80")
+    picks = [(r, cheapest_today(r, prices)) for r in table]
+    where = Counter(f"the {p.gpu} on {p.cloud}" for _, p in picks)
+    text = " The lowest median cost per epoch today was " + ", ".join(
+        f"{name} ({n} {'pair' if n == 1 else 'pairs'})" for name, n in where.most_common()
+    )
+    against = [
+        r.estimates[p.gpu].value * r.scale * p.usd_per_gpu_hour / (r.published["k80"] * k80_usd_per_hour)
+        for r, p in picks
+        if "k80" in r.published and k80_usd_per_hour
+    ]
+    if not against:
+        return text + "."
+    median = statistics.median(against)
+    cheaper_than_k80 = sum(ratio < 1 for ratio in against)
+    buys = "speed, not training per dollar" if median >= 1 else "both speed and training per dollar"
+    text += (
+        f"; at that price an epoch cost {min(against):.2f}x to {max(against):.1f}x what it cost on the study's K80 "
+        f"at its November 2017 price (median {median:.2f}x; less than on the K80 in {cheaper_than_k80} of "
+        f"{len(against)} pairs), so for these models a newer GPU buys {buys}."
+    )
+    clouds, gpus = {p.cloud for _, p in picks}, {p.gpu for _, p in picks}
+    if len(clouds) == 1 and len(gpus) > 1:
+        text += (
+            f" {next(iter(clouds))}'s offers were the cheapest for every pair, with either GPU: where a run is "
+            "rented moved its cost more than which of the two GPUs it ran on."
         )
     return text
 

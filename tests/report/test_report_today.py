@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
+from collections import Counter
 from pathlib import Path
 
+from benchmarks.stats import Estimate
 from report import today
 from tests.report.report_helpers import write_run
 
@@ -51,6 +54,47 @@ def test_the_section_states_its_verdicts_and_the_summary_follows_the_table() -> 
     h200 = sum(r.faster == "H200" for r in rows)
     assert f"the H200 ran faster beyond noise in {h200}," in text
     assert text.count("host-bound (hosts compared)") == sum(r.host_bound for r in rows)
+
+
+def test_the_summary_answers_the_studys_question_per_dollar_from_the_rows() -> None:
+    prices = today.load_prices()
+    rows = today.rows(LOGS, prices)
+    text = today.summary(rows, prices)
+    picks = Counter(f"the {p.gpu} on {p.cloud}" for p in (today.cheapest_today(r, prices) for r in rows))
+    for name, n in picks.items():
+        assert f"{name} ({n} pair" in text
+    k80 = today.published_prices()["k80"]
+    against = []
+    for r in rows:
+        offer = today.cheapest_today(r, prices)
+        cost = r.estimates[offer.gpu].value * r.scale * offer.usd_per_gpu_hour
+        assert cost == min(r.estimates[p.gpu].value * r.scale * p.usd_per_gpu_hour for p in prices)
+        against.append(cost / (r.published["k80"] * k80))
+    assert (
+        f"(median {statistics.median(against):.2f}x; less than on the K80 in {sum(a < 1 for a in against)} of 12"
+        in text
+    )
+
+
+def _row(workload: str, h100_s: float, h200_s: float, k80_s: float) -> today.Row:
+    return today.Row(workload, "jax", {"k80": k80_s}, 1.0, {"H100": Estimate(h100_s, 5), "H200": Estimate(h200_s, 5)},
+                     "neither beyond noise", {}, True)  # fmt: skip
+
+
+def test_the_per_dollar_answer_follows_the_prices_not_a_fixed_text() -> None:
+    """Epochs of 1.0 s (H100) and 0.8 s (H200) at $2 and $3 an hour on one cloud: the H100 is cheaper there; at
+    $0.50 an hour a 10 s K80 epoch cost more, so today's GPU buys training per dollar too. One cloud was cheapest
+    for both GPUs' picks."""
+    one_cloud = [
+        today.Price("H100", "X", "s", 2.0, "2026-01-01", "src"),
+        today.Price("H200", "X", "s", 3.0, "2026-01-01", "src"),
+    ]
+    rows = [_row("mnist_mlp", 1.0, 0.8, 10.0), _row("mnist_cnn", 1.0, 0.5, 10.0)]
+    text = today.summary(rows, one_cloud)
+    assert "the H100 on X (1 pair), the H200 on X (1 pair)" in text
+    assert "buys both speed and training per dollar" in text and "X's offers were the cheapest for every pair" in text
+    slow = today.summary([_row("mnist_mlp", 1.0, 0.8, 0.1)], one_cloud)
+    assert "buys speed, not training per dollar" in slow and "cheapest for every pair" not in slow
 
 
 def test_the_compile_cache_rounds_come_from_the_committed_manifests() -> None:
