@@ -199,18 +199,28 @@ def _usd(value: float) -> str:
     return f"${value:.4f}" if value < 1 else f"${value:.2f}"
 
 
+FRAGILE_MARK = " †"
+FRAGILE_LEGEND = (
+    "†: the verdict changes when one machine's repeats are left out (each machine of either GPU left out in turn): "
+    "it rests on that machine."
+)
+
+
 def section(logs: Path, prices: Sequence[Price] | None = None) -> str:
-    """The section in markdown: times, costs, verdicts and a summary generated from them."""
+    """The section in markdown: times, costs, verdicts and a summary generated from them; a verdict that rests on
+    one machine is marked."""
     prices = list(prices if prices is not None else load_prices())
-    table = rows(logs, prices)
+    runs = list(complete_runs(logs))  # read once: the verdicts and their machines-left-out checks
+    table = _rows(*_measured(runs, fresh_repeat), prices)
     if not table:
         return ""
+    fragile = fragile_verdicts(runs, prices)
     clouds = sorted({p.cloud for p in prices})
     pub_prices = published_prices()
     lines = [
         f"## {STUDY} on today's GPUs",
         "",
-        summary(table, prices),
+        summary(table, prices, fragile),
         "",
         "Steady epoch, seconds, scaled to the published training samples (H100 and H200: median of the "
         "short suite's repeats, [interval], n runs/machines). K80 and P100: the study's published TensorFlow 1.4 "
@@ -225,10 +235,13 @@ def section(logs: Path, prices: Sequence[Price] | None = None) -> str:
         measured = [_scaled(r.estimates[g], r.scale) for g in GPUS]
         pub = [_seconds(r.published[g]) if g in r.published else "not published" for g in PUBLISHED_GPUS]
         bound = "host-bound (hosts compared)" if r.host_bound else "GPU-bound"
+        faster = _marked(r.faster, "faster", fragile.get((r.workload, r.backend), set()))
         lines.append(
-            f"| {r.workload} | {r.backend} | {' | '.join(pub)} | {' | '.join(measured)} | {r.faster} | {bound} |"
+            f"| {r.workload} | {r.backend} | {' | '.join(pub)} | {' | '.join(measured)} | {faster} | {bound} |"
         )
     lines += [
+        "",
+        FRAGILE_LEGEND,
         "",
         "Cost per epoch of the published data (steady epoch times the price of one GPU hour; K80 and P100 at the "
         "study's GCE prices of November 2017, the GPU with an n1-standard-1). *cheaper*: the GPU whose cost per "
@@ -249,11 +262,16 @@ def section(logs: Path, prices: Sequence[Price] | None = None) -> str:
             for g in GPUS
             for c in clouds
         ]
-        verdicts = [r.cheaper.get(c, "") for c in clouds]
+        resting = fragile.get((r.workload, r.backend), set())
+        verdicts = [_marked(r.cheaper[c], c, resting) if c in r.cheaper else "" for c in clouds]
         lines.append(f"| {r.workload} | {r.backend} | {' | '.join([*pub, *now, *verdicts])} |")
-    lines += ["", "Prices (on demand, per GPU hour):", ""]
+    lines += ["", FRAGILE_LEGEND, "", "Prices (on demand, per GPU hour):", ""]
     lines += [f"- {p.gpu} on {p.cloud}, {p.shape}: ${p.usd_per_gpu_hour:g} ({p.date}; {p.source})" for p in prices]
     return "\n".join(lines) + "\n"
+
+
+def _marked(verdict: str, name: str, fragile: set[str]) -> str:
+    return verdict + FRAGILE_MARK if name in fragile else verdict
 
 
 def _scaled(estimate: Estimate, scale: float) -> str:
@@ -263,9 +281,12 @@ def _scaled(estimate: Estimate, scale: float) -> str:
     return f"{text} (n={estimate.n}/{estimate.machines})"
 
 
-def summary(table: Sequence[Row], prices: Sequence[Price]) -> str:
-    """One paragraph from the verdicts and medians: which GPU is faster, which is cheaper at each cloud, and the
-    study's own question, the most training per dollar, against its K80."""
+def summary(
+    table: Sequence[Row], prices: Sequence[Price], fragile: dict[tuple[str, str], set[str]] | None = None
+) -> str:
+    """One paragraph from the verdicts and medians: which GPU is faster, which is cheaper at each cloud, how many of
+    those verdicts hold with any one machine left out (`fragile`, where given), and the study's own question, the
+    most training per dollar, against its K80."""
     count = {word: sum(r.faster == word for r in table) for word in ("H100", "H200")}
     undecided = len(table) - count["H100"] - count["H200"]
     gpu_bound = [r for r in table if not r.host_bound]
@@ -286,12 +307,29 @@ def summary(table: Sequence[Row], prices: Sequence[Price]) -> str:
         f"repeats). {len(gpu_bound)} of the pairs were GPU-bound, and the H200 won {h200_gpu} of those; the rest "
         f"compare the two machines' hosts more than their GPUs. Cheaper per epoch beyond noise: {cheap_text}."
     )
+    if fragile is not None:
+        text += _held_without_any_machine(table, fragile)
     if speedups:
         text += (
             f" Against the study's K80 (TensorFlow 1.4, 2017), an H200 epoch of the same data takes "
             f"{min(speedups):.0f}x to {max(speedups):.0f}x less time (median {statistics.median(speedups):.0f}x)."
         )
     return text + _per_dollar(table, prices)
+
+
+def _held_without_any_machine(table: Sequence[Row], fragile: dict[tuple[str, str], set[str]]) -> str:
+    """How many verdicts beyond noise (faster, or cheaper at a cloud) hold with any one machine left out."""
+    decided = [
+        (name, fragile.get((r.workload, r.backend), set()))
+        for r in table
+        for name, verdict in (("faster", r.faster), *r.cheaper.items())
+        if verdict in GPUS
+    ]
+    held = sum(name not in resting for name, resting in decided)
+    text = f" Of those {len(decided)} verdicts beyond noise, {held} hold whichever one machine's repeats are left out"
+    if held == len(decided):
+        return text + "."
+    return text + f"; the other {len(decided) - held} each rest on one machine (marked †)."
 
 
 def cheapest_today(row: Row, prices: Sequence[Price]) -> Price:
@@ -380,22 +418,43 @@ def _verdicts(
     return {(r.workload, r.backend): {"faster": r.faster, **r.cheaper} for r in _rows(*measured, prices)}
 
 
-def machines_left_out(
-    runs: Sequence[tuple[str, RunMetadata, list[float]]], prices: Sequence[Price]
-) -> dict[tuple[str, str], dict]:
+Runs = Sequence[tuple[str, RunMetadata, list[float]]]
+
+
+def machines_left_out(runs: Runs, prices: Sequence[Price]) -> dict[tuple[str, str], dict]:
     """How reproducible the fresh-process verdicts are: each pair's verdicts decided again with one machine's
     repeats left out, once per machine of either GPU. A pair whose verdicts change when a machine is left out was
     decided by that machine; no other design can be asked to reproduce it. Left-out sets that leave too few
     repeats to decide are not counted."""
+    full, left_out = _left_out(runs, prices)
+    kept: dict[tuple[str, str], list[bool]] = {key: [] for key in full}
+    for key, verdicts in left_out:
+        kept[key].append(verdicts == full[key])
+    return {key: {"kept": sum(k), "tried": len(k), "stable": all(k)} for key, k in kept.items()}
+
+
+def fragile_verdicts(runs: Runs, prices: Sequence[Price]) -> dict[tuple[str, str], set[str]]:
+    """Per pair, which of its fresh-process verdicts (`faster`, or a cloud's cheaper) change when some one machine's
+    repeats are left out (machines_left_out's rule): those rest on that machine."""
+    full, left_out = _left_out(runs, prices)
+    fragile: dict[tuple[str, str], set[str]] = {key: set() for key in full}
+    for key, verdicts in left_out:
+        fragile[key].update(name for name, verdict in verdicts.items() if verdict != full[key][name])
+    return fragile
+
+
+def _left_out(runs: Runs, prices: Sequence[Price]) -> tuple[Verdicts, list[tuple[tuple[str, str], dict[str, str]]]]:
+    """The fresh-process verdicts, and each pair's verdicts again with each machine of either GPU left out in turn
+    (those of a pair whose left-out set is too small to decide every verdict are left out)."""
     full = _verdicts(_measured(runs, fresh_repeat), prices)
     hosts = sorted({(gpu, machine_of(meta)) for gpu, meta, _ in runs if fresh_repeat(meta)})
-    kept: dict[tuple[str, str], list[bool]] = {key: [] for key in full}
+    again = []
     for gpu, host in hosts:
-        again = _verdicts(_measured([r for r in runs if (r[0], machine_of(r[1])) != (gpu, host)], fresh_repeat), prices)
-        for key, verdicts in again.items():
+        kept = [r for r in runs if (r[0], machine_of(r[1])) != (gpu, host)]
+        for key, verdicts in _verdicts(_measured(kept, fresh_repeat), prices).items():
             if key in full and TOO_FEW_WORDS not in verdicts.values():
-                kept[key].append(verdicts == full[key])
-    return {key: {"kept": sum(k), "tried": len(k), "stable": all(k)} for key, k in kept.items()}
+                again.append((key, verdicts))
+    return full, again
 
 
 def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: str = "round") -> dict:

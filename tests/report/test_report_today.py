@@ -164,6 +164,22 @@ def test_verdicts_that_one_machine_decides_are_told_apart_from_those_every_machi
     assert not decided["stable"] and decided["kept"] < decided["tried"] == 7
 
 
+def test_a_verdict_that_rests_on_one_machine_is_marked_in_the_section(tmp_path: Path) -> None:
+    for machine in ("h100-a", "h100-b", "h100-c"):
+        _repeats(tmp_path, "H100", machine, [0.50, 0.51])
+    for machine in ("h200-x", "h200-y", "h200-z"):
+        _repeats(tmp_path, "H200", machine, [1.00, 1.02])
+    steady = today.section(tmp_path)
+    assert not [line for line in steady.splitlines() if line.startswith("| ") and today.FRAGILE_MARK in line]
+    assert "Of those 4 verdicts beyond noise, 4 hold whichever one machine's repeats are left out." in steady
+
+    _repeats(tmp_path, "H100", "h100-d", [2.0, 2.1])  # slower than both H200s: the verdict now rests on it
+    shaky = today.section(tmp_path)
+    [row] = [line for line in shaky.splitlines() if line.startswith("| mnist_mlp | jax |") and "(n=" in line]
+    assert row.split(" | ")[6].endswith(today.FRAGILE_MARK)
+    assert shaky.count(today.FRAGILE_LEGEND) == 2
+
+
 def test_the_design_verdicts_say_how_many_fresh_verdicts_every_machine_keeps() -> None:
     result = today.design_verdicts(LOGS, design="preloaded")
     stable = [p for p in result["pairs"] if p["fresh_machines_left_out"]["stable"]]
