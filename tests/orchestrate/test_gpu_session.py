@@ -347,15 +347,20 @@ def recorded_commands(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return commands
 
 
+def repeats_phase(tmp_path: Path, backends: tuple[str, ...], workloads: tuple[str, ...], *flags: str) -> list[dict]:
+    """The repeats phase's entries for `workloads` on `backends` under `flags` (record the commands first:
+    recorded_commands)."""
+    base = ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path)]
+    args = gpu_session._parser().parse_args([*base, *flags])
+    args.backends, args.workloads = backends, workloads
+    return gpu_session._repeats(args, {}, tmp_path / "logs", io.StringIO(), time.monotonic() + 600)
+
+
 def two_rounds_of_three_workloads(tmp_path: Path, design: str) -> list[dict]:
     """The repeats phase's entries for 2 repeats of mnist_mlp, mnist_cnn and imdb_fasttext on JAX and PyTorch
     under `--processes design` (record the commands first: recorded_commands)."""
-    args = gpu_session._parser().parse_args(
-        ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path), "--repeats", "2",
-         "--processes", design, "--backends", "jax,torch", "--workloads", "mnist_mlp,mnist_cnn,imdb_fasttext"]
-    )  # fmt: skip
-    args.backends, args.workloads = ("jax", "torch"), ("mnist_mlp", "mnist_cnn", "imdb_fasttext")
-    return gpu_session._repeats(args, {}, tmp_path / "logs", io.StringIO(), time.monotonic() + 600)
+    workloads = ("mnist_mlp", "mnist_cnn", "imdb_fasttext")
+    return repeats_phase(tmp_path, ("jax", "torch"), workloads, "--repeats", "2", "--processes", design)
 
 
 def test_collect_brings_headroom_records_beside_the_runs(tmp_path: Path) -> None:
@@ -460,12 +465,8 @@ def test_two_designs_alternate_whole_rounds_a_b_b_a(tmp_path: Path, monkeypatch:
     from benchmarks import preload
 
     commands = recorded_commands(monkeypatch)
-    args = gpu_session._parser().parse_args(
-        ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path), "--repeats", "2",
-         "--processes", "repeat,staged", "--epochs", "3"]
-    )  # fmt: skip
-    args.backends, args.workloads = ("torch",), ("mnist_mlp", "mnist_cnn")
-    entries = gpu_session._repeats(args, {}, tmp_path / "logs", io.StringIO(), time.monotonic() + 600)
+    flags = ("--repeats", "2", "--processes", "repeat,staged", "--epochs", "3")
+    entries = repeats_phase(tmp_path, ("torch",), ("mnist_mlp", "mnist_cnn"), *flags)
     assert [(e["round"], e["design"], e.get("workload") or e["workloads"], e["repeat"]) for e in entries] == [
         (1, "repeat", "mnist_mlp", 1), (1, "repeat", "mnist_cnn", 1),
         (2, "staged", ["mnist_cnn", "mnist_mlp"], 2),
@@ -505,12 +506,8 @@ def test_epochs_reach_every_preloaded_child_and_the_manifest(tmp_path: Path, mon
     from benchmarks import preload
 
     commands = recorded_commands(monkeypatch)
-    args = gpu_session._parser().parse_args(
-        ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path), "--repeats", "1",
-         "--processes", "preloaded", "--epochs", "3"]
-    )  # fmt: skip
-    args.backends, args.workloads = ("jax",), ("mnist_mlp", "mnist_cnn")
-    entries = gpu_session._repeats(args, {}, tmp_path / "logs", io.StringIO(), time.monotonic() + 600)
+    flags = ("--repeats", "1", "--processes", "preloaded", "--epochs", "3")
+    entries = repeats_phase(tmp_path, ("jax",), ("mnist_mlp", "mnist_cnn"), *flags)
     assert [(e["design"], e["epochs"]) for e in entries] == [("preloaded", 3)]
     children = preload.child_argvs("jax", commands[0][7::2])
     assert [(p.workload, p.epochs, p.suite) for p in map(build_parser().parse_args, children)] == [
