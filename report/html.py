@@ -10,6 +10,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from report import format as fmt
+from report import today
 from report.build import Report, draw_charts, safe_name
 from report.claims import report_claims
 from report.owned import break_even_table, load_owned, machines_table
@@ -130,8 +131,25 @@ def render_page(report: Report, files: list[str]) -> str:
         "machine_spread": _or_none(report.machine_spread),
         "trends": report.trends,
         "scaling": report.scaling,
+        "today": _today(report),
+        "today_notes": {name: text.replace("*", "") for name, text in _TODAY_NOTES.items()},
     }
     return env.get_template("report.html.j2").render(**context)
+
+
+# The section's notes are written for markdown: the page shows their words without the emphasis marks.
+_TODAY_NOTES = {"times": today.TIMES_NOTE, "costs": today.COSTS_NOTE, "legend": today.FRAGILE_LEGEND}
+
+
+def _today(report: Report) -> today.Section | None:
+    """benchmark-gpus-2017-11 on the measured H100 and H200, where the report is of that study over a folder that
+    holds both GPUs' runs."""
+    logdir = report.request.logdir
+    if report.study is None or report.study.study.name != today.STUDY or logdir is None:
+        return None
+    if not all((logdir / platform).is_dir() for platform in today.PLATFORMS.values()):
+        return None
+    return today.section_parts(logdir)
 
 
 def _or_none(table: pd.DataFrame) -> pd.DataFrame | None:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from benchmarks.metadata import RunMetadata
 from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate, within_machine_sd
 from report.designs import (
@@ -206,68 +208,95 @@ FRAGILE_LEGEND = (
 )
 
 
-def section(logs: Path, prices: Sequence[Price] | None = None) -> str:
-    """The section in markdown: times, costs, verdicts and a summary generated from them; a verdict that rests on
-    one machine is marked."""
+TIMES_NOTE = (
+    "Steady epoch, seconds, scaled to the published training samples (H100 and H200: median of the short suite's "
+    "repeats, [interval], n runs/machines). K80 and P100: the study's published TensorFlow 1.4 epochs; H100 and "
+    "H200: this suite's GPU defaults on JAX and PyTorch, so a row compares the GPUs with today's software against "
+    "2017's. *host-bound*: most runs left the GPU waiting on the host, so H100 against H200 compares the machines' "
+    "hosts, not the GPUs."
+)
+COSTS_NOTE = (
+    "Cost per epoch of the published data (steady epoch times the price of one GPU hour; K80 and P100 at the "
+    "study's GCE prices of November 2017, the GPU with an n1-standard-1). *cheaper*: the GPU whose cost per epoch "
+    "is lower beyond noise at that cloud's two prices."
+)
+
+
+@dataclass(frozen=True)
+class Section:
+    """The section's parts, for the markdown and the HTML report alike: its summary, the times and the costs as
+    tables of formatted cells (`right`: the columns of figures), and a line per price."""
+
+    summary: str
+    times: pd.DataFrame
+    costs: pd.DataFrame
+    right: frozenset[str]
+    prices: list[str]
+
+
+def section_parts(logs: Path, prices: Sequence[Price] | None = None) -> Section | None:
+    """Times, costs, verdicts and a summary generated from them, a verdict that rests on one machine marked; None
+    where no workload of the study was measured on both GPUs."""
     prices = list(prices if prices is not None else load_prices())
     runs = list(complete_runs(logs))  # read once: the verdicts and their machines-left-out checks
     table = _rows(*_measured(runs, fresh_repeat), prices)
     if not table:
-        return ""
+        return None
     fragile = fragile_verdicts(runs, prices)
     clouds = sorted({p.cloud for p in prices})
-    pub_prices = published_prices()
-    lines = [
-        f"## {STUDY} on today's GPUs",
-        "",
-        summary(table, prices, fragile),
-        "",
-        "Steady epoch, seconds, scaled to the published training samples (H100 and H200: median of the "
-        "short suite's repeats, [interval], n runs/machines). K80 and P100: the study's published TensorFlow 1.4 "
-        "epochs; H100 and H200: this suite's GPU defaults on JAX and PyTorch, so a row compares the GPUs with "
-        "today's software against 2017's. *host-bound*: most runs left the GPU waiting on the host, so H100 "
-        "against H200 compares the machines' hosts, not the GPUs.",
-        "",
-        "| workload | backend | K80 2017 | P100 2017 | H100 | H200 | faster | bound by |",
-        "|---|---|---:|---:|---|---|---|---|",
-    ]
-    for r in table:
-        measured = [_scaled(r.estimates[g], r.scale) for g in GPUS]
-        pub = [_seconds(r.published[g]) if g in r.published else "not published" for g in PUBLISHED_GPUS]
-        bound = "host-bound (hosts compared)" if r.host_bound else "GPU-bound"
-        faster = _marked(r.faster, "faster", fragile.get((r.workload, r.backend), set()))
-        lines.append(
-            f"| {r.workload} | {r.backend} | {' | '.join(pub)} | {' | '.join(measured)} | {faster} | {bound} |"
-        )
-    lines += [
-        "",
-        FRAGILE_LEGEND,
-        "",
-        "Cost per epoch of the published data (steady epoch times the price of one GPU hour; K80 and P100 at the "
-        "study's GCE prices of November 2017, the GPU with an n1-standard-1). *cheaper*: the GPU whose cost per "
-        "epoch is lower beyond noise at that cloud's two prices.",
-        "",
-        "| workload | backend | K80 | P100 | "
-        + " | ".join(f"{g} {c}" for g in GPUS for c in clouds)
-        + " | "
-        + " | ".join(f"cheaper on {c}" for c in clouds)
-        + " |",
-        "|---|---|" + "---:|" * (2 + len(GPUS) * len(clouds)) + "---|" * len(clouds),
-    ]
     by_cloud = {(p.gpu, p.cloud): p.usd_per_gpu_hour for p in prices}
+    pub_prices = published_prices()
+    times, costs = [], []
     for r in table:
-        pub = [_usd(r.published[g] * pub_prices[g] / 3600) if g in r.published else "" for g in PUBLISHED_GPUS]
-        now = [
-            _usd(r.estimates[g].value * r.scale * by_cloud[g, c] / 3600) if (g, c) in by_cloud else ""
-            for g in GPUS
-            for c in clouds
-        ]
         resting = fragile.get((r.workload, r.backend), set())
-        verdicts = [_marked(r.cheaper[c], c, resting) if c in r.cheaper else "" for c in clouds]
-        lines.append(f"| {r.workload} | {r.backend} | {' | '.join([*pub, *now, *verdicts])} |")
-    lines += ["", FRAGILE_LEGEND, "", "Prices (on demand, per GPU hour):", ""]
-    lines += [f"- {p.gpu} on {p.cloud}, {p.shape}: ${p.usd_per_gpu_hour:g} ({p.date}; {p.source})" for p in prices]
+        times.append(
+            {
+                "workload": r.workload,
+                "backend": r.backend,
+                **{f"{g.upper()} 2017": _seconds(r.published[g]) if g in r.published else "not published"
+                   for g in PUBLISHED_GPUS},
+                **{g: _scaled(r.estimates[g], r.scale) for g in GPUS},
+                "faster": _marked(r.faster, "faster", resting),
+                "bound by": "host-bound (hosts compared)" if r.host_bound else "GPU-bound",
+            }
+        )  # fmt: skip
+        costs.append(
+            {
+                "workload": r.workload,
+                "backend": r.backend,
+                **{g.upper(): _usd(r.published[g] * pub_prices[g] / 3600) if g in r.published else ""
+                   for g in PUBLISHED_GPUS},
+                **{f"{g} {c}": _usd(r.estimates[g].value * r.scale * by_cloud[g, c] / 3600)
+                   if (g, c) in by_cloud else "" for g in GPUS for c in clouds},
+                **{f"cheaper on {c}": _marked(r.cheaper[c], c, resting) if c in r.cheaper else "" for c in clouds},
+            }
+        )  # fmt: skip
+    right = {f"{g.upper()} 2017" for g in PUBLISHED_GPUS} | {g.upper() for g in PUBLISHED_GPUS}
+    right |= {f"{g} {c}" for g in GPUS for c in clouds}
+    return Section(
+        summary=summary(table, prices, fragile),
+        times=pd.DataFrame(times),
+        costs=pd.DataFrame(costs),
+        right=frozenset(right),
+        prices=[f"{p.gpu} on {p.cloud}, {p.shape}: ${p.usd_per_gpu_hour:g} ({p.date}; {p.source})" for p in prices],
+    )
+
+
+def section(logs: Path, prices: Sequence[Price] | None = None) -> str:
+    """The section in markdown (section_parts)."""
+    parts = section_parts(logs, prices)
+    if parts is None:
+        return ""
+    lines = [f"## {STUDY} on today's GPUs", "", parts.summary, "", TIMES_NOTE, "", _markdown(parts.times, parts.right)]
+    lines += ["", FRAGILE_LEGEND, "", COSTS_NOTE, "", _markdown(parts.costs, parts.right), "", FRAGILE_LEGEND]
+    lines += ["", "Prices (on demand, per GPU hour):", "", *(f"- {line}" for line in parts.prices)]
     return "\n".join(lines) + "\n"
+
+
+def _markdown(table: pd.DataFrame, right: frozenset[str]) -> str:
+    """A markdown table of formatted cells, the columns in `right` aligned right."""
+    lines = ["| " + " | ".join(table.columns) + " |", "|" + "".join("---:|" if c in right else "---|" for c in table)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table.itertuples(index=False)])
 
 
 def _marked(verdict: str, name: str, fragile: set[str]) -> str:

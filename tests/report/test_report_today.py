@@ -8,6 +8,8 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
+from markupsafe import escape
+
 from benchmarks.stats import Estimate
 from report import today
 from tests.report.report_helpers import write_run
@@ -123,7 +125,7 @@ def test_a_folder_without_both_gpus_is_a_bad_input(tmp_path: Path) -> None:
     assert today.main([str(tmp_path)]) == 2
 
 
-def test_the_results_markdown_for_the_study_carries_the_section(tmp_path: Path) -> None:
+def test_the_results_markdown_and_page_for_the_study_carry_the_section(tmp_path: Path) -> None:
     from report.cli import main
 
     logs = tmp_path / "logs"
@@ -134,6 +136,13 @@ def test_the_results_markdown_for_the_study_carries_the_section(tmp_path: Path) 
     assert main([str(logs), "--study", today.STUDY, "--markdown", str(target)]) == 0
     text = target.read_text()
     assert text.startswith("## benchmark-gpus-2017-11 on today's GPUs") and "# Benchmark results" in text
+
+    assert main([str(logs), "--study", today.STUDY, "--out", str(tmp_path / "page")]) == 0
+    page = (tmp_path / "page" / "index.html").read_text()
+    parts = today.section_parts(logs)
+    assert parts is not None and '<h3 id="today">' in page
+    assert f'<p id="today-summary">{escape(parts.summary)}</p>' in page
+    assert page.count(today.FRAGILE_MARK.strip()) >= 1 + sum(today.FRAGILE_MARK in c for c in parts.times["faster"])
 
 
 def _repeats(root: Path, gpu: str, machine: str, steady: list[float], preloaded: bool = False) -> None:
