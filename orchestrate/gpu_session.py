@@ -49,7 +49,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -415,27 +415,21 @@ def _repeat_process(
     entry["design"] = design
     if args.epochs is not None:
         entry["epochs"] = args.epochs
-    argv = _repeat_argv(args, logs, workloads, backend, run_id, index, design)
-    command = [sys.executable, "-m", "benchmarks", *argv]
+    planned = {"repeat_planned": args.repeats, "epochs": args.epochs}
+    runner = functools.partial(_short_suite_repeat, args, logs, backend=backend, run_id=run_id, index=index, **planned)
+    command = [sys.executable, "-m", "benchmarks", *_repeat_argv(design, backend, workloads, runner)]
     return _run_until(command, env, console, deadline - 10, {**entry, "returncode": None}, "stopped at the time budget")
 
 
 def _repeat_argv(
-    args: argparse.Namespace,
-    logs: Path,
-    workloads: tuple[str, ...],
-    backend: str,
-    run_id: str,
-    index: int,
-    design: str,
+    design: str, backend: str, workloads: tuple[str, ...], runner: Callable[[tuple[str, ...]], RunnerCommand]
 ) -> list[str]:
-    """`python -m benchmarks` arguments of one top-level process of `design` in the repeats phase."""
-    planned = {"repeat_planned": args.repeats, "epochs": args.epochs}
+    """`python -m benchmarks` arguments of one top-level process of `design` in the repeats phase, `runner` giving
+    the runner command that trains some of the workloads: all of them in one process, or one per forked child."""
     if design not in FORKED:
-        return _short_suite_repeat(args, logs, workloads, backend, run_id, index, **planned).argv()
-    children = [_short_suite_repeat(args, logs, (w,), backend, run_id, index, **planned).argv() for w in workloads]
+        return runner(workloads).argv()
     staged = ["--staged"] if design == "staged" else []
-    runs = (text for argv in children for text in ("--run", shlex.join(argv)))
+    runs = (text for w in workloads for text in ("--run", shlex.join(runner((w,)).argv())))
     return ["preloaded", "--backend", backend, *staged, *runs]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import shlex
@@ -443,7 +444,10 @@ def test_a_repeat_argv_of_another_design_is_the_runner_command_itself(tmp_path: 
         ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path), "--processes", "round"]
     )
     assert args.processes == ("round",)
-    argv = gpu_session._repeat_argv(args, tmp_path, ("mnist_mlp", "mnist_cnn"), "jax", "gpu-repeats-a", 3, "round")
+    runner = functools.partial(gpu_session._short_suite_repeat, args, tmp_path, run_id="gpu-repeats-a", index=3)
+    jax_runner = functools.partial(runner, backend="jax")
+
+    argv = gpu_session._repeat_argv("round", "jax", ("mnist_mlp", "mnist_cnn"), jax_runner)
     parsed = build_parser().parse_args(argv)
     assert (parsed.command, parsed.workload, parsed.backend, parsed.repeat_index) == (
         "run",
@@ -451,10 +455,11 @@ def test_a_repeat_argv_of_another_design_is_the_runner_command_itself(tmp_path: 
         "jax",
         3,
     )
-    argv = gpu_session._repeat_argv(args, tmp_path, ("mnist_mlp",), "jax", "gpu-repeats-a", 3, "preloaded")
+    argv = gpu_session._repeat_argv("preloaded", "jax", ("mnist_mlp",), jax_runner)
     assert argv[:4] == ["preloaded", "--backend", "jax", "--run"] and len(argv) == 5
     assert build_parser().parse_args(shlex.split(argv[4])).workload == "mnist_mlp"
-    argv = gpu_session._repeat_argv(args, tmp_path, ("mnist_mlp", "mnist_cnn"), "torch", "gpu-repeats-a", 3, "staged")
+    torch_runner = functools.partial(runner, backend="torch")
+    argv = gpu_session._repeat_argv("staged", "torch", ("mnist_mlp", "mnist_cnn"), torch_runner)
     assert argv[:5] == ["preloaded", "--backend", "torch", "--staged", "--run"] and len(argv) == 8
     assert [build_parser().parse_args(shlex.split(a)).workload for a in argv[5::2]] == ["mnist_mlp", "mnist_cnn"]
 
