@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from typing import Any
 
 import pandas as pd
@@ -15,6 +16,22 @@ NA = "n/a"
 
 def missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
+
+
+def markdown_table(table: pd.DataFrame, right: Collection[str] = ()) -> str:
+    """A GitHub-flavoured markdown table, the columns named in `right` aligned right; pipes in cells are escaped,
+    newlines flattened."""
+
+    def cell(value: object) -> str:
+        text = NA if missing(value) else str(value)
+        return text.replace("|", r"\|").replace("\n", " ")
+
+    lines = [
+        "| " + " | ".join(cell(c) for c in table.columns) + " |",
+        "|" + "".join("---:|" if c in right else "---|" for c in table.columns),
+    ]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join(lines)
 
 
 def seconds(value: Any) -> str:

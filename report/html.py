@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -10,8 +12,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from report import format as fmt
-from report import today
-from report.build import Report, draw_charts, safe_name
+from report import roofline, today
+from report.build import CHARTS_DIR, Report, draw_charts, safe_name
 from report.claims import report_claims
 from report.owned import break_even_table, load_owned, machines_table
 from report.summary import leaders
@@ -29,8 +31,40 @@ def write_report(report: Report, out: Path) -> Path:
     draw_charts(report, out)
     files = write_tables(report, out)
     page = out / PAGE
-    page.write_text(render_page(report, files))
+    page.write_text(render_page(report, files, gpu_sections(report, out)))
     return page
+
+
+@dataclass(frozen=True)
+class GpuSections:
+    """benchmark-gpus-2017-11 on the measured H100 and H200, and those runs on their rooflines (its chart drawn
+    into the report's charts folder): for a report of that study over a folder that holds both GPUs' runs."""
+
+    today: today.Section | None = None
+    roofline: roofline.Section | None = None
+    roofline_chart: str | None = None  # the PNG, relative to the page; the SVG beside it
+
+
+def gpu_sections(report: Report, out: Path) -> GpuSections:
+    logdir = report.request.logdir
+    if report.study is None or report.study.study.name != today.STUDY or logdir is None:
+        return GpuSections()
+    if not all((logdir / platform).is_dir() for platform in today.PLATFORMS.values()):
+        return GpuSections()
+    where = roofline.section_parts(logdir)
+    chart = None
+    if where is not None:
+        (out / CHARTS_DIR).mkdir(parents=True, exist_ok=True)
+        roofline.chart(where.rows, roofline.load_datasheets(), out / CHARTS_DIR / "roofline")
+        chart = f"{CHARTS_DIR}/roofline.png"
+    return GpuSections(today.section_parts(logdir), where, chart)
+
+
+def _inline(text: str) -> Markup:
+    """The inline markdown of the sections' notes, written once for the markdown report: `code` and *emphasis*."""
+    html = str(Markup.escape(text))
+    html = re.sub(r"`([^`]+)`", r"<code>\1</code>", html)
+    return Markup(re.sub(r"\*([^*]+)\*", r"<em>\1</em>", html))
 
 
 def write_tables(report: Report, out: Path) -> list[str]:
@@ -85,13 +119,14 @@ def _folded(table: pd.DataFrame, columns: list[str], uniform: str = "") -> dict[
     return {"table": folded, "note": " ".join(n for n in (said, note) if n)}
 
 
-def render_page(report: Report, files: list[str]) -> str:
+def render_page(report: Report, files: list[str], gpus: GpuSections | None = None) -> str:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(["html", "j2"]),
         undefined=StrictUndefined,
     )
     env.filters["table"] = _html_table
+    env.filters["inline"] = _inline
     owned = report.owned or report.request.owned or load_owned()
     study = report.study.study if report.study else None
     context = {
@@ -131,25 +166,19 @@ def render_page(report: Report, files: list[str]) -> str:
         "machine_spread": _or_none(report.machine_spread),
         "trends": report.trends,
         "scaling": report.scaling,
-        "today": _today(report),
-        "today_notes": {name: text.replace("*", "") for name, text in _TODAY_NOTES.items()},
+        "gpus": gpus or GpuSections(),
+        "notes": {
+            "times": today.TIMES_NOTE,
+            "costs": today.COSTS_NOTE,
+            "legend": today.FRAGILE_LEGEND,
+            "roofline": roofline.NOTE,
+            "headroom": roofline.HEADROOM_NOTE,
+            "headroom_missing": roofline.HEADROOM_MISSING,
+        },
+        "roofline_title": roofline.TITLE,
+        "roofline_chart_title": roofline.CHART_TITLE,
     }
     return env.get_template("report.html.j2").render(**context)
-
-
-# The section's notes are written for markdown: the page shows their words without the emphasis marks.
-_TODAY_NOTES = {"times": today.TIMES_NOTE, "costs": today.COSTS_NOTE, "legend": today.FRAGILE_LEGEND}
-
-
-def _today(report: Report) -> today.Section | None:
-    """benchmark-gpus-2017-11 on the measured H100 and H200, where the report is of that study over a folder that
-    holds both GPUs' runs."""
-    logdir = report.request.logdir
-    if report.study is None or report.study.study.name != today.STUDY or logdir is None:
-        return None
-    if not all((logdir / platform).is_dir() for platform in today.PLATFORMS.values()):
-        return None
-    return today.section_parts(logdir)
 
 
 def _or_none(table: pd.DataFrame) -> pd.DataFrame | None:

@@ -9,24 +9,10 @@ import pandas as pd
 from report import format as fmt
 from report.build import Chart, Report, draw_charts
 from report.claims import CLAIMS_NOTE, report_claims
+from report.format import markdown_table
 from report.html import PRICE_HINT
 from report.owned import break_even_table, load_owned, machines_table
 from report.summary import leaders
-
-
-def markdown_table(table: pd.DataFrame) -> str:
-    """A GitHub-flavoured markdown table; pipes in cells are escaped, newlines flattened."""
-
-    def cell(value: object) -> str:
-        text = fmt.NA if fmt.missing(value) else str(value)
-        return text.replace("|", r"\|").replace("\n", " ")
-
-    lines = [
-        "| " + " | ".join(cell(c) for c in table.columns) + " |",
-        "|" + "---|" * len(table.columns),
-    ]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join(lines)
 
 
 def _image(chart: Chart | None) -> str:

@@ -44,10 +44,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from benchmarks.metadata import RunMetadata
 from benchmarks.stability import HOST_BOUND_SHARE
 from report.charts import BACKEND_COLOURS, OTHER_COLOUR, save_figure
 from report.designs import fresh_repeat
+from report.format import markdown_table
 from report.model_costs import ModelCost, load_costs
 from report.today import GPUS, PLATFORMS, complete_runs
 
@@ -166,37 +169,39 @@ def headroom(logs: Path) -> dict[tuple[str, str], list[Headroom]]:
     return found
 
 
-def headroom_lines(table: Sequence[Row], records: dict[tuple[str, str], list[Headroom]]) -> list[str]:
+HEADROOM_MISSING = (
+    "Headroom (the same Keras model trained by a compiled loop with its data on the device, "
+    f"`{HEADROOM_COMMAND}`, then `collect`) has not been measured on these GPUs."
+)
+HEADROOM_NOTE = (
+    "Headroom: the same Keras model, loss and optimizer trained by one compiled program per epoch with its "
+    "data on the device (JAX, `benchmarks.headroom`, on the short suite's slice, its validation pass "
+    "included). *compiled epoch*: the median of its steady epochs over the records; *GPU share*: compiled "
+    "over Keras's steady JAX epoch, what the GPU needs of that epoch; the rest is Keras's host loop "
+    "(callbacks, metrics, dispatch, data feeding)."
+)
+HEADROOM_FIGURES = frozenset({"Keras JAX epoch s", "compiled epoch s", "records", "GPU share", "host loop share"})
+
+
+def headroom_table(table: Sequence[Row], records: dict[tuple[str, str], list[Headroom]]) -> pd.DataFrame:
     """Per workload and GPU: how much of the suite's JAX epoch the GPU's arithmetic needs when no host loop
-    drives it, and so how much is the framework's host loop."""
-    if not records:
-        return [
-            "Headroom (the same Keras model trained by a compiled loop with its data on the device, "
-            f"`{HEADROOM_COMMAND}`, then `collect`) has not been measured on these GPUs.",
-        ]
-    lines = [
-        "Headroom: the same Keras model, loss and optimizer trained by one compiled program per epoch with its "
-        "data on the device (JAX, `benchmarks.headroom`, on the short suite's slice, its validation pass "
-        "included). *compiled epoch*: the median of its steady epochs over the records; *GPU share*: compiled "
-        "over Keras's steady JAX epoch, what the GPU needs of that epoch; the rest is Keras's host loop "
-        "(callbacks, metrics, dispatch, data feeding).",
-        "",
-        "| workload | GPU | Keras JAX epoch s | compiled epoch s | records | GPU share | host loop share |",
-        "|---|---|---:|---:|---:|---:|---:|",
-    ]
+    drives it, and so how much is the framework's host loop (formatted cells)."""
     keras_rows = {(r.gpu, r.workload): r for r in table if r.backend == "jax"}
+    out = []
     for (gpu, workload), found in sorted(records.items()):
         row = keras_rows.get((gpu, workload))
         compiled = statistics.median(h.steady_s for h in found)
+        cells = {"workload": workload, "GPU": gpu}
         if row is None or any(h.train_samples != round(row.samples) for h in found):
-            lines.append(f"| {workload} | {gpu} | n/a | {compiled:.3f} | {len(found)} | not the suite's slice | |")
-            continue
-        share = compiled / row.epoch_s
-        lines.append(
-            f"| {workload} | {gpu} | {row.epoch_s:.3f} | {compiled:.3f} | {len(found)} | {_pct(share)} | "
-            f"{_pct(max(0.0, 1 - share))} |"
-        )
-    return lines
+            cells |= {"Keras JAX epoch s": "n/a", "compiled epoch s": f"{compiled:.3f}", "records": str(len(found)),
+                      "GPU share": "not the suite's slice", "host loop share": ""}  # fmt: skip
+        else:
+            share = compiled / row.epoch_s
+            cells |= {"Keras JAX epoch s": f"{row.epoch_s:.3f}", "compiled epoch s": f"{compiled:.3f}",
+                      "records": str(len(found)), "GPU share": _pct(share),
+                      "host loop share": _pct(max(0.0, 1 - share))}  # fmt: skip
+        out.append(cells)
+    return pd.DataFrame(out)
 
 
 def bound_by(host_share: float | None, intensity: float, ridge: float) -> str:
@@ -302,66 +307,96 @@ def advice(workload_rows: Sequence[Row]) -> str:
     )
 
 
-def section(logs: Path, costs: dict[str, ModelCost] | None = None, markdown: Path | None = None) -> str:
-    """The section in markdown; with `markdown` (the document's path) the roofline chart is drawn into its charts
-    folder (`<stem>_charts/`, where report.markdown puts the others) and shown."""
+TITLE = "Where the time goes: the H100 and H200 runs on a roofline"
+CHART_TITLE = "The H100 and H200 runs on their rooflines"
+NOTE = (
+    "Model FLOPs and bytes per training step are XLA's cost analysis of each workload's Keras train step "
+    "(`python -m report.model_costs`: the program XLA would run on the CPU, recurrent layers unrolled; the "
+    "validation pass is not counted, so the rates are lower bounds; the bytes are the CPU program's, whose "
+    "fusions differ from the GPU's, so a memory floor above the busy share overstates the GPU's traffic). "
+    "*achieved*: training FLOPs per steady "
+    "epoch over its seconds; *% measured*: of the run's float32 GEMM fingerprint (TF32, as the defaults "
+    "multiply); *% datasheet*: of the board's dense TF32 peak. *GPU busy*: the share of the steady epochs NVML "
+    "saw a kernel running; the rest is the framework's host loop. *compute floor* and *memory floor*: the "
+    "share of the epoch the arithmetic needs at the measured GEMM peak and the traffic at the measured memory "
+    "bandwidth. *bound by*: host when the GPU idled more than half the epoch, else memory or compute by the "
+    "arithmetic intensity against the measured ridge point (docs/statistics.md)."
+)
+TEXT_COLUMNS = frozenset({"workload", "backend", "GPU", "bound by"})
+
+
+@dataclass(frozen=True)
+class Section:
+    """The section's parts, for the markdown and the HTML report alike: the rows (to draw) and their table of
+    formatted cells, the advice per workload, the workloads left out, the headroom table (None: not measured)
+    and a line per datasheet."""
+
+    rows: list[Row]
+    table: pd.DataFrame
+    advice: list[tuple[str, str]]
+    missing: list[str]
+    headroom: pd.DataFrame | None
+    datasheets: list[str]
+
+
+def section_parts(logs: Path, costs: dict[str, ModelCost] | None = None) -> Section | None:
+    """None where no H100 or H200 run has a model cost."""
     costs = load_costs() if costs is None else costs
     sheets = load_datasheets()
     found = measured(logs)
     table = rows_of(found, costs, sheets)
     if not table:
+        return None
+    records = headroom(logs)
+    return Section(
+        rows=table,
+        table=pd.DataFrame([_cells(r) for r in table]),
+        advice=[(w, advice([r for r in table if r.workload == w])) for w in sorted({r.workload for r in table})],
+        missing=sorted({w for _, w, _ in found} - set(costs)),
+        headroom=headroom_table(table, records) if records else None,
+        datasheets=[
+            f"{s.gpu} ({s.board}, logged as {', '.join(s.names)}): TF32 {s.tf32_tflops:g}, BF16 {s.bf16_tflops:g}, "
+            f"FP32 {s.fp32_tflops:g} TFLOP/s; memory {s.memory_tbps:g} TB/s ({s.source})"
+            for s in sheets.values()
+            if s.gpu in GPUS
+        ],
+    )
+
+
+def _cells(r: Row) -> dict[str, str]:
+    return {
+        "workload": r.workload, "backend": r.backend, "GPU": r.gpu, "runs": str(r.runs),
+        "steady epoch s": f"{r.epoch_s:.2f}", "achieved TFLOP/s": _rate(r.tflops),
+        "% measured": _pct(r.tflops / r.gemm_tflops), "% datasheet": _pct(r.tflops / r.datasheet_tflops),
+        "flops/byte": f"{r.intensity:.1f}", "GB/s": f"{r.memory_gbps:.0f}", "GPU busy": _pct(r.busy),
+        "compute floor": _pct(r.compute_floor), "memory floor": _pct(r.memory_floor), "bound by": r.bound,
+    }  # fmt: skip
+
+
+def section(logs: Path, costs: dict[str, ModelCost] | None = None, markdown: Path | None = None) -> str:
+    """The section in markdown (section_parts); with `markdown` (the document's path) the roofline chart is drawn
+    into its charts folder (`<stem>_charts/`, where report.markdown puts the others) and shown."""
+    parts = section_parts(logs, costs)
+    if parts is None:
         return ""
     image = []
     if markdown is not None:
         folder = markdown.parent / f"{markdown.stem}_charts"
         folder.mkdir(parents=True, exist_ok=True)
-        chart(table, sheets, folder / "roofline")
+        chart(parts.rows, load_datasheets(), folder / "roofline")
         png, svg = f"{folder.name}/roofline.png", f"{folder.name}/roofline.svg"  # the PNG shown, linking the SVG
-        image = ["", f"[![The H100 and H200 runs on their rooflines]({png})]({svg})"]
-    lines = [
-        "## Where the time goes: the H100 and H200 runs on a roofline",
-        "",
-        "Model FLOPs and bytes per training step are XLA's cost analysis of each workload's Keras train step "
-        "(`python -m report.model_costs`: the program XLA would run on the CPU, recurrent layers unrolled; the "
-        "validation pass is not counted, so the rates are lower bounds; the bytes are the CPU program's, whose "
-        "fusions differ from the GPU's, so a memory floor above the busy share overstates the GPU's traffic). "
-        "*achieved*: training FLOPs per steady "
-        "epoch over its seconds; *% measured*: of the run's float32 GEMM fingerprint (TF32, as the defaults "
-        "multiply); *% datasheet*: of the board's dense TF32 peak. *GPU busy*: the share of the steady epochs NVML "
-        "saw a kernel running; the rest is the framework's host loop. *compute floor* and *memory floor*: the "
-        "share of the epoch the arithmetic needs at the measured GEMM peak and the traffic at the measured memory "
-        "bandwidth. *bound by*: host when the GPU idled more than half the epoch, else memory or compute by the "
-        "arithmetic intensity against the measured ridge point (docs/statistics.md).",
-        *image,
-        "",
-        "| workload | backend | GPU | runs | steady epoch s | achieved TFLOP/s | % measured | % datasheet | "
-        "flops/byte | GB/s | GPU busy | compute floor | memory floor | bound by |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for r in table:
-        lines.append(
-            f"| {r.workload} | {r.backend} | {r.gpu} | {r.runs} | {r.epoch_s:.2f} | {_rate(r.tflops)} | "
-            f"{_pct(r.tflops / r.gemm_tflops)} | {_pct(r.tflops / r.datasheet_tflops)} | {r.intensity:.1f} | "
-            f"{r.memory_gbps:.0f} | {_pct(r.busy)} | {_pct(r.compute_floor)} | {_pct(r.memory_floor)} | {r.bound} |"
-        )
+        image = ["", f"[![{CHART_TITLE}]({png})]({svg})"]
+    right = frozenset(parts.table.columns) - TEXT_COLUMNS
+    lines = [f"## {TITLE}", "", NOTE, *image, "", markdown_table(parts.table, right)]
     lines += ["", "Would a faster GPU help? Per workload, from the rows above:", ""]
-    for workload in sorted({r.workload for r in table}):
-        lines.append(f"- **{workload}**: {advice([r for r in table if r.workload == workload])}")
-    missing = sorted({w for _, w, _ in found} - set(costs))
-    if missing:
-        lines += ["", f"No model cost for {', '.join(missing)}: left out."]
-    lines += ["", *headroom_lines(table, headroom(logs))]
-    lines += [
-        "",
-        "Datasheet peaks (dense, no sparsity):",
-        "",
-    ]
-    lines += [
-        f"- {s.gpu} ({s.board}, logged as {', '.join(s.names)}): TF32 {s.tf32_tflops:g}, BF16 {s.bf16_tflops:g}, "
-        f"FP32 {s.fp32_tflops:g} TFLOP/s; memory {s.memory_tbps:g} TB/s ({s.source})"
-        for s in sheets.values()
-        if s.gpu in GPUS
-    ]
+    lines += [f"- **{workload}**: {text}" for workload, text in parts.advice]
+    if parts.missing:
+        lines += ["", f"No model cost for {', '.join(parts.missing)}: left out."]
+    if parts.headroom is None:
+        lines += ["", HEADROOM_MISSING]
+    else:
+        lines += ["", HEADROOM_NOTE, "", markdown_table(parts.headroom, HEADROOM_FIGURES)]
+    lines += ["", "Datasheet peaks (dense, no sparsity):", "", *(f"- {line}" for line in parts.datasheets)]
     return "\n".join(lines) + "\n"
 
 

@@ -42,6 +42,7 @@ from report.designs import (
     staged_repeat,
     timed_repeats,
 )
+from report.format import markdown_table
 from report.studies import get_study, published_results
 
 STUDY = "benchmark-gpus-2017-11"
@@ -287,16 +288,18 @@ def section(logs: Path, prices: Sequence[Price] | None = None) -> str:
     parts = section_parts(logs, prices)
     if parts is None:
         return ""
-    lines = [f"## {STUDY} on today's GPUs", "", parts.summary, "", TIMES_NOTE, "", _markdown(parts.times, parts.right)]
-    lines += ["", FRAGILE_LEGEND, "", COSTS_NOTE, "", _markdown(parts.costs, parts.right), "", FRAGILE_LEGEND]
+    lines = [
+        f"## {STUDY} on today's GPUs",
+        "",
+        parts.summary,
+        "",
+        TIMES_NOTE,
+        "",
+        markdown_table(parts.times, parts.right),
+    ]
+    lines += ["", FRAGILE_LEGEND, "", COSTS_NOTE, "", markdown_table(parts.costs, parts.right), "", FRAGILE_LEGEND]
     lines += ["", "Prices (on demand, per GPU hour):", "", *(f"- {line}" for line in parts.prices)]
     return "\n".join(lines) + "\n"
-
-
-def _markdown(table: pd.DataFrame, right: frozenset[str]) -> str:
-    """A markdown table of formatted cells, the columns in `right` aligned right."""
-    lines = ["| " + " | ".join(table.columns) + " |", "|" + "".join("---:|" if c in right else "---|" for c in table)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table.itertuples(index=False)])
 
 
 def _marked(verdict: str, name: str, fragile: set[str]) -> str:

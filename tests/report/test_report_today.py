@@ -11,7 +11,7 @@ from pathlib import Path
 from markupsafe import escape
 
 from benchmarks.stats import Estimate
-from report import today
+from report import roofline, today
 from tests.report.report_helpers import write_run
 
 LOGS = Path(__file__).resolve().parents[2] / "logs" / "reference"
@@ -143,6 +143,13 @@ def test_the_results_markdown_and_page_for_the_study_carry_the_section(tmp_path:
     assert parts is not None and '<h3 id="today">' in page
     assert f'<p id="today-summary">{escape(parts.summary)}</p>' in page
     assert page.count(today.FRAGILE_MARK.strip()) >= 1 + sum(today.FRAGILE_MARK in c for c in parts.times["faster"])
+    # and what bounds those runs, with the roofline drawn beside the page's other charts
+    where = roofline.section_parts(logs)
+    assert where is not None and '<h3 id="roofline">' in page
+    assert (tmp_path / "page" / "charts" / "roofline.png").is_file() and 'src="charts/roofline.png"' in page
+    advice = page[page.index('<ul id="roofline-advice">') :].split("</ul>")[0]
+    assert advice.count("<li>") == len(where.advice) and f"<strong>{where.advice[0][0]}</strong>" in advice
+    assert "<code>benchmarks.headroom</code>" in page and "<em>GPU share</em>" in page  # the notes' markdown
 
 
 def _repeats(root: Path, gpu: str, machine: str, steady: list[float], preloaded: bool = False) -> None:
