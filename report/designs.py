@@ -356,10 +356,10 @@ def _pair(host: str, workload: str, design: Sequence[Timed], fresh: Sequence[Tim
 
 def _interleaved(one: Sequence[datetime | None], other: Sequence[datetime | None]) -> bool:
     """Whether neither group's runs all started before the other's first; unknown start times tell nothing."""
-    if None in one or None in other:
+    a, b = [t for t in one if t is not None], [t for t in other if t is not None]
+    if len(a) < len(one) or len(b) < len(other):
         return False
-    a, b = sorted(t for t in one if t), sorted(t for t in other if t)
-    return a[0] < b[-1] and b[0] < a[-1]
+    return min(a) < max(b) and min(b) < max(a)
 
 
 def _mean_log_ratio(pairs: Sequence[dict]) -> dict[str, Any]:

@@ -38,25 +38,24 @@ def write_report(report: Report, out: Path) -> Path:
 @dataclass(frozen=True)
 class GpuSections:
     """benchmark-gpus-2017-11 on the measured H100 and H200, and those runs on their rooflines (its chart drawn
-    into the report's charts folder): for a report of that study over a folder that holds both GPUs' runs."""
+    into the report's charts folder): for a report of that study over a folder that holds the GPUs' runs, as the
+    markdown report carries them."""
 
     today: today.Section | None = None
     roofline: roofline.Section | None = None
-    roofline_chart: str | None = None  # the PNG, relative to the page; the SVG beside it
+    roofline_chart: str | None = None  # relative to the page, without its suffix: drawn as .png and .svg
 
 
 def gpu_sections(report: Report, out: Path) -> GpuSections:
     logdir = report.request.logdir
     if report.study is None or report.study.study.name != today.STUDY or logdir is None:
         return GpuSections()
-    if not all((logdir / platform).is_dir() for platform in today.PLATFORMS.values()):
-        return GpuSections()
     where = roofline.section_parts(logdir)
     chart = None
     if where is not None:
         (out / CHARTS_DIR).mkdir(parents=True, exist_ok=True)
         roofline.chart(where.rows, roofline.load_datasheets(), out / CHARTS_DIR / "roofline")
-        chart = f"{CHARTS_DIR}/roofline.png"
+        chart = f"{CHARTS_DIR}/roofline"
     return GpuSections(today.section_parts(logdir), where, chart)
 
 

@@ -435,10 +435,15 @@ def design_runs(spec: str) -> Design:
     names = design_names(spec)
 
     def chosen(meta: RunMetadata) -> bool:
-        name = names.get(meta.backend, names.get(EVERY_BACKEND))
+        name = _design_of(names, meta.backend)
         return name is not None and DESIGN_RUNS[name](meta)
 
     return chosen
+
+
+def _design_of(names: dict[str, str], backend: str) -> str | None:
+    """The design design_names gives `backend`, if any."""
+    return names.get(backend, names.get(EVERY_BACKEND))
 
 
 Verdicts = dict[tuple[str, str], dict[str, str]]  # (workload, backend) -> faster and cheaper per cloud
@@ -526,7 +531,7 @@ def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: s
     stable = [p for p in pairs if p["fresh_machines_left_out"]["stable"]]
     backends = sorted({p["backend"] for p in pairs})
     return {
-        "h200_side": {b: names.get(b, names.get(EVERY_BACKEND)) if b in h200_backends else "fresh" for b in backends},
+        "h200_side": {b: _design_of(names, b) if b in h200_backends else "fresh" for b in backends},
         "pairs": pairs,
         "same": sum(p["same"] for p in pairs),
         "compared": len(pairs),
