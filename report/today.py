@@ -52,6 +52,11 @@ PUBLISHED_GPUS = ("k80", "p100")
 PUBLISHED_BACKEND = "tensorflow"
 PRICES_FILE = Path(__file__).parent / "data" / "today.toml"
 TOO_FEW_WORDS = "too few repeats"  # a verdict that could not be decided
+# H100 against H200 is a claim about machines: with one machine on a side, its host's speed cannot be told apart
+# from its GPU's, nor the spread between machines measured, however many repeats it ran.
+MIN_MACHINES = 2
+TOO_FEW_MACHINES_WORDS = "too few machines"
+UNDECIDABLE = (TOO_FEW_WORDS, TOO_FEW_MACHINES_WORDS)
 STEADY_EPOCHS_TRIED = (1, 2, 3)  # the short suite's runs have 4
 
 
@@ -145,7 +150,7 @@ class Row:
     published: dict[str, float]  # gpu -> 2017 epoch, seconds (published data)
     scale: float  # published training samples over measured ones
     estimates: dict[str, Estimate]  # GPU -> measured steady epoch (measured slice)
-    faster: str  # "H100", "H200", "neither beyond noise" or "too few repeats"
+    faster: str  # "H100", "H200", "neither beyond noise", or one of UNDECIDABLE
     cheaper: dict[str, str]  # cloud -> the same words, on cost per epoch
     host_bound: bool
 
@@ -190,6 +195,8 @@ def _rows(measured: dict[tuple[str, str, str], Measured], full: dict[str, int], 
 
 
 def _verdict(h100: Sequence[float], h200: Sequence[float], runs: dict[str, Measured]) -> str:
+    if any(len(set(runs[gpu].machines)) < MIN_MACHINES for gpu in GPUS):
+        return TOO_FEW_MACHINES_WORDS
     result = compare(h100, h200, candidate_machines=runs["H100"].machines, base_machines=runs["H200"].machines)
     return {FASTER: "H100", SLOWER: "H200", TOO_FEW: TOO_FEW_WORDS}.get(result.verdict, "neither beyond noise")
 
@@ -214,7 +221,8 @@ TIMES_NOTE = (
     "repeats, [interval], n runs/machines). K80 and P100: the study's published TensorFlow 1.4 epochs; H100 and "
     "H200: this suite's GPU defaults on JAX and PyTorch, so a row compares the GPUs with today's software against "
     "2017's. *host-bound*: most runs left the GPU waiting on the host, so H100 against H200 compares the machines' "
-    "hosts, not the GPUs."
+    "hosts, not the GPUs. A verdict needs runs from at least two machines of each GPU; with fewer it says *too few "
+    "machines*, however many repeats one machine ran."
 )
 COSTS_NOTE = (
     "Cost per epoch of the published data (steady epoch times the price of one GPU hour; K80 and P100 at the "
@@ -336,8 +344,8 @@ def summary(
     text = (
         f"Over {len(table)} workload and backend pairs, the H200 ran faster beyond noise in {count['H200']}, the "
         f"H100 in {count['H100']}, and {undecided} stayed undecided (no difference beyond noise, or too few "
-        f"repeats). {len(gpu_bound)} of the pairs were GPU-bound, and the H200 won {h200_gpu} of those; the rest "
-        f"compare the two machines' hosts more than their GPUs. Cheaper per epoch beyond noise: {cheap_text}."
+        f"repeats or machines). {len(gpu_bound)} of the pairs were GPU-bound, and the H200 won {h200_gpu} of those; "
+        f"the rest compare the two machines' hosts more than their GPUs. Cheaper per epoch beyond noise: {cheap_text}."
     )
     if fragile is not None:
         text += _held_without_any_machine(table, fragile)
@@ -462,7 +470,7 @@ def machines_left_out(runs: Runs, prices: Sequence[Price]) -> dict[tuple[str, st
     """How reproducible the fresh-process verdicts are: each pair's verdicts decided again with one machine's
     repeats left out, once per machine of either GPU. A pair whose verdicts change when a machine is left out was
     decided by that machine; no other design can be asked to reproduce it. Left-out sets that leave too few
-    repeats to decide are not counted."""
+    repeats or machines to decide are not counted."""
     full, left_out = _left_out(runs, prices)
     kept: dict[tuple[str, str], list[bool]] = {key: [] for key in full}
     for key, verdicts in left_out:
@@ -489,7 +497,7 @@ def _left_out(runs: Runs, prices: Sequence[Price]) -> tuple[Verdicts, list[tuple
     for gpu, host in hosts:
         kept = [r for r in runs if (r[0], machine_of(r[1])) != (gpu, host)]
         for key, verdicts in _verdicts(_measured(kept, fresh_repeat), prices).items():
-            if key in full and TOO_FEW_WORDS not in verdicts.values():
+            if key in full and not set(UNDECIDABLE) & set(verdicts.values()):
                 again.append((key, verdicts))
     return full, again
 
@@ -498,10 +506,11 @@ def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: s
     """Per default: which GPU is faster and which is cheaper per cloud, decided once with fresh-process repeats
     and once with the H100's repeats of `design` (design_runs: one design, or one per backend), whether the two
     agree, and whether the fresh verdicts survive leaving out any one machine (machines_left_out): agreement is
-    only asked of those. The H200 side takes the design's runs too where it has any of the backend
-    (`h200_side`), as a round in that design would measure both GPUs; where it has none it stays fresh, and a
-    design that slows the H100's runs moves the verdicts towards the H200 whether or not it would move them with
-    both GPUs measured alike."""
+    only asked of those. Pairs whose design runs are too few (repeats or machines) to decide are counted apart
+    (`design_decided`): they say nothing either way. The H200 side takes the design's runs too where it has any of
+    the backend (`h200_side`), as a round in that design would measure both GPUs; where it has none it stays fresh,
+    and a design that slows the H100's runs moves the verdicts towards the H200 whether or not it would move them
+    with both GPUs measured alike."""
     prices = load_prices() if prices is None else prices
     runs = list(complete_runs(logs))  # read once: both designs' verdicts come from the same logs
     chosen = design_runs(design)
@@ -529,12 +538,15 @@ def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: s
             }
         )
     stable = [p for p in pairs if p["fresh_machines_left_out"]["stable"]]
+    decided = [p for p in pairs if not set(UNDECIDABLE) & set(p[design].values())]
     backends = sorted({p["backend"] for p in pairs})
     return {
         "h200_side": {b: _design_of(names, b) if b in h200_backends else "fresh" for b in backends},
         "pairs": pairs,
         "same": sum(p["same"] for p in pairs),
         "compared": len(pairs),
+        "design_decided": len(decided),
+        "same_where_design_decided": sum(p["same"] for p in decided),
         "fresh_stable": len(stable),
         "same_where_fresh_stable": sum(p["same"] for p in stable),
     }

@@ -34,7 +34,7 @@ def test_every_studied_workload_has_both_gpus_published_and_measured_with_verdic
     for r in rows:
         assert set(r.published) == {"k80", "p100"} and r.scale >= 1
         assert all(r.estimates[g].n >= 4 for g in today.GPUS)
-        assert r.faster in ("H100", "H200", "neither beyond noise", "too few repeats")
+        assert r.faster in ("H100", "H200", "neither beyond noise", *today.UNDECIDABLE)
         assert set(r.cheaper) == {"AWS", "Google Cloud", "RunPod"}
     # The short suite trains imdb_bidirectional_lstm on 5,000 of the published 25,000 reviews.
     [bilstm] = [r for r in rows if (r.workload, r.backend) == ("imdb_bidirectional_lstm", "jax")]
@@ -209,18 +209,26 @@ def test_a_design_is_judged_with_both_gpus_measured_in_it_where_both_have_its_ru
     for gpu, seconds in (("H100", 0.5), ("H200", 1.0)):
         for machine in ("a", "b", "c"):
             _repeats(tmp_path, gpu, f"{gpu}-{machine}", [seconds, seconds * 1.02])
-    _repeats(tmp_path, "H100", "H100-a", [1.25, 1.27, 1.25, 1.26], preloaded=True)
+    for machine in ("a", "b"):
+        _repeats(tmp_path, "H100", f"H100-{machine}", [1.25, 1.27, 1.26], preloaded=True)
     one_side = today.design_verdicts(tmp_path, design="preloaded")
     assert one_side["h200_side"] == {"jax": "fresh"}
     [pair] = one_side["pairs"]
     assert pair["fresh"]["faster"] == "H100" and pair["preloaded"]["faster"] == "H200" and not pair["same"]
 
     _repeats(tmp_path, "H200", "H200-a", [2.5, 2.55, 2.5, 2.52], preloaded=True)
+    one_machine = today.design_verdicts(tmp_path, design="jax:preloaded")
+    [pair] = one_machine["pairs"]
+    assert set(pair["jax:preloaded"].values()) == {today.TOO_FEW_MACHINES_WORDS} and not pair["same"]
+    assert one_machine["design_decided"] == one_machine["same_where_design_decided"] == 0
+
+    _repeats(tmp_path, "H200", "H200-b", [2.5, 2.53], preloaded=True)
     both = today.design_verdicts(tmp_path, design="jax:preloaded")
     assert both["h200_side"] == {"jax": "preloaded"}
     [pair] = both["pairs"]
-    assert pair["h200_repeats"] == {"fresh": 6, "jax:preloaded": 4}
+    assert pair["h200_repeats"] == {"fresh": 6, "jax:preloaded": 6}
     assert pair["jax:preloaded"]["faster"] == "H100" and pair["same"]
+    assert both["design_decided"] == both["same_where_design_decided"] == 1
 
 
 def test_the_verdicts_from_each_runs_first_steady_epochs_follow_those_epochs(tmp_path: Path) -> None:
