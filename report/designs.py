@@ -190,8 +190,9 @@ def _host_score(meta: RunMetadata) -> float | None:
 
 def manifest_processes(consoles: Path) -> list[dict]:
     """Every runner process gpu_session's repeats phase recorded in the manifests beside the consoles, in the
-    order they ran, as {machine, run_id, backend, repeat, workloads, design, epochs, returncode, wall_s}; a
-    manifest's name up to "-part" names its machine, and epochs is None where the runs trained the suite's own. A
+    order they ran, as {machine, run_id, backend, repeat, workloads, design, epochs, returncode, wall_s, round}; a
+    manifest's name up to "-part" names its machine, epochs is None where the runs trained the suite's own, and
+    round (the call's round, recorded since rounds of two designs alternated) None where not recorded. A
     process listed without a return code of its own (the earlier manifests' suite entries) counts as finished; one
     without a design (those before preloaded parents) is a round where it trained several workloads."""
     out = []
@@ -214,6 +215,7 @@ def manifest_processes(consoles: Path) -> list[dict]:
                             "epochs": p.get("epochs"),
                             "returncode": p.get("returncode", 0),
                             "wall_s": p["wall_s"],
+                            "round": p.get("round"),
                         }
                     )
     return out
@@ -534,6 +536,50 @@ def round_costs(consoles: Path, complete: Iterable[Timed] = ()) -> dict:
         out[f"{name}_s"], out[f"{name}_over_before"] = _total(preloaded, before)
         out[f"{name}_cache"] = {b: cache for b, (_, cache) in preloaded.items()} if preloaded else None
     out["cheapest"] = cheapest_round(per_backend, shared, before)
+    out["same_machine"] = same_machine_rounds(states)
+    return out
+
+
+def _is_whole(process: dict, whole: dict[str, int]) -> bool:
+    return len(process["workloads"]) == whole[process["backend"]]
+
+
+def same_machine_rounds(states: Sequence[tuple[dict, str]]) -> list[dict]:
+    """Before and after on one machine: per machine, backend and epochs per run, its whole rounds of fresh processes
+    and of each forked design, warm cache only, and the forked design's median against the fresh one's. A fresh
+    round is a call's round (the manifest's `round`) whose processes all finished, warm, one per workload of a whole
+    round; the machine and its cache are the same for both designs, so the ratio is the design's saving alone."""
+    whole: dict[str, int] = {}
+    for p, _ in states:
+        whole[p["backend"]] = max(whole.get(p["backend"], 0), len(p["workloads"]))
+    fresh: dict[tuple[str, str, int | None, tuple[str, int]], list[tuple[dict, str]]] = defaultdict(list)
+    forked: dict[tuple[str, str, int | None, str], list[float]] = defaultdict(list)
+    for p, state in states:
+        key = (p["machine"], p["backend"], p["epochs"])
+        if p["design"] == "repeat" and p["round"] is not None:
+            fresh[(*key, (p["run_id"], p["round"]))].append((p, state))
+        elif p["design"] in FORKED and state == "warm" and p["returncode"] == 0 and _is_whole(p, whole):
+            forked[(*key, p["design"])].append(p["wall_s"])
+    fresh_walls: dict[tuple[str, str, int | None], list[float]] = defaultdict(list)
+    for (machine, backend, epochs, _), processes in fresh.items():
+        done = [p for p, state in processes if p["returncode"] == 0 and state == "warm"]
+        if len(done) == len(processes) == whole[backend]:
+            fresh_walls[machine, backend, epochs].append(round(sum(p["wall_s"] for p in done), 1))
+    out = []
+    for (machine, backend, epochs, design), walls in sorted(forked.items(), key=str):
+        before = fresh_walls.get((machine, backend, epochs))
+        if before:
+            after = statistics.median(walls)
+            out.append(
+                {
+                    "machine": machine,
+                    "backend": backend,
+                    "epochs": epochs,
+                    "fresh_warm_s": before,
+                    f"{design}_warm_s": [round(w, 1) for w in walls],
+                    "over_fresh": round(after / statistics.median(before), 2),
+                }
+            )
     return out
 
 

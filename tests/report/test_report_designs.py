@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -533,3 +534,32 @@ def test_the_spread_is_split_between_processes_and_machines_per_backend() -> Non
     assert spread["jax"]["machine_component_sd"] == 0.0 < spread["jax"]["within_machine_sd"]  # processes only
     assert spread["torch"]["within_machine_sd"] == 0.0 < spread["torch"]["machine_component_sd"]  # machines only
     assert (spread["all"]["defaults"], spread["all"]["processes"]) == (2, 8)
+
+
+def test_a_machine_that_ran_both_designs_tells_the_designs_saving_alone(tmp_path: Path) -> None:
+    """Staged (cold), fresh, staged, fresh rounds of two PyTorch workloads on one machine, 3 epochs a run: the
+    first staged round met a cold cache and the second fresh round was stopped, so the saving is the warm staged
+    round's 15 s against the whole warm fresh round's 20 + 30 s. Another machine's lone staged round has no fresh
+    round beside it and says nothing."""
+    both = ["mnist_mlp", "mnist_cnn"]
+
+    def at(round_index: int, process: dict) -> dict:
+        return {**process, "round": round_index}
+
+    def fresh(round_index: int, walls: tuple[float, float], returncodes: tuple[int, int] = (0, 0)) -> list[dict]:
+        return [at(round_index, _process("gpu-repeats-m1-ab", [w], round_index, wall, code, "torch", "repeat", 3))
+                for w, wall, code in zip(both, walls, returncodes, strict=True)]  # fmt: skip
+
+    staged = functools.partial(_process, "gpu-repeats-m1-ab", both, backend="torch", design="staged", epochs=3)
+    _manifest(
+        tmp_path,
+        "m1-part1-manifest.json",
+        [at(1, staged(1, 40.0)), *fresh(2, (20.0, 30.0)), at(3, staged(2, 15.0)), *fresh(4, (21.0, 9.0), (0, -1))],
+    )
+    lone = _process("gpu-repeats-m2-stg", both, 1, 14.0, 0, "torch", "staged", 3)
+    _manifest(tmp_path, "m2-part1-manifest.json", [at(1, lone), at(2, {**lone, "repeat": 2})])
+    costs = designs.round_costs(tmp_path / "NVIDIA-H100" / "console")
+    assert costs["same_machine"] == [
+        {"machine": "m1", "backend": "torch", "epochs": 3, "fresh_warm_s": [50.0], "staged_warm_s": [15.0],
+         "over_fresh": 0.3}
+    ]  # fmt: skip
