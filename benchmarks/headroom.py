@@ -82,6 +82,7 @@ def train(
 
     from benchmarks.data.files import FileLocations
     from benchmarks.data.types import DataRequest
+    from benchmarks.harness.backends import set_random_seed
 
     module = workloads.load(name)
     size = module.SPEC.batch_size
@@ -93,7 +94,7 @@ def train(
     steps = len(x_host) // size
     if steps < 1:
         raise ValueError(f"train-limit: {len(x_host)} samples make no batch of {size}")
-    keras.utils.set_random_seed(request.seed)
+    set_random_seed("jax", request.seed)
     model = module.build_model(data)
     model.compile(**module.compile_args())
     model._symbolic_build(data_batch=(x_host[:size], y_host[:size]))  # the variables fit would build

@@ -5,6 +5,7 @@ Imported only after KERAS_BACKEND is set; each function imports just the framewo
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -115,6 +116,23 @@ def reset_compiled_state(backend: str) -> None:
         import torch
 
         torch._dynamo.reset()
+
+
+def set_random_seed(backend: str, seed: int) -> None:
+    """keras.utils.set_random_seed, which also seeds TensorFlow wherever it is installed (for tf.data pipelines).
+    JAX and PyTorch runs feed no tf.data, and importing TensorFlow there cost every process 2.7-2.9 s of start-up
+    (on a 2-core CPU) and left TensorFlow's threads beside the run; so outside TensorFlow runs Keras finds
+    TensorFlow absent (a None entry in sys.modules fails its import), unless something imported it already."""
+    import keras
+
+    if backend == "tensorflow" or "tensorflow" in sys.modules:
+        keras.utils.set_random_seed(seed)
+        return
+    sys.modules["tensorflow"] = None  # type: ignore[assignment]
+    try:
+        keras.utils.set_random_seed(seed)
+    finally:
+        del sys.modules["tensorflow"]
 
 
 def synchronizer(backend: str, model: Any) -> Callable[[], None]:

@@ -142,7 +142,7 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     run_plan = plan(spec, options)
     cache = compile_cache.activate(options.backend)
     backends.reset_compiled_state(options.backend)
-    keras.utils.set_random_seed(options.seed)
+    backends.set_random_seed(options.backend, options.seed)
     started_at = _now()
     setup = SetupClock()
     data = load_data(module, run_plan.request, options, notices if notices is not None else set())
