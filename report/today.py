@@ -547,6 +547,14 @@ def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: s
         "compared": len(pairs),
         "design_decided": len(decided),
         "same_where_design_decided": sum(p["same"] for p in decided),
+        "by_backend": {
+            b: {
+                "compared": sum(p["backend"] == b for p in pairs),
+                "design_decided": sum(p["backend"] == b for p in decided),
+                "same": sum(p["same"] for p in pairs if p["backend"] == b),
+            }
+            for b in backends
+        },
         "fresh_stable": len(stable),
         "same_where_fresh_stable": sum(p["same"] for p in stable),
     }

@@ -229,6 +229,7 @@ def test_a_design_is_judged_with_both_gpus_measured_in_it_where_both_have_its_ru
     assert pair["h200_repeats"] == {"fresh": 6, "jax:preloaded": 6}
     assert pair["jax:preloaded"]["faster"] == "H100" and pair["same"]
     assert both["design_decided"] == both["same_where_design_decided"] == 1
+    assert both["by_backend"] == {"jax": {"compared": 1, "design_decided": 1, "same": 1}}
 
 
 def test_the_verdicts_from_each_runs_first_steady_epochs_follow_those_epochs(tmp_path: Path) -> None:
