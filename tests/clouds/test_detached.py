@@ -206,7 +206,8 @@ def test_aws_detached_run_end_to_end(aws_detached: Detached, aws: FaultyMotoServ
         assert "KeyName" not in json.dumps(aws.injector.calls)  # no SSH key, no ingress: nobody logs in
         wait_for(lambda: not aws_live(), 600, "the machine to finish and delete itself", bench)
         status = bench.call(bench.command("status", run_id, "--ledger", str(bench.ledger)))
-        assert status.returncode == 0 and ": complete" in status.stdout, status.stdout + status.stderr
+        reported = status.stdout + status.stderr + bench.consoles()  # a machine that ended unreported says why there
+        assert status.returncode == 0 and ": complete" in status.stdout, reported
         assert "1 of 1 items done" in status.stdout
         collected = bench.collect(run_id)
         assert collected.returncode == 0, collected.stdout + collected.stderr

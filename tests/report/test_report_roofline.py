@@ -86,6 +86,8 @@ def test_a_row_is_its_runs_flops_over_their_steady_epochs() -> None:
         meta = json.loads(path.with_suffix(".json").read_text())
         if (meta["workload"], meta["backend"]) != ("mnist_cnn", "jax") or not meta["run_id"].startswith("gpu-repeats-"):
             continue
+        if (meta.get("process") or {}).get("preloaded"):  # forked children are their own design, not pooled
+            continue
         epochs.append(statistics.median(e.elapsed for e in read_epoch_log(path).steady_epochs))
         samples.append(meta["data"]["train_samples"])
         idle.append(meta["stability"]["host_share"])
