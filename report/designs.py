@@ -486,10 +486,16 @@ def round_processes(processes: Sequence[dict], design: str = "round") -> list[di
     return _whole_rounds(cache_states(processes), design)
 
 
-def _whole_rounds(states: Sequence[tuple[dict, str]], design: str, epochs: int | None = None) -> list[dict]:
-    whole: dict[str, int] = {}
+def _round_sizes(states: Sequence[tuple[dict, str]]) -> dict[str, int]:
+    """Per backend, the workloads of a whole round: as many as any of its processes listed."""
+    sizes: dict[str, int] = {}
     for p, _ in states:
-        whole[p["backend"]] = max(whole.get(p["backend"], 0), len(p["workloads"]))
+        sizes[p["backend"]] = max(sizes.get(p["backend"], 0), len(p["workloads"]))
+    return sizes
+
+
+def _whole_rounds(states: Sequence[tuple[dict, str]], design: str, epochs: int | None = None) -> list[dict]:
+    whole = _round_sizes(states)
     return [
         {"machine": p["machine"], "backend": p["backend"], "wall_s": round(p["wall_s"], 1), "cache": state}
         for p, state in states
@@ -549,9 +555,7 @@ def same_machine_rounds(states: Sequence[tuple[dict, str]]) -> list[dict]:
     and of each forked design, warm cache only, and the forked design's median against the fresh one's. A fresh
     round is a call's round (the manifest's `round`) whose processes all finished, warm, one per workload of a whole
     round; the machine and its cache are the same for both designs, so the ratio is the design's saving alone."""
-    whole: dict[str, int] = {}
-    for p, _ in states:
-        whole[p["backend"]] = max(whole.get(p["backend"], 0), len(p["workloads"]))
+    whole = _round_sizes(states)
     fresh: dict[tuple[str, str, int | None, tuple[str, int]], list[tuple[dict, str]]] = defaultdict(list)
     forked: dict[tuple[str, str, int | None, str], list[float]] = defaultdict(list)
     for p, state in states:

@@ -457,6 +457,11 @@ def _design_of(names: dict[str, str], backend: str) -> str | None:
 Verdicts = dict[tuple[str, str], dict[str, str]]  # (workload, backend) -> faster and cheaper per cloud
 
 
+def _decided(verdicts: dict[str, str]) -> bool:
+    """Whether a pair's runs were enough to decide every one of its verdicts (faster, and cheaper per cloud)."""
+    return not set(UNDECIDABLE) & set(verdicts.values())
+
+
 def _verdicts(
     measured: tuple[dict[tuple[str, str, str], Measured], dict[str, int]], prices: Sequence[Price]
 ) -> Verdicts:
@@ -497,7 +502,7 @@ def _left_out(runs: Runs, prices: Sequence[Price]) -> tuple[Verdicts, list[tuple
     for gpu, host in hosts:
         kept = [r for r in runs if (r[0], machine_of(r[1])) != (gpu, host)]
         for key, verdicts in _verdicts(_measured(kept, fresh_repeat), prices).items():
-            if key in full and not set(UNDECIDABLE) & set(verdicts.values()):
+            if key in full and _decided(verdicts):
                 again.append((key, verdicts))
     return full, again
 
@@ -538,7 +543,7 @@ def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: s
             }
         )
     stable = [p for p in pairs if p["fresh_machines_left_out"]["stable"]]
-    decided = [p for p in pairs if not set(UNDECIDABLE) & set(p[design].values())]
+    decided = [p for p in pairs if _decided(p[design])]
     backends = sorted({p["backend"] for p in pairs})
     return {
         "h200_side": {b: _design_of(names, b) if b in h200_backends else "fresh" for b in backends},

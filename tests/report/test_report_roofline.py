@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.logs import find_logs, read_epoch_log
+from benchmarks.logs import find_logs, read_epoch_log, read_metadata
 from report import roofline
+from report.designs import fresh_repeat
 from report.model_costs import load_costs
 from tests.support.datasets import prefill_keras_cache
 
@@ -84,10 +85,8 @@ def test_a_row_is_its_runs_flops_over_their_steady_epochs() -> None:
     epochs, samples, idle = [], [], []
     for path in find_logs(LOGS / "NVIDIA-H200"):
         meta = json.loads(path.with_suffix(".json").read_text())
-        if (meta["workload"], meta["backend"]) != ("mnist_cnn", "jax") or not meta["run_id"].startswith("gpu-repeats-"):
-            continue
-        if (meta.get("process") or {}).get("preloaded"):  # forked children are their own design, not pooled
-            continue
+        if (meta["workload"], meta["backend"]) != ("mnist_cnn", "jax") or not fresh_repeat(read_metadata(path)):
+            continue  # the report pools fresh-process repeats only; other designs are their own configurations
         epochs.append(statistics.median(e.elapsed for e in read_epoch_log(path).steady_epochs))
         samples.append(meta["data"]["train_samples"])
         idle.append(meta["stability"]["host_share"])
