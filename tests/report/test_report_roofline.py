@@ -82,14 +82,19 @@ def roofline_workloads() -> list[str]:
 def test_a_row_is_its_runs_flops_over_their_steady_epochs() -> None:
     table = roofline.rows(LOGS)
     row = next(r for r in table if (r.gpu, r.workload, r.backend) == ("H200", "mnist_cnn", "jax"))
-    epochs, samples, idle = [], [], []
+    epochs: list[float] = []
+    samples: list[int] = []
+    idle: list[float] = []
     for path in find_logs(LOGS / "NVIDIA-H200"):
-        meta = json.loads(path.with_suffix(".json").read_text())
-        if (meta["workload"], meta["backend"]) != ("mnist_cnn", "jax") or not fresh_repeat(read_metadata(path)):
+        meta = read_metadata(path)
+        assert meta is not None
+        if (meta.workload, meta.backend) != ("mnist_cnn", "jax") or not fresh_repeat(meta):
             continue  # the report pools fresh-process repeats only; other designs are their own configurations
+        assert meta.stability is not None
+        assert meta.data.train_samples is not None and meta.stability.host_share is not None
         epochs.append(statistics.median(e.elapsed for e in read_epoch_log(path).steady_epochs))
-        samples.append(meta["data"]["train_samples"])
-        idle.append(meta["stability"]["host_share"])
+        samples.append(meta.data.train_samples)
+        idle.append(meta.stability.host_share)
     cost = load_costs()["mnist_cnn"]
     flops = cost.flops_per_step / cost.batch_size * statistics.median(samples)
     assert row.runs == len(epochs) >= 4
