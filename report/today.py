@@ -469,6 +469,7 @@ def _verdicts(
 
 
 Runs = Sequence[tuple[str, RunMetadata, list[float]]]
+LeftOut = list[tuple[tuple[str, str], tuple[str, str], dict[str, str]]]  # (GPU, machine) left out, pair, verdicts
 
 
 def machines_left_out(runs: Runs, prices: Sequence[Price]) -> dict[tuple[str, str], dict]:
@@ -476,9 +477,12 @@ def machines_left_out(runs: Runs, prices: Sequence[Price]) -> dict[tuple[str, st
     repeats left out, once per machine of either GPU. A pair whose verdicts change when a machine is left out was
     decided by that machine; no other design can be asked to reproduce it. Left-out sets that leave too few
     repeats or machines to decide are not counted."""
-    full, left_out = _left_out(runs, prices)
+    return _kept_per_pair(*_left_out(runs, prices))
+
+
+def _kept_per_pair(full: Verdicts, left_out: LeftOut) -> dict[tuple[str, str], dict]:
     kept: dict[tuple[str, str], list[bool]] = {key: [] for key in full}
-    for key, verdicts in left_out:
+    for _, key, verdicts in left_out:
         kept[key].append(verdicts == full[key])
     return {key: {"kept": sum(k), "tried": len(k), "stable": all(k)} for key, k in kept.items()}
 
@@ -488,12 +492,12 @@ def fragile_verdicts(runs: Runs, prices: Sequence[Price]) -> dict[tuple[str, str
     repeats are left out (machines_left_out's rule): those rest on that machine."""
     full, left_out = _left_out(runs, prices)
     fragile: dict[tuple[str, str], set[str]] = {key: set() for key in full}
-    for key, verdicts in left_out:
+    for _, key, verdicts in left_out:
         fragile[key].update(name for name, verdict in verdicts.items() if verdict != full[key][name])
     return fragile
 
 
-def _left_out(runs: Runs, prices: Sequence[Price]) -> tuple[Verdicts, list[tuple[tuple[str, str], dict[str, str]]]]:
+def _left_out(runs: Runs, prices: Sequence[Price]) -> tuple[Verdicts, LeftOut]:
     """The fresh-process verdicts, and each pair's verdicts again with each machine of either GPU left out in turn
     (those of a pair whose left-out set is too small to decide every verdict are left out)."""
     full = _verdicts(_measured(runs, fresh_repeat), prices)
@@ -503,8 +507,27 @@ def _left_out(runs: Runs, prices: Sequence[Price]) -> tuple[Verdicts, list[tuple
         kept = [r for r in runs if (r[0], machine_of(r[1])) != (gpu, host)]
         for key, verdicts in _verdicts(_measured(kept, fresh_repeat), prices).items():
             if key in full and _decided(verdicts):
-                again.append((key, verdicts))
+                again.append(((gpu, host), key, verdicts))
     return full, again
+
+
+def verdicts_moved_by_one_machine(runs: Runs, prices: Sequence[Price]) -> dict[str, Any]:
+    """How many fresh-process verdicts (faster, or a cloud's cheaper) change when one machine's repeats are left
+    out, per machine left out: how far the fresh verdicts themselves move with one machine fewer, the yardstick
+    for another design's changed verdicts."""
+    return _changed_per_machine(*_left_out(runs, prices))
+
+
+def _changed_per_machine(full: Verdicts, left_out: LeftOut) -> dict[str, Any]:
+    changed: dict[tuple[str, str], int] = {}
+    for machine, key, verdicts in left_out:
+        changed[machine] = changed.get(machine, 0) + sum(verdicts[name] != full[key][name] for name in verdicts)
+    counts = sorted(changed.values())
+    return {
+        "machines": len(counts),
+        "median": statistics.median(counts) if counts else None,
+        "range": [counts[0], counts[-1]] if counts else None,
+    }
 
 
 def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: str = "round") -> dict:
@@ -526,7 +549,9 @@ def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: s
 
     fresh = {(r.workload, r.backend): r for r in _rows(*_measured(runs, fresh_repeat), prices)}
     other = {(r.workload, r.backend): r for r in _rows(*_measured(runs, chosen, h200_runs), prices)}
-    stability = machines_left_out(runs, prices)
+    left_out = _left_out(runs, prices)  # the slow part: every pair decided again once per machine
+    stability = _kept_per_pair(*left_out)
+    one_machine = _changed_per_machine(*left_out)
     names = design_names(design)
     pairs: list[dict[str, Any]] = []
     for key in sorted(fresh.keys() & other.keys()):
@@ -539,6 +564,7 @@ def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: s
                 **{f"{gpu.lower()}_repeats": _repeats_per_design(fresh[key], other[key], design, gpu) for gpu in GPUS},
                 **verdicts,
                 "same": verdicts["fresh"] == verdicts[design],
+                "reversed": _reversed(verdicts["fresh"], verdicts[design]),
                 "fresh_machines_left_out": stability[key],
             }
         )
@@ -557,11 +583,29 @@ def design_verdicts(logs: Path, prices: Sequence[Price] | None = None, design: s
                 "compared": sum(p["backend"] == b for p in pairs),
                 "design_decided": sum(p["backend"] == b for p in decided),
                 "same": sum(p["same"] for p in pairs if p["backend"] == b),
+                "verdicts": _verdict_counts([p for p in pairs if p["backend"] == b], design),
             }
             for b in backends
         },
+        "verdicts": _verdict_counts(pairs, design),
         "fresh_stable": len(stable),
         "same_where_fresh_stable": sum(p["same"] for p in stable),
+        "fresh_verdicts_changed_by_one_machine_left_out": one_machine,
+    }
+
+
+def _reversed(fresh: dict[str, str], other: dict[str, str]) -> list[str]:
+    """The verdicts (`faster`, or a cloud's cheaper) where one design names one GPU and the other the other GPU: a
+    reversal, unlike a verdict that one design decides and the other finds within noise."""
+    return sorted(name for name, verdict in fresh.items() if {verdict, other[name]} == set(GPUS))
+
+
+def _verdict_counts(pairs: Sequence[dict[str, Any]], design: str) -> dict[str, int]:
+    """Verdict by verdict over the pairs: how many there are, how many the design repeats, how many it reverses."""
+    return {
+        "compared": sum(len(p["fresh"]) for p in pairs),
+        "same": sum(p["fresh"][name] == p[design][name] for p in pairs for name in p["fresh"]),
+        "reversed": sum(len(p["reversed"]) for p in pairs),
     }
 
 

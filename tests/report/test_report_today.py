@@ -169,6 +169,8 @@ def test_verdicts_that_one_machine_decides_are_told_apart_from_those_every_machi
     runs = list(today.complete_runs(tmp_path))
     clear = today.machines_left_out(runs, today.load_prices())
     assert clear == {("mnist_mlp", "jax"): {"kept": 6, "tried": 6, "stable": True}}
+    unmoved = today.verdicts_moved_by_one_machine(runs, today.load_prices())
+    assert unmoved == {"machines": 6, "median": 0, "range": [0, 0]}
 
     # A fourth H100 machine, slower than both H200s, joins: with it the H100 is no longer faster beyond noise,
     # and leaving it out makes it so again.
@@ -178,6 +180,8 @@ def test_verdicts_that_one_machine_decides_are_told_apart_from_those_every_machi
     assert full[("mnist_mlp", "jax")]["faster"] != "H100"
     decided = today.machines_left_out(runs, today.load_prices())[("mnist_mlp", "jax")]
     assert not decided["stable"] and decided["kept"] < decided["tried"] == 7
+    moved = today.verdicts_moved_by_one_machine(runs, today.load_prices())
+    assert moved["machines"] == 7 and moved["range"][1] >= 1  # leaving h100-d out moves at least `faster`
 
 
 def test_a_verdict_that_rests_on_one_machine_is_marked_in_the_section(tmp_path: Path) -> None:
@@ -215,11 +219,15 @@ def test_a_design_is_judged_with_both_gpus_measured_in_it_where_both_have_its_ru
     assert one_side["h200_side"] == {"jax": "fresh"}
     [pair] = one_side["pairs"]
     assert pair["fresh"]["faster"] == "H100" and pair["preloaded"]["faster"] == "H200" and not pair["same"]
+    assert "faster" in pair["reversed"]
+    assert one_side["verdicts"]["reversed"] == len(pair["reversed"]) >= 1
+    assert one_side["verdicts"]["same"] <= one_side["verdicts"]["compared"] - len(pair["reversed"])
 
     _repeats(tmp_path, "H200", "H200-a", [2.5, 2.55, 2.5, 2.52], preloaded=True)
     one_machine = today.design_verdicts(tmp_path, design="jax:preloaded")
     [pair] = one_machine["pairs"]
     assert set(pair["jax:preloaded"].values()) == {today.TOO_FEW_MACHINES_WORDS} and not pair["same"]
+    assert pair["reversed"] == []  # an undecided verdict names no GPU, so it reverses nothing
     assert one_machine["design_decided"] == one_machine["same_where_design_decided"] == 0
 
     _repeats(tmp_path, "H200", "H200-b", [2.5, 2.53], preloaded=True)
@@ -229,7 +237,9 @@ def test_a_design_is_judged_with_both_gpus_measured_in_it_where_both_have_its_ru
     assert pair["h200_repeats"] == {"fresh": 6, "jax:preloaded": 6}
     assert pair["jax:preloaded"]["faster"] == "H100" and pair["same"]
     assert both["design_decided"] == both["same_where_design_decided"] == 1
-    assert both["by_backend"] == {"jax": {"compared": 1, "design_decided": 1, "same": 1}}
+    counts = {"compared": 4, "same": 4, "reversed": 0}  # faster, and cheaper at each of three clouds
+    assert both["verdicts"] == counts
+    assert both["by_backend"] == {"jax": {"compared": 1, "design_decided": 1, "same": 1, "verdicts": counts}}
 
 
 def test_the_verdicts_from_each_runs_first_steady_epochs_follow_those_epochs(tmp_path: Path) -> None:
