@@ -514,7 +514,8 @@ def _left_out(runs: Runs, prices: Sequence[Price]) -> tuple[Verdicts, LeftOut]:
 def verdicts_moved_by_one_machine(runs: Runs, prices: Sequence[Price]) -> dict[str, Any]:
     """How many fresh-process verdicts (faster, or a cloud's cheaper) change when one machine's repeats are left
     out, per machine left out: how far the fresh verdicts themselves move with one machine fewer, the yardstick
-    for another design's changed verdicts."""
+    for another design's changed verdicts. As in machines_left_out, a pair its left-out set cannot decide is not
+    counted for that machine, and a machine whose left-out set decides no pair is not counted at all."""
     return _changed_per_machine(*_left_out(runs, prices))
 
 
