@@ -1,7 +1,8 @@
-"""Every command in the README's bash blocks runs as printed, in a copy of this checkout, offline and with no cloud
-credentials. Commands that launch machines run as dry runs (DRY_RUN=1 / --dry-run, which must then say nothing is
-launched); image builds run as `make -n`; `make bench` runs two workloads on two backends. The few that cannot run
-here are listed in EXCEPTIONS with the reason."""
+"""Every command in the README's bash blocks, and in the bash blocks of the pages under docs/, runs as printed, in a
+copy of this checkout, offline and with no cloud credentials. Commands that launch machines run as dry runs
+(DRY_RUN=1 / --dry-run, which must then say nothing is launched); image builds run as `make -n`; `make bench` runs
+two workloads on two backends. The few that cannot run here are listed in EXCEPTIONS with the reason. A page shows a
+command it does not mean to be run here (a synopsis, a command for a GPU machine) in a plain ``` block."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ EXCEPTIONS = {
     "make test": "the whole test suite, this test included",
     "make bench REPEATS=3": "repeats of make bench take minutes; tests/benchmarks/test_bench_repeats.py runs them",
     "make bench TARGET_CI=2 BUDGET=30m": "up to 30 minutes; tests/benchmarks/test_bench_repeats.py runs it small",
+    "python -m benchmarks suite --suite short --backends jax,torch --repeats 5": "5 repeats of the short suite",
+    "python -m benchmarks run --workload mnist_mlp --backend jax --target-ci 2": "up to an hour of adaptive repeats",
     "docker run": "needs the built image; tests/images runs these commands against it",
     ".venv/bin/python -m benchmarks fetch-data": "downloads every dataset; this machine is offline",
     ".venv/bin/python -m benchmarks run --workload mnist_cnn --backend jax --gpus 2": "12 full epochs on two GPUs",
@@ -38,9 +41,16 @@ SMALL_SUITE = ["--workloads", "mnist_mlp"]  # `benchmarks suite --suite quick`: 
 LAUNCHERS = ("make bench-", "make reproduce", "python -m orchestrate run", "python -m orchestrate schedule create")
 
 
-def readme_commands() -> list[str]:
-    """Each command of the README's bash blocks, continuation lines joined, comments dropped."""
-    text = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+GENERATED = {DOCS / "results.md"}  # made by `python -m report --markdown`: its commands are the report's
+
+
+def documented_pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted(set(DOCS.glob("*.md")) - GENERATED)]
+
+
+def page_commands(text: str) -> list[str]:
+    """Each command of a page's bash blocks, continuation lines joined, comments dropped."""
     commands = []
     for block in re.findall(r"^```bash\n(.*?)^```", text, flags=re.M | re.S):
         for line in block.replace("\\\n", " ").splitlines():
@@ -48,6 +58,15 @@ def readme_commands() -> list[str]:
             if words:
                 commands.append(shlex.join(words))
     return commands
+
+
+def readme_commands() -> list[str]:
+    return page_commands((ROOT / "README.md").read_text())
+
+
+def documented_commands() -> list[str]:
+    """The README's commands, then the docs pages', each once."""
+    return list(dict.fromkeys(c for page in documented_pages() for c in page_commands(page.read_text())))
 
 
 def exception(command: str) -> str | None:
@@ -59,13 +78,11 @@ def as_run_here(command: str) -> tuple[list[str], bool]:
     words = shlex.split(command)
     if words[:2] == ["make", "bench"] and len(words) == 2:
         return words + SMALL_BENCH, False
-    if words[:2] == ["make", "image-cpu-compiled"] or words[:2] in (["make", "image-cpu"], ["make", "image-gpu"]):
-        return ["make", "-n", *words[1:]], False
-    if words[:2] == ["make", "bench-docker"]:
+    if words[0] == "make" and words[1].startswith(("image-", "bench-docker")):
         return ["make", "-n", *words[1:]], False
     if command.startswith(".venv/bin/python -m benchmarks suite"):
         return words + SMALL_SUITE, False
-    if command.startswith(LAUNCHERS) and words[1:2] not in (["bench-profiles"], ["bench-cost"]):
+    if command.startswith(LAUNCHERS) and words[1:2] not in (["bench-profiles"], ["bench-providers"], ["bench-cost"]):
         if words[0] == "make":
             return (words if any(w.startswith("DRY_RUN=") for w in words) else [*words, "DRY_RUN=1"]), True
         return (words if "--dry-run" in words else [*words, "--dry-run"]), True
@@ -90,7 +107,7 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-def test_every_readme_command_runs_as_printed(checkout: Path, tmp_path: Path) -> None:
+def test_every_documented_command_runs_as_printed(checkout: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     env = {
@@ -100,13 +117,15 @@ def test_every_readme_command_runs_as_printed(checkout: Path, tmp_path: Path) ->
         "KERAS_HOME": str(prefill_keras_cache(tmp_path / "keras").parent),
         "BENCH_OFFLINE": "1",
     }
-    commands = readme_commands()
-    assert "make bench" in commands and any(c.startswith("make reproduce") for c in commands)
+    readme = readme_commands()
+    assert "make bench" in readme and any(c.startswith("make reproduce") for c in readme)
     failures = []
-    for command in commands:
-        if exception(command):
-            continue
+    ran: set[tuple[str, ...]] = set()
+    for command in documented_commands():
         words, dry = as_run_here(command)
+        if exception(command) or tuple(words) in ran:  # a launch and its dry run are the same command here
+            continue
+        ran.add(tuple(words))
         done = subprocess.run(words, cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
         out = done.stdout + done.stderr
         if done.returncode != 0 or (dry and not re.search(r"dry run|nothing is launched|nothing of this", out)):
@@ -114,7 +133,7 @@ def test_every_readme_command_runs_as_printed(checkout: Path, tmp_path: Path) ->
     assert not failures, "\n\n".join(failures)
 
 
-def test_each_exception_names_a_readme_command() -> None:
-    """An exception whose command left the README is stale."""
-    commands = readme_commands()
+def test_each_exception_names_a_documented_command() -> None:
+    """An exception whose command left the README and the docs is stale."""
+    commands = documented_commands()
     assert all(any(c.startswith(prefix) for c in commands) for prefix in EXCEPTIONS)
