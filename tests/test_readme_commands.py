@@ -78,7 +78,7 @@ def as_run_here(command: str) -> tuple[list[str], bool]:
     words = shlex.split(command)
     if words[:2] == ["make", "bench"] and len(words) == 2:
         return words + SMALL_BENCH, False
-    if words[0] == "make" and words[1].startswith(("image-", "bench-docker")):
+    if words[0] == "make" and len(words) > 1 and words[1].startswith(("image-", "bench-docker")):
         return ["make", "-n", *words[1:]], False
     if command.startswith(".venv/bin/python -m benchmarks suite"):
         return words + SMALL_SUITE, False
