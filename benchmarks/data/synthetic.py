@@ -65,3 +65,22 @@ def text(n_chars: int, seed: int) -> str:
         row = cumulative[out[-2]][out[-1]]
         out.append(min(bisect.bisect_left(row, u), len(alphabet) - 1))
     return "".join(alphabet[out])
+
+
+def imagenet_like(n: int, size: int, classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """uint8 images of `size` x `size` x 3 and int32 labels: a coarse per-class pattern (7 x 7 cells, ResNet's last
+    feature-map grid at 224 px) plus uniform noise, so the classes can be learned. Cheap enough for thousands of
+    ImageNet-sized images: no float intermediates the size of the batch.
+
+    The patterns depend on `seed` only: make the training and validation splits from one call.
+    """
+    rng = np.random.default_rng(seed)
+    patterns = rng.integers(0, 128, size=(classes, 7, 7, 3), dtype=np.uint8)
+    labels = rng.integers(0, classes, size=n).astype(np.int32)
+    cells = np.arange(size) * 7 // size  # the pattern cell of each pixel row (and column)
+    images = np.empty((n, size, size, 3), dtype=np.uint8)
+    for start in range(0, n, 256):  # in batches: the noise and the upsampled patterns stay small
+        chunk = labels[start : start + 256]
+        noise = rng.integers(0, 128, size=(len(chunk), size, size, 3), dtype=np.uint8)
+        images[start : start + len(chunk)] = noise + patterns[chunk][:, cells][:, :, cells]
+    return images, labels

@@ -5,6 +5,7 @@ Imported only after KERAS_BACKEND is set; each function imports just the framewo
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -269,3 +270,26 @@ def _fused_kernel_accepts(layer: Any) -> bool:
     except NotImplementedError:
         return False
     return True
+
+
+# Keras's dtype policy for the models that train in mixed precision on GPUs: float16 compute on tensor cores,
+# float32 variables, and (Keras adds it at compile time) a dynamically scaled loss. On CPUs they stay in float32:
+# CPUs have no float16 matrix units, and float16 convolutions there are slow or missing.
+MIXED_PRECISION_ON_GPU = "mixed_float16"
+
+
+@contextlib.contextmanager
+def gpu_mixed_precision() -> Iterator[str]:
+    """Build the model inside: every layer made here takes `mixed_float16` where this backend sees a GPU,
+    `float32` elsewhere. The global policy is restored afterwards, so the process's next workload is unaffected;
+    the model keeps its policy, which the run's metadata records (`settings.dtype_policy`)."""
+    import keras
+
+    backend = keras.backend.backend()
+    before = keras.config.dtype_policy()
+    policy = MIXED_PRECISION_ON_GPU if gpu_available(backend) else "float32"
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield policy
+    finally:
+        keras.config.set_dtype_policy(before)

@@ -258,7 +258,7 @@ def run_metadata(
             jit_compile=model.jit_compile,
             jit_compile_requested=settings.jit_compile,
             steps_per_execution=settings.steps_per_execution,
-            dtype_policy=keras.config.dtype_policy().name,
+            dtype_policy=model.dtype_policy.name,  # the model's own: a workload may build it in mixed precision
             float32_matmul=settings.float32_matmul,
             lstm_kernel=backends.lstm_kernel(model, options.backend),
             use_cudnn=settings.use_cudnn if spec.uses_lstm else None,

@@ -25,6 +25,8 @@ WORKLOADS: tuple[str, ...] = (
     "text_generator_keras",
     "twitter_sentiment_bilstm",
     "siamese_lstm",
+    "resnet50",
+    "gpt_nietzsche",
 )
 # The workloads built on LSTM layers (their kernel, cuDNN or Keras's generic loop, is a setting that changes their
 # time). Here, not in each SPEC, so that planners without Keras (the GPU session tool) read the same list.
