@@ -94,6 +94,7 @@ class CandidateEstimate:
     cap: float | None  # the most the run can cost: its max lifetime at the price
     outlives_machine: bool  # the high end is beyond --max-lifetime: the machine would end itself mid-suite
     unestimated: int  # planned runs with no measured or published run to estimate from
+    missing_price: str | None = None  # a rented machine's market the catalog has no price for: its cost is unknown
 
 
 def estimate_shape(plan: RunPlan) -> Shape:
@@ -108,6 +109,7 @@ def estimate_candidate(candidate: Candidate, plan: RunPlan, billable: bool) -> C
     items = [(i.workload, i.backend) for i in plan.items]
     estimate = estimate_suite(profile, plan.suite, items, plan.logs_dir, estimate_shape(plan))
     priced = billable and profile.hourly_price(plan.spot) is not None
+    market = "spot" if plan.spot else "on-demand"
 
     def cost(seconds: float) -> float | None:
         return profile.cost_usd(seconds, spot=plan.spot) if priced else None
@@ -124,6 +126,7 @@ def estimate_candidate(candidate: Candidate, plan: RunPlan, billable: bool) -> C
         cap=cost(plan.max_lifetime_s),
         outlives_machine=billable and estimate.high > plan.max_lifetime_s,
         unestimated=unestimated,
+        missing_price=market if billable and not priced else None,
     )
 
 
@@ -135,19 +138,40 @@ def worst_case_usd(estimate: CandidateEstimate) -> float:
     return cap if estimate.unestimated else min(estimate.cost_high or 0.0, cap)
 
 
+def unpriced(estimates: Sequence[CandidateEstimate]) -> str | None:
+    """The rented profiles whose price the catalog lacks, as `no spot price for gce-t4, gce-l4`; None when every
+    one has a price. Their cost is unknown, never $0: no worst case can be summed over them."""
+    by_market: dict[str, list[str]] = {}
+    for e in estimates:
+        if e.missing_price:
+            by_market.setdefault(e.missing_price, []).append(e.candidate.profile.name)
+    if not by_market:
+        return None
+    return " and ".join(f"no {market} price for {', '.join(names)}" for market, names in by_market.items())
+
+
 def estimate_table(estimates: Sequence[CandidateEstimate]) -> list[str]:
     header = f"  {'profile':<24} {'machine time (range)':<28} {'cost (range)':<24} {'at most':>9}"
     lines = [header]
     for e in estimates:
         time = f"{e.seconds / 60:.1f} min ({e.low / 60:.1f}-{e.high / 60:.1f})"
         cost = "-" if e.cost is None else f"${e.cost:.2f} (${e.cost_low or 0.0:.2f}-${e.cost_high or 0.0:.2f})"
+        cost = f"no {e.missing_price} price" if e.missing_price else cost
         cap = "-" if e.cap is None else f"${e.cap:.2f}"
         note = f"  {e.unestimated} run(s) not estimated" if e.unestimated else ""
         note += "  may end itself mid-suite (raise --max-lifetime)" if e.outlives_machine else ""
         lines.append(f"  {e.candidate.profile.name:<24} {time:<28} {cost:<24} {cap:>9}{note}")
-    total = sum(worst_case_usd(e) for e in estimates)
-    lines.append(f"  {'total':<24} {'':<28} {'':<24} {'':>9}  worst case ${total:.2f} (checked against --max-cost)")
+    lines.append(f"  {'total':<24} {'':<28} {'':<24} {'':>9}  {_worst_case_text(estimates)}")
     return lines
+
+
+def _worst_case_text(estimates: Sequence[CandidateEstimate]) -> str:
+    total = sum(worst_case_usd(e) for e in estimates)
+    missing = unpriced(estimates)
+    if missing is None:
+        return f"worst case ${total:.2f} (checked against --max-cost)"
+    others = f" (the others up to ${total:.2f})" if any(e.cap for e in estimates) else ""
+    return f"worst case unknown: {missing}{others}; --max-cost refuses an unknown cost"
 
 
 # ---- the manifest: what `collect <base>` needs once the fan-out process is gone ---------------------------------

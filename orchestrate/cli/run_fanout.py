@@ -34,6 +34,7 @@ from orchestrate.fanout import (
     resolve_candidates,
     results_table,
     run_all,
+    unpriced,
     worst_case_usd,
     write_summary,
 )
@@ -75,6 +76,10 @@ def run(request: Fanout) -> int:
         plans[candidate.profile.name] = Planned(plan, provider.has(Capability.BILLABLE), credentials(provider))
     estimates = [estimate_candidate(c, plans[c.profile.name].plan, plans[c.profile.name].billable) for c in candidates]
     _print_fanout_plan(base, candidates, plans, estimates, options.dry_run)
+    missing = unpriced(estimates)
+    if request.max_cost is not None and missing is not None:
+        unknown = f"the catalog has {missing}, so the fan-out's cost is unknown"
+        raise UsageError(f"--max-cost {request.max_cost:g}: {unknown}; {_price_remedy(estimates)}; nothing launched")
     worst = sum(worst_case_usd(e) for e in estimates)
     if request.max_cost is not None and worst > request.max_cost:
         raise UsageError(f"--max-cost {request.max_cost:g}: the fan-out may cost up to ${worst:.2f}; nothing launched")
@@ -191,6 +196,14 @@ def _print_detached_fanout(
     if interrupted:
         return 130
     return 0 if len(launched) == len(codes) else 1
+
+
+def _price_remedy(estimates: Sequence[CandidateEstimate]) -> str:
+    """How to supply a missing price: a profile of one's own with a dated price (a catalog adds profiles, it never
+    changes one), or the on-demand market where only the spot price is missing."""
+    remedy = "add the profile under a new name with a dated price to a catalog of your own (docs/estimate.md)"
+    on_demand_known = [e for e in estimates if e.missing_price == "spot" and e.candidate.profile.on_demand is not None]
+    return remedy + (" or drop --spot" if on_demand_known else "")
 
 
 def _check_settings_apply(request: Fanout, candidates: Sequence[Candidate]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,24 @@ def test_each_profile_is_accepted_by_its_provider() -> None:
         except ProviderError as exc:
             problems.append(f"{profile.name}: {exc}")
     assert not problems, "\n".join(problems)
+
+
+def test_the_estimate_page_says_which_aws_and_gce_profiles_have_a_spot_price() -> None:
+    """docs/estimate.md's spot lists name every AWS and GCE profile under what the catalog holds for it."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "estimate.md").read_text()
+    section = text[text.index("## Spot prices") :].split("\n\nTo price one")[0]
+    listed = {
+        bullet.split("**")[1]: set(re.findall(r"`([a-z0-9.-]+)`", bullet)) for bullet in re.split(r"\n- ", section)[1:]
+    }
+    by_kind: dict[str, set[str]] = {"A recent spot price": set(), "No spot price:": set()}
+    by_kind["The 2017/2018 studies' preemptible price"] = set()
+    for name, profile in load_catalog().items():
+        if profile.provider not in ("aws", "gce"):
+            continue
+        if profile.spot is None:
+            by_kind["No spot price:"].add(name)
+        elif profile.spot.date < "2019":
+            by_kind["The 2017/2018 studies' preemptible price"].add(name)
+        else:
+            by_kind["A recent spot price"].add(name)
+    assert listed == by_kind

@@ -111,3 +111,25 @@ def test_sweep_without_credentials_skips_that_cloud_and_says_why(provider: str, 
 def test_image_source_load_is_for_detached_runs_only(tmp_path: Path) -> None:
     done = orchestrate("run", "--profile", "local", "--image-source", "load", "--dry-run")
     assert done.returncode == 2 and "--image-source load applies to detached runs (--detach)" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # the make reproduce recipe's fan-out, detached: the same check before any machine or bucket is touched
+        (
+            ["run", "--profiles", "gce-t4,gce-l4", "--detach", "--bucket", "gs://my-bucket/x", "--max-cost", "10"],
+            "error: --max-cost 10: the catalog has no spot price for gce-t4, gce-l4, so the fan-out's cost is unknown",
+        ),
+        (["run", "--profile", "gce-t4", "--max-cost", "10"], "error: --max-cost applies to a fan-out"),
+        (
+            ["schedule", "create", "--profile", "gce-t4", "--cron", "0 4 * * 1", "--image", "r/n:t"],
+            "error: profile gce-t4 has no spot price: its monthly cost cannot be estimated",
+        ),
+    ],
+)
+def test_an_unknown_spot_price_never_passes_as_zero(tmp_path: Path, args: list[str], message: str) -> None:
+    done = orchestrate(*args, "--spot", "--dry-run", "--ledger", str(tmp_path / "ledger.jsonl"))
+    assert done.returncode == 2 and done.stderr.startswith(message) and done.stderr.count("\n") == 1, done.stderr
+    assert "$0.00" not in done.stdout
+    assert not (tmp_path / "ledger.jsonl").exists()

@@ -101,6 +101,44 @@ def test_dry_run_prints_one_combined_estimate(tmp_path: Path, capsys: pytest.Cap
     assert "worst case $0.0" in rows["total"]
 
 
+SPOT_FANOUT = ["run", "--spot", "--dry-run", "--suite", "quick", "--workloads", "mnist_mlp", "--backends", "jax"]
+NO_SPOT_PRICE = (
+    "the catalog has no spot price for gce-t4, so the fan-out's cost is unknown; add the profile under a new name "
+    "with a dated price to a catalog of your own (docs/estimate.md) or drop --spot; nothing launched\n"
+)
+
+
+def test_max_cost_refuses_a_fanout_whose_price_is_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # gce-t4 has no spot price in the catalog: an unknown cost, never $0, so no limit can be checked against it
+    argv = [*SPOT_FANOUT, "--profiles", "gce-t4,gce-p100", "--logs", str(tmp_path / "logs")]
+    assert main([*argv, "--max-cost", "1000"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "error: --max-cost 1000: " + NO_SPOT_PRICE
+    rows = {line.split()[0]: line for line in captured.out.splitlines() if line.startswith("  ")}
+    assert rows["gce-t4"].split()[4:8] == ["no", "spot", "price", "-"]
+    assert "worst case unknown: no spot price for gce-t4 (the others up to $" in rows["total"]
+    assert not (tmp_path / "logs").exists()
+    assert main(argv) == 0  # without a limit the estimate is shown, its total unknown rather than the others' sum
+    assert "worst case unknown: no spot price for gce-t4" in capsys.readouterr().out
+
+
+def test_a_price_in_a_catalog_of_ones_own_lets_max_cost_be_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalog = tmp_path / "catalog.toml"
+    catalog.write_text(
+        '[profiles.gce-t4-spot]\nprovider = "gce"\nmachine_type = "n1-standard-4"\n'
+        'accelerator = "nvidia-tesla-t4"\naccelerator_count = 1\nzones = ["us-central1-a"]\n'
+        'image = "projects/p/global/images/family/f"\nssh_user = "bench"\ndocker_image = "gpu"\n'
+        'spot = { usd_per_hour = 0.5, date = "2026-11-01", source = "this test" }\n'
+    )
+    argv = [*SPOT_FANOUT, "--profiles", "gce-t4-spot,gce-p100", "--catalog", str(catalog), "--max-cost", "1000"]
+    assert main([*argv, "--logs", str(tmp_path / "logs")]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
+    assert "$2.00" in rows["gce-t4-spot"]  # its cap: 240 min at the catalog's $0.50/h
+    assert "worst case $" in rows["total"] and "unknown" not in rows["total"]
+
+
 def test_unknown_option_is_refused_with_a_single_profile(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--profile", "local", "--report-out", "x", "--dry-run"]) == 2
     assert capsys.readouterr().err == "error: --report-out applies to a fan-out (--profiles a,b,...)\n"
