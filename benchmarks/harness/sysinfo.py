@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+from benchmarks.harness.telemetry import visible_gpu_indices
 from benchmarks.metadata import Container
 
 
@@ -48,14 +49,16 @@ def host_id() -> str:
     """A short, stable id of the machine: the repeats of two machines are told apart by it. The GPUs' UUIDs name
     the physical machine even from inside a container; without GPUs, the machine id or else the hostname does.
     Hashed, so that none of these is published in a log."""
-    identity = ",".join(gpu["uuid"] for gpu in gpus())
+    identity = ",".join(gpu["uuid"] for gpu in gpus(visible_only=False))
     for path in (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id")):
         if not identity and path.is_file():
             identity = path.read_text().strip()
     return hashlib.sha256((identity or socket.gethostname()).encode()).hexdigest()[:12]
 
 
-def gpus() -> list[dict[str, Any]]:
+def gpus(*, visible_only: bool = True) -> list[dict[str, Any]]:
+    """The GPUs this process may use (CUDA_VISIBLE_DEVICES), or with `visible_only=False` every GPU of the machine:
+    a run pinned to one GPU of a several-GPU host records the one it trained on."""
     try:
         import pynvml
 
@@ -65,7 +68,8 @@ def gpus() -> list[dict[str, Any]]:
     try:
         driver = _text(pynvml.nvmlSystemGetDriverVersion())
         found = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
+        count = pynvml.nvmlDeviceGetCount()
+        for i in visible_gpu_indices(count) if visible_only else range(count):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
             found.append(
                 {
