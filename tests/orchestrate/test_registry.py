@@ -276,3 +276,39 @@ def test_a_provider_with_bad_declarations_is_isolated_like_an_import_failure(
     create = orchestrate("schedule", "create", "--profile", "ssh", "--cron", "cron(0 3 * * ? *)", "--image", "cpu")
     assert "Traceback" not in create.stdout + create.stderr, create.stderr
     assert "scheduled runs need a cloud profile (aws, gce)" in create.stderr
+
+
+def test_a_plugin_catalog_whose_retired_profile_names_no_replacement_is_left_out(tmp_path: Path) -> None:
+    """The replacement a retired profile names is checked per plug-in: a plug-in that names a missing one is one
+    warning line, and catalog commands and runs on every other profile go on."""
+    module = "from pathlib import Path\nCATALOG = Path(__file__).with_suffix('.toml')\n"
+    (tmp_path / "kcb_retired.py").write_text(module)
+    (tmp_path / "kcb_retired.toml").write_text(
+        '[profiles.retired-k80]\nprovider = "ssh"\nretired = true\nretired_on = "2024-01-01"\n'
+        'replacement = "no-such-profile"\n\n[profiles.lab-k80]\nprovider = "ssh"\n'
+    )
+    dist = tmp_path / "kcb_retired-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kcb-retired\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[keras_cloud_bench.catalogs]\nretiredcloud = kcb_retired:CATALOG\n")
+    env = {"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    warning = (
+        f"warning: {tmp_path}/kcb_retired.toml: profile 'retired-k80': field 'replacement': no profile named "
+        "'no-such-profile'; package kcb-retired 0.1's profiles are left out"
+    )
+
+    profiles = subprocess.run(
+        [sys.executable, "-m", "orchestrate", "profiles", "--names"], capture_output=True, text=True, env=env
+    )
+    assert profiles.returncode == 0, profiles.stderr
+    names = profiles.stdout.split()
+    assert {"local", "ssh", "gce-t4"} <= set(names) and "lab-k80" not in names and "retired-k80" not in names
+    assert profiles.stderr.strip().splitlines() == [warning]
+
+    dry_run = subprocess.run(
+        [sys.executable, "-m", "orchestrate", "run", "--profile", "local", "--suite", "quick",
+         "--workloads", "mnist_mlp", "--backends", "jax", "--dry-run"],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert dry_run.returncode == 0, dry_run.stderr
+    assert "Plan (dry run: nothing is launched)" in dry_run.stdout and warning in dry_run.stderr
