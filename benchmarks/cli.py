@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib.util
-import os
 import secrets
 import signal
 import subprocess
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from benchmarks.command import RunnerCommand
-from benchmarks.harness.backends import BACKENDS, FLOAT32_MATMUL, Overrides
+from benchmarks.harness.backends import BACKENDS, FLOAT32_MATMUL, Overrides, prepare_process
 from benchmarks.harness.distribution import BATCH_POLICIES, SAME_GLOBAL, DistributionError, check_request, parse_gpus
 from benchmarks.suites import SUITES, get_suite
 from benchmarks.work import WorkItem, item_command
@@ -254,7 +253,7 @@ def cmd_run(args: argparse.Namespace, preloaded: bool = False, turn: Turn | None
         return _usage_error(str(exc))
     if _schedules_repeats(args):
         return _run_repeats(args, names, [args.backend], args.suite, args.allow_synthetic, set())
-    os.environ["KERAS_BACKEND"] = args.backend
+    prepare_process(args.backend)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     from benchmarks.data.files import DatasetUnavailable, FileLocations
     from benchmarks.harness.runner import BadRunArguments, RunOptions, run_workload

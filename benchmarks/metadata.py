@@ -118,6 +118,7 @@ class Settings:
     lstm_kernel: str | None = None
     use_cudnn: bool | str | None = None
     host_gc: str | None = None
+    omp_wait_policy: str | None = None  # PyTorch's OpenMP threads: PASSIVE by default (benchmarks.harness.backends)
     compile_cache: CompileCache | None = None  # None: no persistent cache asked for (each process compiles)
 
 

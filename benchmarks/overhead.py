@@ -12,7 +12,6 @@ Two figures, both per epoch:
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -20,6 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from benchmarks.harness.backends import prepare_process
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -35,7 +36,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    os.environ["KERAS_BACKEND"] = args.backend
+    prepare_process(args.backend)
     print(format_result(measure(args)))
     return 0
 

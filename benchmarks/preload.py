@@ -44,6 +44,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from benchmarks.harness.backends import prepare_process
+
 if TYPE_CHECKING:
     from benchmarks.harness.turns import Turn
 
@@ -118,7 +120,7 @@ def child_argvs(backend: str, runs: Sequence[str]) -> list[list[str]]:
 
 def preload(backend: str) -> None:
     """Import what a runner process of `backend` imports before training, and check it is still safe to fork."""
-    os.environ["KERAS_BACKEND"] = backend
+    prepare_process(backend)
     if backend == "torch":
         # torch.cuda.is_available() (Keras asks at import) would otherwise initialise the CUDA driver in the parent,
         # which a forked child cannot use; NVML answers the same question without it.

@@ -18,6 +18,7 @@ accounts are `orchestrate.accounting`; what the provider's machines allow is its
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -129,6 +130,7 @@ class Lifecycle:
             spot=plan.spot,
             image=plan.image_ref,
             logs_dir=str(plan.run_logs),
+            planned_items=len(plan.items),
         )
         self.session: _Session | None = None
         self.sessions: list[_Session] = []
@@ -445,6 +447,7 @@ class Lifecycle:
     def _teardown(self) -> None:
         stage = StageRecord("teardown", time.time())
         self.record.stages.append(stage)
+        self._save_teardown_started()
         self.reporter.stage_started("teardown")
         for session in self.sessions:
             if session.record.terminated_at is None:
@@ -538,6 +541,12 @@ class Lifecycle:
 
     def _save(self) -> None:
         self.ledger.append(self.record)
+
+    def _save_teardown_started(self) -> None:
+        """The items' outcome and the open teardown stage reach the ledger before teardown ends the machine: a kill
+        in teardown then leaves the sweep what happened. The run stays live there until teardown is done, so no
+        sweep takes its machine before teardown has pulled the last logs."""
+        self.ledger.append(dataclasses.replace(self.record, status=STATUS_RUNNING))
 
     def _write_run_summary(self) -> None:
         """The run's final ledger entry beside its logs, for the report."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib.util
 from importlib.metadata import EntryPoint, entry_points
 
-from orchestrate.provider import Provider, ProviderError
+from orchestrate.provider import Capability, Provider, ProviderError
 
 ENTRY_POINT_GROUP = "keras_cloud_bench.providers"
 # Mirrors [project.entry-points."keras_cloud_bench.providers"] in pyproject.toml (a test keeps them equal).
@@ -50,7 +50,21 @@ def load_provider_class(name: str) -> type[Provider]:
         raise ProviderError(f"provider '{name}' ({target}) is not a subclass of orchestrate.provider.Provider")
     if getattr(cls, "name", None) != name:
         raise ProviderError(f"provider '{name}' ({target}) declares name={getattr(cls, 'name', None)!r}")
+    _check_declarations(cls, f"provider '{name}' ({target})")
     return cls
+
+
+def _check_declarations(cls: type[Provider], who: str) -> None:
+    """The class attributes every caller reads without a guard (`providers`, the schedule and sweep commands, the
+    lifecycle): a wrong type there is the plug-in's fault, told here once, never a traceback wherever it is read."""
+    capabilities = cls.capabilities
+    if not isinstance(capabilities, frozenset | set) or not all(isinstance(c, Capability) for c in capabilities):
+        raise ProviderError(
+            f"{who} declares capabilities={capabilities!r}; expected a frozenset of orchestrate.provider.Capability"
+        )
+    settings = cls.settings
+    if not isinstance(settings, tuple) or not all(isinstance(key, str) for key in settings):
+        raise ProviderError(f"{who} declares settings={settings!r}; expected a tuple of setting names (str)")
 
 
 def provider_source(name: str) -> str:

@@ -86,6 +86,21 @@ class Host(abc.ABC):
         return shlex.quote(path)
 
 
+class _PollClock:
+    """Calls `poll` every `interval_s` by the clock, however much output arrives between two calls: a command
+    that prints all the time must still get its log pulls and preemption checks."""
+
+    def __init__(self, poll: Callable[[], None] | None, interval_s: float) -> None:
+        self._poll = poll
+        self._interval_s = interval_s
+        self._due = time.monotonic() + interval_s
+
+    def tick(self) -> None:
+        if self._poll is not None and time.monotonic() >= self._due:
+            self._poll()
+            self._due = time.monotonic() + self._interval_s
+
+
 def _error(command: str, result: Result) -> RemoteError:
     tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
     summary = command if len(command) <= 120 else command[:117] + "..."
@@ -179,22 +194,18 @@ class SSHHost(Host):
         poll: Callable[[], None] | None,
         poll_interval_s: float,
     ) -> int:
-        next_poll = time.monotonic() + poll_interval_s
+        clock = _PollClock(poll, poll_interval_s)
         while True:
             readable, _, _ = select.select([channel], [], [], 0.5)
-            if readable:
-                data = channel.recv(CHUNK)
-                if data:
-                    output.write(data)
-                    output.flush()
-                    continue
-            if channel.exit_status_ready() and not channel.recv_ready():
+            data = channel.recv(CHUNK) if readable else b""
+            if data:
+                output.write(data)
+                output.flush()
+            elif channel.exit_status_ready() and not channel.recv_ready():
                 break
             if not self.connection.transport.is_active():
                 raise ConnectionLost(f"lost the SSH connection to {self.description} while a command ran")
-            if poll is not None and time.monotonic() >= next_poll:
-                poll()
-                next_poll = time.monotonic() + poll_interval_s
+            clock.tick()
         code = channel.recv_exit_status()
         if code == -1:  # the server closed the channel without an exit status: the session died
             raise ConnectionLost(f"the command's SSH session on {self.description} ended without an exit status")
@@ -332,20 +343,17 @@ class LocalHost(Host):
         )
         feeder = _start_pipe_feeder(process, stdin) if stdin is not None else None
         try:
-            next_poll = time.monotonic() + poll_interval_s
+            clock = _PollClock(poll, poll_interval_s)
             assert process.stdout is not None
             while True:
                 readable, _, _ = select.select([process.stdout], [], [], 0.5)
                 if readable:
                     data = os.read(process.stdout.fileno(), CHUNK)
-                    if data:
-                        output.write(data)
-                        output.flush()
-                        continue
-                    break  # EOF: the command closed its output
-                if poll is not None and time.monotonic() >= next_poll:
-                    poll()
-                    next_poll = time.monotonic() + poll_interval_s
+                    if not data:
+                        break  # EOF: the command closed its output
+                    output.write(data)
+                    output.flush()
+                clock.tick()
             return process.wait()
         finally:
             _end(process)

@@ -37,6 +37,7 @@ from orchestrate.accounting import close_accounts
 from orchestrate.provider import Capability, CredentialsError, Instance, Provider, ProviderError
 from records.catalog import Profile
 from records.ledger import (
+    STATUS_COMPLETE,
     STATUS_DETACHED,
     STATUS_FAILED,
     TERMINATED_BY_EXPIRY,
@@ -302,9 +303,15 @@ def _bill_machines_that_ended(provider: Provider, context: SweepContext, report:
         if not unended or run.owner != context.owner or watched:
             continue
         ended = []
+        teardown = _teardown_started_at(run)
+        by_teardown = False
         for record in unended:
             at = _ended_at(provider, Instance(provider.name, record.instance_id, record.zone, None), report)
-            if at is not None:
+            if at is not None and teardown is not None and at >= int(teardown):  # providers keep whole seconds
+                # it ended after its orchestrator began the teardown that terminates it: this project ended it
+                record.terminated_at, record.terminated_by, by_teardown = at, None, True
+                ended.append(f"{record.instance_id} to {_utc(at)}, when {provider.name} recorded its end")
+            elif at is not None:
                 record.terminated_at, record.terminated_by = at, TERMINATED_BY_PROVIDER
                 ended.append(f"{record.instance_id} to {_utc(at)}, when {provider.name} recorded its end")
             elif _expired_and_gone(record, live, context.now):
@@ -316,7 +323,14 @@ def _bill_machines_that_ended(provider: Provider, context: SweepContext, report:
         what = f"billed {'; '.join(ended)}"
         report.recovered.append((run.run_id, ("would have " if context.dry_run else "") + what))
         if not context.dry_run:
-            finalise(run, context, f"its machine ended on its own ({what})", provider.has(Capability.BILLABLE), True)
+            how = "its teardown had ended its machine" if by_teardown else "its machine ended on its own"
+            finalise(run, context, f"{how} ({what})", provider.has(Capability.BILLABLE), True)
+
+
+def _teardown_started_at(run: RunRecord) -> float | None:
+    """When the run's teardown began, if its orchestrator died in it (the stage is open in the ledger)."""
+    open_stages = [s.started_at for s in run.stages if s.name == "teardown" and s.ended_at is None]
+    return open_stages[-1] if open_stages else None
 
 
 def _expired_and_gone(record: InstanceRecord, live: set[str], now: float) -> bool:
@@ -357,15 +371,23 @@ def finalise(run: RunRecord | None, context: SweepContext, why: str, billable: b
     if run is None or (run.final and not force):
         return
     if not run.final:
-        run.status = STATUS_FAILED
-        run.message = f"orchestrator (pid {run.pid}) gone; {why}" + (f"; was: {run.message}" if run.message else "")
         for item in run.items:
             if item.status == "running":
                 item.status, item.ended_at = "interrupted", context.now
+        run.status = _dead_run_status(run)
+        run.message = f"orchestrator (pid {run.pid}) gone; {why}" + (f"; was: {run.message}" if run.message else "")
     run.recovered_by = "sweep"
     run.ended_at = run.ended_at or context.now
     close_accounts(run, context.profile_of(run.profile), billable)
     context.ledger.append(run)
+
+
+def _dead_run_status(run: RunRecord) -> str:
+    """Complete when every planned container run completed before the orchestrator died (in its teardown, or
+    between its last item and its last ledger line); failed otherwise, and where the plan's size is unknown."""
+    items = run.latest_items()
+    done = run.planned_items is not None and len(items) == run.planned_items
+    return STATUS_COMPLETE if done and all(i.status == STATUS_COMPLETE for i in items) else STATUS_FAILED
 
 
 def settle_ledger(context: SweepContext, report: SweepReport) -> None:

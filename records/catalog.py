@@ -125,16 +125,42 @@ def load_catalogs(extra: Iterable[Path | str] = ()) -> dict[str, Profile]:
     """The project's catalog merged with plug-in, user, $KCB_CATALOG and `extra` (--catalog) ones."""
     merged = load_catalog()
     origin = dict.fromkeys(merged, DEFAULT_CATALOG)
+    plugins: list[tuple[Any, Path, dict[str, Profile]]] = []
     for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         try:
             path = _plugin_catalog(entry)
-            _merge(merged, origin, path, _read_catalog(path))
+            profiles = _read_catalog(path)
+            _merge(merged, origin, path, profiles)
+            plugins.append((entry, path, profiles))
         except CatalogError as exc:  # the plug-in's fault: its profiles are left out, the others work
             _warn_once(f"warning: {exc}; {_package_of(entry)}'s profiles are left out")
+    _leave_out_broken_replacements(merged, origin, plugins)
     for path in catalog_sources(extra):
         _merge(merged, origin, path, _read_catalog(path))
     _check_replacements(Path("the merged catalogs"), merged)
     return merged
+
+
+def _leave_out_broken_replacements(
+    merged: dict[str, Profile], origin: dict[str, Path], plugins: list[tuple[Any, Path, dict[str, Profile]]]
+) -> None:
+    """A plug-in whose retired profile names a replacement that no loaded catalog has is the plug-in's fault: its
+    profiles are left out, never the whole merge stopped. Leaving one out can strand another plug-in's
+    replacement, so the check repeats until every remaining plug-in passes."""
+    remaining = list(plugins)
+    while True:
+        for entry, path, profiles in remaining:
+            try:
+                _check_replacements(path, profiles, known=merged)
+            except CatalogError as exc:
+                _warn_once(f"warning: {exc}; {_package_of(entry)}'s profiles are left out")
+                for name in profiles:
+                    del merged[name]
+                    del origin[name]
+                remaining.remove((entry, path, profiles))
+                break
+        else:
+            return
 
 
 def _merge(merged: dict[str, Profile], origin: dict[str, Path], path: Path, profiles: dict[str, Profile]) -> None:
@@ -365,11 +391,13 @@ def _check_profile(profile: Profile, fail: Callable[[str, str], CatalogError]) -
         raise fail("retired", "retired_on/replacement are set but retired is false")
 
 
-def _check_replacements(path: Path, profiles: dict[str, Profile]) -> None:
+def _check_replacements(path: Path, profiles: dict[str, Profile], known: Mapping[str, Profile] | None = None) -> None:
+    """Each retired profile of `profiles` names a live replacement among `known` (default: `profiles` itself)."""
+    known = profiles if known is None else known
     for profile in profiles.values():
         if not profile.retired:
             continue
-        target = profiles.get(profile.replacement or "")
+        target = known.get(profile.replacement or "")
         if target is None:
             raise CatalogError(
                 f"{path}: profile '{profile.name}': field 'replacement': no profile named '{profile.replacement}'"

@@ -6,6 +6,7 @@ Imported only after KERAS_BACKEND is set; each function imports just the framewo
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -33,6 +34,28 @@ DEFAULTS: dict[str, Settings] = {
     "jax": Settings(jit_compile="auto", steps_per_execution=1),
     "torch": Settings(jit_compile="auto", steps_per_execution=1),
 }
+
+
+# PyTorch's CPU kernels run on an OpenMP pool (the libgomp its wheels ship), whose threads spin while they wait for
+# the next parallel region by default. On a CPU shared with anything else (the runner's own threads, a second
+# process, other users) a spinning thread takes the core its partner needs: on a loaded 2-core machine mnist_mlp's
+# epoch used 8 s of CPU instead of 0.7 s, and a Bidirectional LSTM (Keras runs it step by step on PyTorch) 15-25 s
+# instead of 1.3 s (docs/cpu.md). Waiting passively keeps the threads and drops the spinning. libgomp reads it once,
+# when torch loads it: set before the first import, and recorded in each run's metadata. A value the user set wins.
+OMP_WAIT_POLICY = "OMP_WAIT_POLICY"
+TORCH_OMP_WAIT_POLICY = "PASSIVE"
+
+
+def prepare_process(backend: str) -> None:
+    """Set what the framework reads once, at import: the Keras backend, and OpenMP's wait policy for PyTorch."""
+    os.environ["KERAS_BACKEND"] = backend
+    if backend == "torch":
+        os.environ.setdefault(OMP_WAIT_POLICY, TORCH_OMP_WAIT_POLICY)
+
+
+def omp_wait_policy(backend: str) -> str | None:
+    """The OpenMP wait policy the run's framework reads (PyTorch's CPU kernels), None where none applies."""
+    return os.environ.get(OMP_WAIT_POLICY, "ACTIVE (libgomp's default)") if backend == "torch" else None
 
 
 def _on_gpu(backend: str, **changes: Any) -> Settings:

@@ -263,6 +263,7 @@ def run_metadata(
             lstm_kernel=backends.lstm_kernel(model, options.backend),
             use_cudnn=settings.use_cudnn if spec.uses_lstm else None,
             host_gc=options.host_gc,
+            omp_wait_policy=backends.omp_wait_policy(options.backend),
         ),
         software=sysinfo.software(backends.framework_versions(options.backend)),
         hardware={**sysinfo.hardware(), "accelerator": "gpu" if gpu else "cpu"},

@@ -33,14 +33,19 @@ pytest collects every `test_*` method. Each test launches at most one machine an
   the sweep can release them with no machine left; `release_run` then really deletes them (a `release_run`
   that does nothing fails). `leftover_runs` and `release_run` are therefore required of such a provider. One
   that truly creates nothing per run beyond the machine sets `creates_run_resources = False` in its contract
-  subclass, and is then held to naming nothing.
+  subclass, and is then held to naming nothing;
+- such a provider's test also says what the cloud really holds for a run, read from the cloud (and this
+  machine) directly, never through the provider under test: `run_resources(run_id)` returns each resource's
+  kind ('key pair', 'security group', 'local key file') with a function that deletes it. The suite then checks
+  that `release_run` leaves none of them in the cloud (whatever `leftover_runs` says), and that each kind, left
+  alone by a kill half-way through `release_run`, still makes `leftover_runs` name the run.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -60,6 +65,16 @@ class ProviderContract:
 
     def make_profile(self) -> Profile:
         raise NotImplementedError("return a Profile this provider can launch")
+
+    def run_resources(self, run_id: str) -> dict[str, Callable[[], None]]:
+        """What the test cloud and this machine hold for `run_id`, beyond its machine: each resource's kind, the
+        same for every run ('key pair', 'security group', 'local key file'), with a function that deletes it.
+        Read it from the cloud's own API (your fake's or sandbox's client) and the file system, never through the
+        provider under test: a provider that forgets a resource would also forget to report it. Required when
+        the provider has Capability.LEFTOVERS and `creates_run_resources`."""
+        raise NotImplementedError(
+            "return {kind: delete function} for what the cloud holds for the run, read from the cloud directly"
+        )
 
     def make_request(self, profile: Profile) -> LaunchRequest:
         run_id = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:4]}"
@@ -161,8 +176,46 @@ class ProviderContract:
         finally:
             provider.terminate(instance)
             provider.release_run(run_id)
-        assert run_id not in provider.leftover_runs(), "release_run left resources that leftover_runs still names"
+        self._assert_released(provider, run_id)
         assert instance.instance_id not in {i.instance_id for i in provider.list_instances()}
+
+    def test_each_resource_left_alone_is_found_by_the_sweep(self, provider: Provider, request_: LaunchRequest) -> None:
+        """A kill half-way through `release_run` (or a cloud call that failed there) can leave any one of the
+        run's resources alone: `leftover_runs` must name the run from each of them, or the sweep never deletes
+        it. One run per kind of resource: launch, terminate, delete every other kind, ask the sweep."""
+        if not (provider.has(Capability.LEFTOVERS) and self.creates_run_resources):
+            pytest.skip("the provider creates nothing per run beyond the machine")
+        kinds: list[str] = []
+        request = request_
+        while True:
+            instance = provider.launch(request)
+            try:
+                provider.terminate(instance)
+                resources = self.run_resources(request.run_id)
+                kinds = kinds or sorted(resources)
+                assert kinds, f"run_resources() found nothing of run {request.run_id} after launch"
+                alone = kinds.pop(0)
+                for kind, delete in resources.items():
+                    if kind != alone:
+                        delete()
+                assert alone in self.run_resources(request.run_id), f"launch created no {alone} for this run"
+                assert request.run_id in provider.leftover_runs(), (
+                    f"killed in release_run with only the run's {alone} left: leftover_runs() does not name run "
+                    f"{request.run_id}, so the sweep never deletes its {alone}"
+                )
+            finally:
+                provider.terminate(instance)
+                provider.release_run(request.run_id)
+            self._assert_released(provider, request.run_id)
+            if not kinds:
+                return
+            request = self.make_request(request.profile)
+
+    def _assert_released(self, provider: Provider, run_id: str) -> None:
+        if self.creates_run_resources:
+            left = sorted(self.run_resources(run_id))
+            assert not left, f"release_run left the run's {', '.join(left)} in the cloud"
+        assert run_id not in provider.leftover_runs(), "release_run left resources that leftover_runs still names"
 
     def _assert_leftovers_named(self, provider: Provider, run_id: str, when: str) -> None:
         leftovers = provider.leftover_runs()

@@ -380,6 +380,33 @@ def test_gce_missing_credentials_stop_the_run_before_anything_starts(gce_bench: 
     assert_nothing_left_in_gce(gce_bench, gce_fake, "20250101T000000Z-gc53")
 
 
+def test_an_aws_run_killed_in_its_teardown_is_recorded_as_it_happened(
+    aws: FaultyMotoServer, sshd: SSHServer, tmp_path: Path
+) -> None:
+    """kill -9 right after EC2 accepted the teardown's TerminateInstances: the item completed and the orchestrator
+    ended the machine, so the sweep records the run complete and the machine ended by its teardown (billed to the
+    time EC2 recorded), not a machine that ended on its own."""
+    image = build_mechanics_image(tmp_path / "mechanics")
+    bench = make_bench(tmp_path, sshd, image, aws_environment(aws.url, tmp_path))
+    run_id = "20250101T000000Z-awtd"
+    with GuestKeys(sshd, ec2_running_instance_keys(AWS_REGIONS)):
+        process = bench.start(bench.run_args("aws-e2e", run_id, "--backends", "torch", "--image-source", "present"))
+        aws.injector.after["TerminateInstances"] = lambda: os.killpg(process.pid, signal.SIGKILL)
+        try:
+            assert finish(process, bench, timeout_s=300) == -signal.SIGKILL
+            swept = bench.call(bench.command("sweep", "--provider", "aws"))
+        finally:
+            remove_containers_of_run(run_id)
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    assert_nothing_left_in_aws(bench, run_id)
+    record = bench.record(run_id)
+    assert [(i.workload, i.status) for i in record.items] == [("mnist_mlp", "complete")]
+    assert record.status == "complete", record.message
+    assert "its teardown had ended its machine" in record.message and "on its own" not in record.message
+    [machine] = record.instances
+    assert machine.terminated_by is None and machine.terminated_at is not None and machine.cost_usd is not None
+
+
 # ---- the kill -9 campaign -------------------------------------------------------------------------------------
 
 
@@ -406,7 +433,7 @@ def test_kill_9_after_each_ledger_write_then_one_sweep_leaves_nothing_and_bills_
         fake: GCEFake = request.getfixturevalue("gce_fake")
         bench = make_bench(tmp_path, sshd, image, gce_environment(fake, tmp_path))
         keys, profile = GuestKeys(sshd, gce_running_instance_keys(fake)), "gce-e2e"
-    writes = 7  # starting, launched, host recorded, running, workload started, workload done, final
+    writes = 8  # starting, launched, host recorded, running, workload started, workload done, teardown, final
     with keys:
         for after in range(1, writes + 1):
             run_id = f"20250101T000000Z-{cloud}k{after}"
@@ -427,6 +454,8 @@ def test_kill_9_after_each_ledger_write_then_one_sweep_leaves_nothing_and_bills_
                 assert_nothing_left_in_gce(bench, fake, run_id)
             record = bench.record(run_id)
             assert record.final, (after, record.status, swept.stdout)
+            if after >= 6:  # killed once its one workload had finished: the run did what it was asked
+                assert record.status == "complete", (after, record.message)
             for machine in record.instances:
                 assert machine.terminated_at is not None and machine.cost_usd is not None, (after, machine)
             for item in record.latest_items():

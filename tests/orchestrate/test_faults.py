@@ -325,7 +325,7 @@ def test_kill_9_at_every_ledger_write_then_one_sweep_leaves_nothing(
         (tmp_path / "outside.toml").write_text(PLUGIN_CATALOG)
         env["PYTHONPATH"] = f"{site}:{ROOT}"
         selection += ["--catalog", str(tmp_path / "outside.toml")]
-    writes = 7  # starting, launched, host recorded, running, workload started, workload done, final
+    writes = 8  # starting, launched, host recorded, running, workload started, workload done, teardown, final
     for after in range(1, writes + 1):
         run_id = f"20260101T000000Z-k{after}{where[0]}"
         if where == "local":
@@ -354,6 +354,8 @@ def test_kill_9_at_every_ledger_write_then_one_sweep_leaves_nothing(
         assert swept.returncode == 0 and "Traceback" not in said, said
         record = ws.run_record(run_id)
         assert (leftovers, record.final) == ([], True), (after, record.status, said)
+        if after >= 6:  # killed once its one workload had finished: the run did what it was asked
+            assert record.status == "complete", (after, record.message)
         assert not (ws.remote_dir / "runs" / run_id).exists(), after
         for item in record.latest_items():
             if item.status == "complete":  # its epoch is here, whoever pulled it

@@ -87,8 +87,8 @@ class SpotDouble(SSHProvider):
         running = containers_of_run(self.run_id)
         # preempt once a second workload's container runs on this machine (the first has finished)
         if number in self.preempt_on and any(not name.endswith("mnist_mlp-torch") for name in running):
-            for name in running:
-                subprocess.run(["docker", "kill", name], capture_output=True)
+            for name in running:  # the machine goes with its containers: gone at once, as on a real reclaim
+                subprocess.run(["docker", "rm", "--force", name], capture_output=True)
             self.states[instance.instance_id] = InstanceState.PREEMPTED
         return self.states[instance.instance_id]
 

@@ -239,3 +239,76 @@ def test_a_plugin_that_fails_on_import_is_one_line_and_the_rest_works(tmp_path: 
         "warning: catalog plug-in 'boomcloud' (kcb_boom:catalog) cannot be loaded: RuntimeError: half-installed; "
         "package kcb-boom 0.1's profiles are left out"
     ]
+
+
+@pytest.mark.parametrize(
+    ("declaration", "said"),
+    [
+        ("capabilities = None", "declares capabilities=None; expected a frozenset of orchestrate.provider.Capability"),
+        ('capabilities = frozenset({"spot"})', "declares capabilities=frozenset({'spot'}); expected a frozenset"),
+        ('settings = "host"', "declares settings='host'; expected a tuple of setting names (str)"),
+    ],
+)
+def test_a_provider_with_bad_declarations_is_isolated_like_an_import_failure(
+    tmp_path: Path, declaration: str, said: str
+) -> None:
+    """`providers`, `schedule list` and `schedule create` read every provider's capabilities: one plug-in that
+    declares them wrongly is one line, and every command still works for the rest."""
+    plugin = PLUGIN.replace("capabilities = frozenset({Capability.PERSISTENT_HOST})", declaration)
+    install_plugin(tmp_path, "kcb_wrong", "kcb_wrong:DemoProvider")
+    (tmp_path / "kcb_wrong.py").write_text(plugin)
+    env = {"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    def orchestrate(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrate", *args], capture_output=True, text=True, env=env, cwd=tmp_path
+        )
+
+    providers = orchestrate("providers")
+    assert providers.returncode == 0 and "Traceback" not in providers.stdout + providers.stderr
+    broken = [line for line in providers.stdout.splitlines() if line.startswith("democloud")]
+    assert len(broken) == 1 and broken[0].startswith("democloud BROKEN: provider 'democloud' (kcb_wrong:DemoProvider)")
+    assert said in broken[0]
+    assert "capabilities: persistent-host, runs-locally" in providers.stdout  # local is still listed
+
+    listed = orchestrate("schedule", "list")
+    assert "Traceback" not in listed.stdout + listed.stderr, listed.stderr
+    create = orchestrate("schedule", "create", "--profile", "ssh", "--cron", "cron(0 3 * * ? *)", "--image", "cpu")
+    assert "Traceback" not in create.stdout + create.stderr, create.stderr
+    assert "scheduled runs need a cloud profile (aws, gce)" in create.stderr
+
+
+def test_a_plugin_catalog_whose_retired_profile_names_no_replacement_is_left_out(tmp_path: Path) -> None:
+    """The replacement a retired profile names is checked per plug-in: a plug-in that names a missing one is one
+    warning line, and catalog commands and runs on every other profile go on."""
+    module = "from pathlib import Path\nCATALOG = Path(__file__).with_suffix('.toml')\n"
+    (tmp_path / "kcb_retired.py").write_text(module)
+    (tmp_path / "kcb_retired.toml").write_text(
+        '[profiles.retired-k80]\nprovider = "ssh"\nretired = true\nretired_on = "2024-01-01"\n'
+        'replacement = "no-such-profile"\n\n[profiles.lab-k80]\nprovider = "ssh"\n'
+    )
+    dist = tmp_path / "kcb_retired-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kcb-retired\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[keras_cloud_bench.catalogs]\nretiredcloud = kcb_retired:CATALOG\n")
+    env = {"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    warning = (
+        f"warning: {tmp_path}/kcb_retired.toml: profile 'retired-k80': field 'replacement': no profile named "
+        "'no-such-profile'; package kcb-retired 0.1's profiles are left out"
+    )
+
+    profiles = subprocess.run(
+        [sys.executable, "-m", "orchestrate", "profiles", "--names"], capture_output=True, text=True, env=env
+    )
+    assert profiles.returncode == 0, profiles.stderr
+    names = profiles.stdout.split()
+    assert {"local", "ssh", "gce-t4"} <= set(names) and "lab-k80" not in names and "retired-k80" not in names
+    assert profiles.stderr.strip().splitlines() == [warning]
+
+    dry_run = subprocess.run(
+        [sys.executable, "-m", "orchestrate", "run", "--profile", "local", "--suite", "quick",
+         "--workloads", "mnist_mlp", "--backends", "jax", "--dry-run"],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert dry_run.returncode == 0, dry_run.stderr
+    assert "Plan (dry run: nothing is launched)" in dry_run.stdout and warning in dry_run.stderr

@@ -164,3 +164,39 @@ def test_local_host_streams_and_copies(tmp_path: Path) -> None:
     (tmp_path / "src" / "d" / "f.txt").write_text("x")
     assert [p.name for p in host.fetch_tree(str(tmp_path / "src"), tmp_path / "dst")] == ["f.txt"]
     assert host.fetch_tree(str(tmp_path / "src"), tmp_path / "dst") == []
+
+
+# A container that prints a line every 0.1 s for 6 s: output arrives between every two polls.
+CHATTY = (
+    "docker run --rm --name {name} {image} "
+    "sh -c 'i=0; while [ $i -lt 60 ]; do echo line $i; i=$((i+1)); sleep 0.1; done'"
+)
+
+
+def _polls_of_chatty_container(host: LocalHost | SSHHost) -> tuple[int, bytes]:
+    from tests.support.docker import BASE_IMAGE, require_engine
+
+    require_engine()
+    polls: list[float] = []
+    out = io.BytesIO()
+    command = CHATTY.format(name=f"kcb-chatty-{os.getpid()}-{type(host).__name__.lower()}", image=BASE_IMAGE)
+    assert host.stream(command, out, poll=lambda: polls.append(time.monotonic()), poll_interval_s=1.0) == 0
+    return len(polls), out.getvalue()
+
+
+@pytest.mark.docker
+def test_a_chatty_container_is_still_polled_over_ssh(sshd: SSHServer) -> None:
+    host = connected(sshd)
+    try:
+        polls, out = _polls_of_chatty_container(host)
+    finally:
+        host.close()
+    assert out.count(b"line ") == 60
+    assert polls >= 4  # about 6 s of output, a poll due every second whatever arrived
+
+
+@pytest.mark.docker
+def test_a_chatty_container_is_still_polled_on_this_machine() -> None:
+    polls, out = _polls_of_chatty_container(LocalHost())
+    assert out.count(b"line ") == 60
+    assert polls >= 4
