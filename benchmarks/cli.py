@@ -11,7 +11,9 @@ import datetime as dt
 import importlib.util
 import os
 import secrets
+import shlex
 import signal
+import string
 import subprocess
 import sys
 import traceback
@@ -40,6 +42,23 @@ def new_run_id() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
 
 
+# Platform and run ids become folder names (logs/<platform>/<run-id>), container names (`docker run --name`:
+# ASCII, a letter or digit first) and cloud tags; the longest leaves room for what is appended to them (a fan-out's
+# `-<profile>`, a container's `-<workload>-<backend>-rN`) within a file name's 255 bytes.
+MAX_NAME_CHARS = 100
+NAME_CHARS = frozenset(string.ascii_letters + string.digits + "-_.")
+
+
+def name_error(what: str, text: str) -> str | None:
+    """Why `text` cannot be a platform or run id, as one line naming `what` (e.g. "--run-id"); None if it can."""
+    shown = repr(text if len(text) <= 60 else text[:40] + "...")
+    if len(text) > MAX_NAME_CHARS:
+        return f"{what} {shown}: {len(text):,} characters; at most {MAX_NAME_CHARS}"
+    if not text or text[0] not in NAME_CHARS - set("-_.") or not set(text) <= NAME_CHARS:
+        return f"{what} {shown}: use letters, digits, '-', '_' and '.' only (ASCII; a letter or digit first)"
+    return None
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -58,9 +77,9 @@ def _jit(text: str) -> bool | str:
 
 
 def _name(text: str) -> str:
-    # Platform and run ids become folder names: keep them to safe characters.
-    if not text or not all(c.isalnum() or c in "-_." for c in text) or text.startswith("."):
-        raise argparse.ArgumentTypeError(f"{text!r}: use letters, digits, '-', '_' and '.' only")
+    problem = name_error("", text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem.lstrip())
     return text
 
 
@@ -441,9 +460,21 @@ def _fetch_once(args: argparse.Namespace, names: Sequence[str]) -> set[str]:
 
 
 def _print_next_steps(run_dir: Path) -> None:
-    """Where the logs are and how to report them, as the suite's last lines."""
+    """Where the logs are and how to report them, as the suite's last lines. The report command names this
+    interpreter (e.g. .venv/bin/python, as `make bench` runs it): a bare `python` outside an activated virtual
+    environment has no Keras and no report package."""
+    report = shlex.join([_interpreter(), "-m", "report", str(run_dir.parent), "--out", "report-out"])
     print(f"logs: {run_dir}/ (a CSV and a metadata JSON per workload and backend)")
-    print(f"report: python -m report {run_dir.parent} --out report-out  (or make report: every run under logs/)")
+    print(f"report: {report}  (or make report: every run under logs/)")
+
+
+def _interpreter() -> str:
+    """This interpreter's path, relative to the working folder when inside it (as the user typed it)."""
+    path = Path(sys.executable)
+    if not path.is_relative_to(Path.cwd()):
+        return str(path)
+    relative = path.relative_to(Path.cwd())
+    return str(relative) if len(relative.parts) > 1 else f"./{relative}"  # a bare name would be looked up in PATH
 
 
 def _installed(backends: Sequence[str]) -> list[str]:

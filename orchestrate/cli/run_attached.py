@@ -6,12 +6,13 @@ import signal
 import sys
 import time
 
-from orchestrate.cli.common import UsageError, credentials, silence_stdout
+from orchestrate.cli.common import UsageError, silence_stdout
 from orchestrate.cli.planning import (
     make_plan,
     make_provider,
     print_plan,
     profile_to_run,
+    readiness,
     refuse_existing_run,
     with_validation_time,
 )
@@ -32,7 +33,7 @@ def run(request: AttachedRun) -> int:
     provider = make_provider(profile, options)
     plan = make_plan(options, profile, provider)
     refuse_existing_run(plan, Ledger(options.ledger))
-    status = credentials(provider)
+    status = readiness(plan, provider)
     plan = with_validation_time(plan, started)
     print_plan(plan, provider, status, Ledger(options.ledger), dry_run=options.dry_run)
     if options.dry_run:
