@@ -51,11 +51,17 @@ NAME_CHARS = frozenset(string.ascii_letters + string.digits + "-_.")
 
 def name_error(what: str, text: str) -> str | None:
     """Why `text` cannot be a platform or run id, as one line naming `what` (e.g. "--run-id"); None if it can."""
+    problem = _name_problem(text)
+    return None if problem is None else f"{what} {problem}"
+
+
+def _name_problem(text: str) -> str | None:
+    """`text` (cut, if long: the line must stay one line) and what is wrong with it, or None."""
     shown = repr(text if len(text) <= 60 else text[:40] + "...")
     if len(text) > MAX_NAME_CHARS:
-        return f"{what} {shown}: {len(text):,} characters; at most {MAX_NAME_CHARS}"
+        return f"{shown}: {len(text):,} characters; at most {MAX_NAME_CHARS}"
     if not text or text[0] not in NAME_CHARS - set("-_.") or not set(text) <= NAME_CHARS:
-        return f"{what} {shown}: use letters, digits, '-', '_' and '.' only (ASCII; a letter or digit first)"
+        return f"{shown}: use letters, digits, '-', '_' and '.' only (ASCII; a letter or digit first)"
     return None
 
 
@@ -77,9 +83,9 @@ def _jit(text: str) -> bool | str:
 
 
 def _name(text: str) -> str:
-    problem = name_error("", text)
+    problem = _name_problem(text)
     if problem is not None:
-        raise argparse.ArgumentTypeError(problem.lstrip())
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 

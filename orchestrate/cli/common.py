@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from benchmarks.cli import name_error
+from benchmarks.cli import MAX_NAME_CHARS, name_error
 from orchestrate.provider import Provider, ProviderError
 from records.ledger import LEDGER_ENV, default_ledger_path
 
@@ -119,6 +119,13 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
     return value
+
+
+def run_id(text: str) -> str:
+    """The RUN_ID that `status` and `collect` look up: none is longer than `run` accepts (nor fits a file name)."""
+    if len(text) > MAX_NAME_CHARS:
+        raise argparse.ArgumentTypeError(f"{len(text):,} characters; no run id has more than {MAX_NAME_CHARS}")
+    return text
 
 
 def gpus(text: str) -> str:

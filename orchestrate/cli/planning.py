@@ -18,6 +18,7 @@ from benchmarks.work import WorkItem
 from orchestrate.capabilities import offered, offering
 from orchestrate.cli.common import UsageError, check_name, credentials, key_value, owner_id, row
 from orchestrate.cli.request import MAX_LIFETIME_MIN, MAX_REPEATS, RunOptions
+from orchestrate.fanout import estimate_shape
 from orchestrate.images import default_build_spec, default_image_ref
 from orchestrate.plan import RunPlan
 from orchestrate.provider import Capability, Provider
@@ -26,6 +27,7 @@ from orchestrate.registry import load_provider_class
 from orchestrate.remote import SSHHost
 from records.catalog import Profile, load_catalogs, retired_notice, runs_as
 from records.ledger import STATUS_COMPLETE, Ledger
+from report.estimate import estimate_suite, suite_lines
 
 STALE_PRICE_DAYS = 365
 # `--remote-dir`: `~`, `~/path` or `/path` of plain characters; it reaches a remote shell and `docker -v`.
@@ -192,6 +194,13 @@ def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledg
     if provider.has(Capability.BILLABLE):
         _print_cost(plan, ledger)
     row("credentials", credentials)
+
+
+def print_estimate(plan: RunPlan) -> None:
+    """A dry run's time and cost estimate: one for attached and detached runs alike (and, per run, schedules)."""
+    items = [(i.workload, i.backend) for i in plan.items]
+    estimate = estimate_suite(plan.profile, plan.suite, items, plan.logs_dir, estimate_shape(plan))
+    print("\n".join(suite_lines(estimate, plan.profile, plan.spot, plan.max_lifetime_s)))
 
 
 def _print_cost(plan: RunPlan, ledger: Ledger) -> None:

@@ -179,3 +179,11 @@ def test_an_ssh_config_alias_is_resolved_by_its_host_name(tmp_path: Path) -> Non
     args = ["--ledger", str(tmp_path / "ledger.jsonl"), "--ssh-config", str(config), "--dry-run"]
     done = orchestrate("run", "--profile", "ssh", "--host", "gpu-box", *args, timeout=120)
     assert done.returncode == 0 and "  credentials  ok\n" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("command", ["status", "collect"])
+def test_a_run_id_no_run_can_have_is_one_line(tmp_path: Path, command: str) -> None:
+    """`collect` of a 5,000-character id once ended in `OSError: File name too long`."""
+    done = orchestrate(command, "c" * 5000, "--ledger", str(tmp_path / "ledger.jsonl"), timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith("error: argument RUN_ID: 5,000 characters; no run id")
+    assert len(done.stderr.splitlines()) == 1
