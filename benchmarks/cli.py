@@ -10,7 +10,9 @@ import argparse
 import datetime as dt
 import importlib.util
 import secrets
+import shlex
 import signal
+import string
 import subprocess
 import sys
 import traceback
@@ -39,6 +41,29 @@ def new_run_id() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
 
 
+# Platform and run ids become folder names (logs/<platform>/<run-id>), container names (`docker run --name`:
+# ASCII, a letter or digit first) and cloud tags; the longest leaves room for what is appended to them (a fan-out's
+# `-<profile>`, a container's `-<workload>-<backend>-rN`) within a file name's 255 bytes.
+MAX_NAME_CHARS = 100
+NAME_CHARS = frozenset(string.ascii_letters + string.digits + "-_.")
+
+
+def name_error(what: str, text: str) -> str | None:
+    """Why `text` cannot be a platform or run id, as one line naming `what` (e.g. "--run-id"); None if it can."""
+    problem = _name_problem(text)
+    return None if problem is None else f"{what} {problem}"
+
+
+def _name_problem(text: str) -> str | None:
+    """`text` (cut, if long: the line must stay one line) and what is wrong with it, or None."""
+    shown = repr(text if len(text) <= 60 else text[:40] + "...")
+    if len(text) > MAX_NAME_CHARS:
+        return f"{shown}: {len(text):,} characters; at most {MAX_NAME_CHARS}"
+    if not text or text[0] not in NAME_CHARS - set("-_.") or not set(text) <= NAME_CHARS:
+        return f"{shown}: use letters, digits, '-', '_' and '.' only (ASCII; a letter or digit first)"
+    return None
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -57,9 +82,9 @@ def _jit(text: str) -> bool | str:
 
 
 def _name(text: str) -> str:
-    # Platform and run ids become folder names: keep them to safe characters.
-    if not text or not all(c.isalnum() or c in "-_." for c in text) or text.startswith("."):
-        raise argparse.ArgumentTypeError(f"{text!r}: use letters, digits, '-', '_' and '.' only")
+    problem = _name_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 
@@ -440,9 +465,21 @@ def _fetch_once(args: argparse.Namespace, names: Sequence[str]) -> set[str]:
 
 
 def _print_next_steps(run_dir: Path) -> None:
-    """Where the logs are and how to report them, as the suite's last lines."""
+    """Where the logs are and how to report them, as the suite's last lines. The report command names this
+    interpreter (e.g. .venv/bin/python, as `make bench` runs it): a bare `python` outside an activated virtual
+    environment has no Keras and no report package."""
+    report = shlex.join([_interpreter(), "-m", "report", str(run_dir.parent), "--out", "report-out"])
     print(f"logs: {run_dir}/ (a CSV and a metadata JSON per workload and backend)")
-    print(f"report: python -m report {run_dir.parent} --out report-out  (or make report: every run under logs/)")
+    print(f"report: {report}  (or make report: every run under logs/)")
+
+
+def _interpreter() -> str:
+    """This interpreter's path, relative to the working folder when inside it (as the user typed it)."""
+    path = Path(sys.executable)
+    if not path.is_relative_to(Path.cwd()):
+        return str(path)
+    relative = path.relative_to(Path.cwd())
+    return str(relative) if len(relative.parts) > 1 else f"./{relative}"  # a bare name would be looked up in PATH
 
 
 def _installed(backends: Sequence[str]) -> list[str]:

@@ -27,16 +27,20 @@ flag = $(if $(2),$(1) $(call quote,$(2)))
 with_words = $(if $(strip $($(1))),$(PYTHON) $(call quote,$(KCB_MK_DIR)words.py) $(1) $(call quote,$($(1))) $(2),$(2))
 KCB_MK_DIR := $(dir $(lastword $(MAKEFILE_LIST)))
 
-# Yes/no knobs: $(call bool,NAME) is 1 or 0, or empty when NAME is unset or empty; any other value stops make
-# before anything runs (a typo must never be read as "no": DRY_RUN=ture would launch).
+# Yes/no knobs: $(call bool,NAME) is 1 or 0, or empty when NAME is not given; any other value stops make before
+# anything runs (a typo must never be read as "no": DRY_RUN=ture would launch). So does a knob given blank
+# (`DRY_RUN=`, `DRY_RUN=' '`: make strips a command-line value's leading blanks, so both arrive empty): a value
+# left out, e.g. by an unset shell variable, is no answer either.
 TRUE_WORDS := 1 true yes on y
 FALSE_WORDS := 0 false no off n
 lower = $(shell printf '%s' $(call quote,$(1)) | tr '[:upper:]' '[:lower:]')
 bool = $(call _bool,$(1),$(call lower,$($(1))))
 _bool = $(if $(filter 1,$(words $(2))),$(if $(filter $(TRUE_WORDS),$(2)),1,$(if $(filter $(FALSE_WORDS),$(2)),0,\
-	$(call _bool_error,$(1)))),$(if $(strip $(2)),$(call _bool_error,$(1))))
-_bool_error = $(error $(1)=$($(1)): expected 1, true, yes, on or y (to turn it on) or 0, false, no, off or n \
-	(any case))
+	$(call _bool_error,$(1)))),$(if $(or $(strip $(2)),$(call given,$(1))),$(call _bool_error,$(1))))
+# Given by the user: on the command line (which the data rule above turns into `override`) or in the environment.
+given = $(filter command line override environment%,$(origin $(1)))
+_bool_error = $(error $(1)=$(or $(strip $($(1))),(blank)): expected 1, true, yes, on or y (to turn it on) or 0, \
+	false, no, off or n (any case))
 
 # The yes/no knobs every launching target reads, checked when make starts.
 DRY_RUN ?=

@@ -13,7 +13,7 @@
 #        RUN_ID`)  BUCKET=s3://b/prefix | gs://b/prefix (DETACH's bucket; default: the project's own)
 # Every knob is data: it reaches the command line verbatim as one shell-quoted word (ARGS: as the shell words it
 # spells, split without a shell), never as make or shell code. DRY_RUN, SPOT and DETACH take 1/true/yes/on/y or
-# 0/false/no/off/n in any case; anything else stops make before anything runs (mk/common.mk).
+# 0/false/no/off/n in any case; anything else, blank included, stops make before anything runs (mk/common.mk).
 
 include $(dir $(lastword $(MAKEFILE_LIST)))common.mk
 

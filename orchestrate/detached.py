@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cli import name_error
 from benchmarks.command import RunnerCommand, repeat_stem
 from benchmarks.work import item_command
 from orchestrate.capabilities import MachineIdentity, check_storage_url, machine_identity, object_storage
@@ -225,15 +226,11 @@ def validate(spec: DetachedSpec) -> type[MachineIdentity]:
         raise DetachedError("items: nothing to run")
     if spec.upload_interval_s <= 0 or spec.max_lifetime_s <= 0:
         raise DetachedError("upload_interval_s and max_lifetime_s must be positive")
-    if spec.run_id is not None and not _safe(spec.run_id):
-        raise DetachedError(f"run_id {spec.run_id!r}: use letters, digits, '-', '_' and '.' only")
-    if not _safe(spec.platform):
-        raise DetachedError(f"platform {spec.platform!r}: use letters, digits, '-', '_' and '.' only")
+    for what, name in (("run_id", spec.run_id), ("platform", spec.platform)):
+        problem = name_error(what, name) if name is not None else None
+        if problem is not None:
+            raise DetachedError(problem)
     return machine
-
-
-def _safe(text: str) -> bool:
-    return bool(text) and not text.startswith(".") and all(c.isalnum() or c in "-_." for c in text)
 
 
 def _packed(data: bytes) -> str:

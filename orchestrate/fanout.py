@@ -94,7 +94,14 @@ class CandidateEstimate:
     cap: float | None  # the most the run can cost: its max lifetime at the price
     outlives_machine: bool  # the high end is beyond --max-lifetime: the machine would end itself mid-suite
     unestimated: int  # planned runs with no measured or published run to estimate from
+    planned: int  # planned runs
     missing_price: str | None = None  # a rented machine's market the catalog has no price for: its cost is unknown
+
+    @property
+    def rank(self) -> tuple[bool, bool, float]:
+        """Cheapest first, then (no price) quickest; a profile with runs not estimated after every estimated one:
+        its figures leave those runs out, so they are no rank."""
+        return self.unestimated > 0, self.cost is None, self.seconds if self.cost is None else self.cost
 
 
 def estimate_shape(plan: RunPlan) -> Shape:
@@ -114,7 +121,6 @@ def estimate_candidate(candidate: Candidate, plan: RunPlan, billable: bool) -> C
     def cost(seconds: float) -> float | None:
         return profile.cost_usd(seconds, spot=plan.spot) if priced else None
 
-    unestimated = sum(i.count for i in estimate.items) - sum(i.count for i in estimate.estimated)
     return CandidateEstimate(
         candidate=candidate,
         seconds=estimate.seconds,
@@ -125,7 +131,8 @@ def estimate_candidate(candidate: Candidate, plan: RunPlan, billable: bool) -> C
         cost_high=cost(estimate.high),
         cap=cost(plan.max_lifetime_s),
         outlives_machine=billable and estimate.high > plan.max_lifetime_s,
-        unestimated=unestimated,
+        unestimated=estimate.unestimated,
+        planned=estimate.planned,
         missing_price=market if billable and not priced else None,
     )
 
@@ -151,18 +158,51 @@ def unpriced(estimates: Sequence[CandidateEstimate]) -> str | None:
 
 
 def estimate_table(estimates: Sequence[CandidateEstimate]) -> list[str]:
+    """One row per profile, cheapest first; a profile with runs not estimated comes after the others, its time and
+    cost marked "at least" (never a run counted as nothing and ranked cheap), and so is the total."""
     header = f"  {'profile':<24} {'machine time (range)':<28} {'cost (range)':<24} {'at most':>9}"
     lines = [header]
-    for e in estimates:
-        time = f"{e.seconds / 60:.1f} min ({e.low / 60:.1f}-{e.high / 60:.1f})"
-        cost = "-" if e.cost is None else f"${e.cost:.2f} (${e.cost_low or 0.0:.2f}-${e.cost_high or 0.0:.2f})"
+    for e in sorted(estimates, key=lambda e: e.rank):
+        time, cost = _figures(e.seconds, e.low, e.high, e.cost, e.cost_low, e.cost_high, lower_bound=e.unestimated > 0)
         cost = f"no {e.missing_price} price" if e.missing_price else cost
         cap = "-" if e.cap is None else f"${e.cap:.2f}"
-        note = f"  {e.unestimated} run(s) not estimated" if e.unestimated else ""
+        note = f"  {e.unestimated} of {e.planned} run(s) not estimated" if e.unestimated else ""
         note += "  may end itself mid-suite (raise --max-lifetime)" if e.outlives_machine else ""
         lines.append(f"  {e.candidate.profile.name:<24} {time:<28} {cost:<24} {cap:>9}{note}")
-    lines.append(f"  {'total':<24} {'':<28} {'':<24} {'':>9}  {_worst_case_text(estimates)}")
+    lines.append(_total_row(estimates))
     return lines
+
+
+def _figures(
+    seconds: float, low: float, high: float, cost: float | None, cost_low: float | None, cost_high: float | None,
+    lower_bound: bool,
+) -> tuple[str, str]:  # fmt: skip
+    """The time and cost cells: a figure and its range, or "at least" a figure with no high end."""
+    if lower_bound:
+        return f"at least {seconds / 60:.1f} min", "-" if cost is None else f"at least ${cost:.2f}"
+    time = f"{seconds / 60:.1f} min ({low / 60:.1f}-{high / 60:.1f})"
+    return time, "-" if cost is None else f"${cost:.2f} (${cost_low or 0.0:.2f}-${cost_high or 0.0:.2f})"
+
+
+def _total_row(estimates: Sequence[CandidateEstimate]) -> str:
+    priced = [e for e in estimates if e.cost is not None]
+    unestimated = sum(e.unestimated for e in estimates)
+
+    def total(values: Iterable[float | None]) -> float | None:
+        return sum(v or 0.0 for v in values) if priced else None
+
+    time, cost = _figures(
+        sum(e.seconds for e in estimates), sum(e.low for e in estimates), sum(e.high for e in estimates),
+        total(e.cost for e in priced), total(e.cost_low for e in priced), total(e.cost_high for e in priced),
+        lower_bound=unestimated > 0,
+    )  # fmt: skip
+    caps = [e.cap for e in estimates if e.cap is not None]
+    cap = f"${sum(caps):.2f}" if caps else "-"
+    note = f"  {_worst_case_text(estimates)}"
+    if unestimated:
+        planned = sum(e.planned for e in estimates)
+        note += f"; time and cost are a lower bound: {unestimated} of {planned} run(s) not estimated"
+    return f"  {'total':<24} {time:<28} {cost:<24} {cap:>9}{note}"
 
 
 def _worst_case_text(estimates: Sequence[CandidateEstimate]) -> str:

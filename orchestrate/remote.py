@@ -13,6 +13,7 @@ import os
 import select
 import shlex
 import shutil
+import socket
 import stat
 import subprocess
 import threading
@@ -33,6 +34,10 @@ CHUNK = 1 << 16
 
 
 LET_GO_S = 5.0  # how long a local command may take to exit after SIGTERM before it is killed
+# The resolver's answers that no retry changes: no such name (unlike EAI_AGAIN, a resolver that did not answer).
+NO_SUCH_NAME = frozenset(
+    code for code in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", None), socket.EAI_FAIL) if code is not None
+)
 
 
 class RemoteError(RuntimeError):
@@ -139,6 +144,18 @@ class SSHHost(Host):
             # The user's known_hosts is honoured (a changed key fails); unknown hosts are accepted.
             self.connection.client.load_system_host_keys()
         self.description = _describe(self.connection)
+
+    def unresolvable(self) -> str | None:
+        """Why the host's name (an ~/.ssh/config alias's HostName, as Fabric reads it) names no host, or None: it
+        resolves, a ProxyJump or ProxyCommand host resolves it, or the resolver may answer later."""
+        if self.connection.gateway:
+            return None
+        try:
+            socket.getaddrinfo(self.connection.host, self.connection.port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            if exc.errno in NO_SUCH_NAME:
+                return f"the host name {self.connection.host} of {self.description} does not resolve ({exc.strerror})"
+        return None
 
     def connect(self) -> None:
         """Open the connection; raises paramiko/socket errors (`wait_for_ssh` retries on them)."""
@@ -288,6 +305,8 @@ def wait_for_ssh(
             return time.monotonic() - started
         except (OSError, paramiko.SSHException, EOFError, RemoteError) as exc:
             last_error = str(exc) or type(exc).__name__
+            if isinstance(exc, socket.gaierror) and exc.errno in NO_SUCH_NAME:  # a typo: waiting will not fix it
+                raise RemoteError(f"cannot reach {host.description}: {host.unresolvable() or last_error}") from exc
             refused = isinstance(exc, paramiko.AuthenticationException | paramiko.BadHostKeyException)
             if refused and not (retry_auth and isinstance(exc, paramiko.AuthenticationException)):
                 raise RemoteError(f"cannot log in to {host.description}: {last_error}") from exc

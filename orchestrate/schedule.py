@@ -62,7 +62,7 @@ from orchestrate.schedule_spec import (
 from orchestrate.storage import StorageError, StorageURL
 from records.catalog import Profile, get_profile, load_catalogs
 from records.ledger import Ledger
-from report.estimate import estimate_suite
+from report.estimate import SuiteEstimate, estimate_suite, suite_lines
 
 NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,37}[a-z0-9]")  # "kcb-schedule-<name>-machine" fits IAM's 64 characters
 STALE_PRICE_DAYS = 365  # as `run`'s plan flags a price
@@ -172,6 +172,8 @@ class MonthlyEstimate:
     cap: float  # the total with every run reaching the max lifetime
     basis: str  # where the time per run came from
     high_s: float  # one run's machine time at the high end
+    suite: SuiteEstimate  # report.estimate's, itemised as every dry run prints it
+    from_ledger: bool  # the time per run is the median of earlier runs, not `suite`
 
 
 def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> MonthlyEstimate:
@@ -188,20 +190,19 @@ def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> Month
         for r in ledger_runs
         if r.profile == profile.name and r.suite == spec.suite and r.status == "complete" and r.billed_seconds
     )
+    suite = estimate_suite(profile, spec.suite, spec.items, logs)
     if earlier:
         seconds = low = high = float(earlier[len(earlier) // 2])
         basis = f"median of {len(earlier)} earlier complete {spec.suite} run(s) of {profile.name} in the ledger"
         training = seconds
     else:
-        suite = estimate_suite(profile, spec.suite, spec.items, logs)
         training, seconds, low, high = suite.runs, suite.seconds, suite.low, suite.high
-        missing = len(suite.items) - len(suite.estimated)
         bases = ", ".join(sorted({i.basis for i in suite.estimated}))
+        per_run = f"at least {seconds / 60:.1f} min" if suite.unestimated else f"{seconds / 60:.1f} min"
+        per_run += f" ({suite.lower_bound})" if suite.unestimated else f" ({low / 60:.1f}-{high / 60:.1f})"
         basis = (
-            f"{seconds / 60:.1f} min ({low / 60:.1f}-{high / 60:.1f}): {suite.runs / 60:.1f} min of runs (basis: "
-            f"{bases or 'none'}; `run --dry-run` itemises them) + {suite.start.seconds / 60:.1f} min to start the "
-            f"machine and containers ({suite.start.source})"
-            + (f"; {missing} item(s) not estimated: a lower bound" if missing else "")
+            f"{per_run}: {suite.runs / 60:.1f} min of runs (basis: {bases or 'none'}; itemised below) + "
+            f"{suite.start.seconds / 60:.1f} min to start the machine and containers ({suite.start.source})"
         )
     items = len(spec.items)
     disk_gb = cloud.default_disk_gb
@@ -225,6 +226,8 @@ def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> Month
         cap=total(monthly_cost(usage(spec.max_lifetime_s), prices)),
         basis=basis,
         high_s=high,
+        suite=suite,
+        from_ledger=bool(earlier),
     )
 
 
@@ -235,20 +238,24 @@ def estimate_text(spec: ScheduleSpec, found: MonthlyEstimate) -> list[str]:
     compute = found.lines[0].price
     if compute is not None and (dt.date.today() - dt.date.fromisoformat(compute.date)).days > STALE_PRICE_DAYS:
         warnings.append(f"warning: the {market} price of {spec.profile.name} is from {compute.date}: check today's")
-    if found.high_s > spec.max_lifetime_s:
+    if found.from_ledger and found.high_s > spec.max_lifetime_s:  # else the itemised estimate warns
         warnings.append(
             f"warning: a run may take up to {found.high_s / 60:.0f} min, beyond --max-lifetime "
             f"{spec.max_lifetime_s // 60} min: the machine would end itself mid-suite (raise --max-lifetime)"
         )
+    monthly = f"range ${found.low:.2f}-${found.high:.2f} a month"
+    if not found.from_ledger and found.suite.unestimated:
+        monthly = f"at least ${found.low:.2f} a month ({found.suite.lower_bound})"
     return [
         f"Monthly cost of schedule {spec.name}: {runs:.2f} runs a month of suite {spec.suite} on {spec.profile.name} "
         f"({market})",
         f"  per run: {found.basis}",
         *format_lines(found.lines),
-        f"  range ${found.low:.2f}-${found.high:.2f} a month; at most ${found.cap:.2f} if every run reached "
-        f"--max-lifetime {spec.max_lifetime_s // 60} min",
+        f"  {monthly}; at most ${found.cap:.2f} if every run reached --max-lifetime {spec.max_lifetime_s // 60} min",
         "  prices:",
         *price_sources(found.lines),
+        "One run, itemised (the estimate of `run --dry-run`):",
+        *suite_lines(found.suite, spec.profile, spec.spot, spec.max_lifetime_s),
         *warnings,
     ]
 

@@ -211,9 +211,11 @@ def _package_of(entry: Any) -> str:
 
 def _read_catalog(path: Path) -> dict[str, Profile]:
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise CatalogError(f"{path}: cannot read the catalog ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:  # a binary file, or text in another encoding: TOML is UTF-8
+        raise CatalogError(f"{path}: not a TOML catalog (byte {exc.start} is not UTF-8)") from exc
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{path}: not valid TOML ({exc})") from exc
     unknown = set(data) - {"profiles"}

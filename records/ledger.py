@@ -302,6 +302,8 @@ def read_lines(path: Path, warn: Callable[[str], None] | None = None) -> Iterabl
     stays usable after any crash, and the user learns that a run's latest state may be lost."""
     if not path.exists():
         return
+    if not path.is_file():  # a device (/dev/zero, /dev/full) or a pipe: its read would never end
+        raise LedgerError(f"{path}: not a regular file")
     with path.open("rb") as handle:
         lines = handle.read().splitlines(keepends=True)
     torn: list[TornLine] = []

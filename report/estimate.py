@@ -33,7 +33,16 @@ from report.estimate_model import (
 )
 from report.workload_plan import estimate_data, planned, planned_spec
 
-__all__ = ["Shape", "accelerator_model", "cpu_machine", "estimate_lines", "estimate_suite", "profile_machine"]
+__all__ = [
+    "Shape",
+    "SuiteEstimate",
+    "accelerator_model",
+    "cpu_machine",
+    "estimate_lines",
+    "estimate_suite",
+    "profile_machine",
+    "suite_lines",
+]
 OWN_HOSTS = ("ssh", "local")  # nothing boots or pulls: the image is built or loaded before the suite
 
 
@@ -97,6 +106,23 @@ class SuiteEstimate:
     @property
     def estimated(self) -> list[ItemEstimate]:
         return [i for i in self.items if i.seconds is not None]
+
+    @property
+    def planned(self) -> int:
+        """Container runs planned (each repeat one)."""
+        return sum(i.count for i in self.items)
+
+    @property
+    def unestimated(self) -> int:
+        """Planned runs with nothing comparable: the totals leave them out, so they are lower bounds."""
+        return sum(i.count for i in self.items if i.seconds is None)
+
+    @property
+    def lower_bound(self) -> str:
+        """What a total that leaves runs out says of itself, or "" when nothing was left out."""
+        if not self.unestimated:
+            return ""
+        return f"a lower bound: {self.unestimated} of {self.planned} run(s) not estimated"
 
     @property
     def runs(self) -> float:
@@ -179,13 +205,22 @@ def estimate_lines(
     logs: Path,
     shape: Shape = Shape(),
 ) -> list[str]:
-    """The dry run's estimate: time and cost with their range, what each figure came from, and a warning when
-    the high end would outlive the machine's self-destruct."""
-    estimate = estimate_suite(profile, suite, items, logs, shape)
+    """The dry run's estimate of a suite on `profile` (suite_lines)."""
+    return suite_lines(estimate_suite(profile, suite, items, logs, shape), profile, spot, max_lifetime_s)
+
+
+def suite_lines(estimate: SuiteEstimate, profile: Profile, spot: bool, max_lifetime_s: float) -> list[str]:
+    """The estimate as every dry run prints it (attached, detached, scheduled): time and cost with their range,
+    what each figure came from, and a warning when the high end would outlive the machine's self-destruct. Runs
+    with nothing comparable count as nothing, so the totals then say they are lower bounds, with no high end."""
     start = estimate.start
+    parts = f"{_minutes(estimate.runs)} of runs, {_minutes(start.seconds)} to start the machine and containers"
+    if estimate.unestimated:
+        total = f"at least {_minutes(estimate.seconds)} ({estimate.lower_bound}): {parts}"
+    else:
+        total = f"{_minutes(estimate.seconds)} ({_minutes(estimate.low)} to {_minutes(estimate.high)}): {parts}"
     lines = [
-        f"  {'estimate':<12} {_minutes(estimate.seconds)} ({_minutes(estimate.low)} to {_minutes(estimate.high)}): "
-        f"{_minutes(estimate.runs)} of runs, {_minutes(start.seconds)} to start the machine and containers",
+        f"  {'estimate':<12} {total}",
         f"  {'':<12} start: " + ", ".join(f"{name} {seconds:,.0f} s" for name, seconds in start.parts)
         + f" ({start.source})",
     ]  # fmt: skip
@@ -202,12 +237,11 @@ def estimate_lines(
     price = profile.hourly_price(spot)
     if price is not None:
         costs = [profile.cost_usd(s, spot=spot) or 0.0 for s in (estimate.seconds, estimate.low, estimate.high)]
-        lines.append(
-            f"  {'':<12} about ${costs[0]:.2f} (${costs[1]:.2f} to ${costs[2]:.2f}) at ${price.usd_per_hour:.4f}/h"
-        )
-    missing = sum(i.count for i in estimate.items) - sum(i.count for i in estimate.estimated)
-    if missing:
-        lines.append(f"  {'':<12} {missing} run(s) not estimated: the totals are lower bounds")
+        if estimate.unestimated:
+            cost = f"at least ${costs[0]:.2f} ({estimate.lower_bound})"
+        else:
+            cost = f"about ${costs[0]:.2f} (${costs[1]:.2f} to ${costs[2]:.2f})"
+        lines.append(f"  {'':<12} {cost} at ${price.usd_per_hour:.4f}/h")
     if estimate.high > max_lifetime_s:
         lines.append(
             f"warning: the estimate reaches {_minutes(estimate.high)}, beyond --max-lifetime "

@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        if getattr(args, "ledger", None) is not None:
+        if hasattr(args, "ledger"):  # a command that reads or writes the ledger
             check_ledger_path(args.ledger)
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)

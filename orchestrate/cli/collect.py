@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from orchestrate.cli.common import catalog_option, ledger_option, non_negative_int
+from orchestrate.cli.common import catalog_option, ledger_option, non_negative_int, run_id
 from orchestrate.cli.run_fanout import collect_fanout
 from orchestrate.cli.status import detached_record
 from orchestrate.detached_runs import collect
@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser = sub.add_parser(
         "collect", help="fetch a detached run's logs from its bucket into logs/, finalise it, resume it if preempted"
     )
-    parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument("run_id", metavar="RUN_ID", type=run_id)
     ledger_option(parser)
     parser.add_argument("--provider-setting", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--max-preemptions", type=non_negative_int, default=3, help="relaunches after preemption")

@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from benchmarks.cli import MAX_NAME_CHARS, name_error
 from orchestrate.provider import Provider, ProviderError
-from records.ledger import default_ledger_path
+from records.ledger import LEDGER_ENV, default_ledger_path
 
 EXIT_USAGE = 2
 
@@ -41,12 +42,17 @@ def ledger_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ledger", type=Path, help=f"ledger file (default: {default_ledger_path()})")
 
 
-def check_ledger_path(path: Path) -> None:
-    """`--ledger` names a file, existing or to be made in an existing folder."""
+def check_ledger_path(given: Path | None) -> None:
+    """The ledger (`--ledger`, else $KCB_LEDGER, else the default) names a regular file, existing or to be made in
+    an existing folder."""
+    path = given if given is not None else default_ledger_path()
+    what = "--ledger" if given is not None else (f"${LEDGER_ENV}" if os.environ.get(LEDGER_ENV) else "the ledger")
     if path.is_dir():
-        raise UsageError(f"--ledger {path}: is a folder; give the ledger's file, e.g. {path / 'ledger.jsonl'}")
+        raise UsageError(f"{what} {path}: is a folder; give the ledger's file, e.g. {path / 'ledger.jsonl'}")
     if path.parent.exists() and not path.parent.is_dir():
-        raise UsageError(f"--ledger {path}: {path.parent} is not a folder")
+        raise UsageError(f"{what} {path}: {path.parent} is not a folder")
+    if path.exists() and not path.is_file():  # a device (/dev/full, /dev/zero) or a pipe: a read that never ends
+        raise UsageError(f"{what} {path}: not a regular file; give the ledger's file, e.g. ./ledger.jsonl")
 
 
 def silence_stdout() -> None:
@@ -67,8 +73,11 @@ def key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
-def is_safe_name(text: str) -> bool:
-    return bool(text) and not text.startswith(".") and all(c.isalnum() or c in "-_." for c in text)
+def check_name(what: str, text: str | None) -> None:
+    """A platform or run id: the rule of `python -m benchmarks`, whose logs and containers they name."""
+    problem = name_error(what, text) if text is not None else None
+    if problem is not None:
+        raise UsageError(problem)
 
 
 def credentials(provider: Provider) -> str:
@@ -110,6 +119,13 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
     return value
+
+
+def run_id(text: str) -> str:
+    """The RUN_ID that `status` and `collect` look up: none is longer than `run` accepts (nor fits a file name)."""
+    if len(text) > MAX_NAME_CHARS:
+        raise argparse.ArgumentTypeError(f"{len(text):,} characters; no run id has more than {MAX_NAME_CHARS}")
+    return text
 
 
 def gpus(text: str) -> str:

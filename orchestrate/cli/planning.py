@@ -16,14 +16,18 @@ from benchmarks.repeats import planned_rounds
 from benchmarks.suites import get_suite
 from benchmarks.work import WorkItem
 from orchestrate.capabilities import offered, offering
-from orchestrate.cli.common import UsageError, is_safe_name, key_value, owner_id, row
+from orchestrate.cli.common import UsageError, check_name, credentials, key_value, owner_id, row
 from orchestrate.cli.request import MAX_LIFETIME_MIN, MAX_REPEATS, RunOptions
+from orchestrate.fanout import estimate_shape
 from orchestrate.images import default_build_spec, default_image_ref
 from orchestrate.plan import RunPlan
 from orchestrate.provider import Capability, Provider
+from orchestrate.providers.ssh import SSHProvider
 from orchestrate.registry import load_provider_class
+from orchestrate.remote import SSHHost
 from records.catalog import Profile, load_catalogs, retired_notice, runs_as
 from records.ledger import STATUS_COMPLETE, Ledger
+from report.estimate import estimate_suite, suite_lines
 
 STALE_PRICE_DAYS = 365
 # `--remote-dir`: `~`, `~/path` or `/path` of plain characters; it reaches a remote shell and `docker -v`.
@@ -71,9 +75,8 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunP
             f"--spot: provider {profile.provider} offers no spot machines (offered by {offering(Capability.SPOT)})"
         )
     platform = options.platform or profile.name
-    for what, value in (("--platform", platform), ("--run-id", options.run_id)):
-        if value is not None and not is_safe_name(value):
-            raise UsageError(f"{what} {value!r}: use letters, digits, '-', '_' and '.' only")
+    check_name("--platform", platform)
+    check_name("--run-id", options.run_id)
     _check_limits(options, profile)
     _check_devices(options.gpus, profile, backends, exact_shape=provider.has(Capability.BILLABLE))
     image = options.image or default_image_ref(profile.docker_image)
@@ -136,6 +139,15 @@ def _check_devices(gpus: str | None, profile: Profile, backends: Sequence[str], 
         raise UsageError(f"--gpus {gpus}: {TORCH_SINGLE_DEVICE}; choose --backends jax,tensorflow")
 
 
+def readiness(plan: RunPlan, provider: Provider) -> str:
+    """ "ok", or why a real run would not start (a dry run shows it): the credentials, and for a host the user
+    names, that its name resolves: a typo fails here, not after the SSH wait (`--ssh-timeout`)."""
+    status = credentials(provider)
+    if status == "ok" and isinstance(provider, SSHProvider):
+        return SSHHost(provider.target, ssh_config=plan.ssh_config).unresolvable() or "ok"
+    return status
+
+
 def refuse_existing_run(plan: RunPlan, ledger: Ledger) -> None:
     """A run id names one run: reusing it would overwrite (and then delete) the results already under it."""
     if plan.run_id in ledger.runs():
@@ -182,6 +194,13 @@ def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledg
     if provider.has(Capability.BILLABLE):
         _print_cost(plan, ledger)
     row("credentials", credentials)
+
+
+def print_estimate(plan: RunPlan) -> None:
+    """A dry run's time and cost estimate: one for attached and detached runs alike (and, per run, schedules)."""
+    items = [(i.workload, i.backend) for i in plan.items]
+    estimate = estimate_suite(plan.profile, plan.suite, items, plan.logs_dir, estimate_shape(plan))
+    print("\n".join(suite_lines(estimate, plan.profile, plan.spot, plan.max_lifetime_s)))
 
 
 def _print_cost(plan: RunPlan, ledger: Ledger) -> None:

@@ -6,21 +6,21 @@ import signal
 import sys
 import time
 
-from orchestrate.cli.common import UsageError, credentials, silence_stdout
+from orchestrate.cli.common import UsageError, silence_stdout
 from orchestrate.cli.planning import (
     make_plan,
     make_provider,
+    print_estimate,
     print_plan,
     profile_to_run,
+    readiness,
     refuse_existing_run,
     with_validation_time,
 )
 from orchestrate.cli.request import AttachedRun
-from orchestrate.fanout import estimate_shape
 from orchestrate.lifecycle import Interrupted, Lifecycle, Outcome, raise_interrupted
 from orchestrate.progress import make_reporter
 from records.ledger import STATUS_COMPLETE, Ledger, RunRecord
-from report.estimate import estimate_lines
 
 ORCHESTRATION_STAGES = ("launch", "connect", "prepare", "image", "pull_logs", "teardown")
 
@@ -32,14 +32,11 @@ def run(request: AttachedRun) -> int:
     provider = make_provider(profile, options)
     plan = make_plan(options, profile, provider)
     refuse_existing_run(plan, Ledger(options.ledger))
-    status = credentials(provider)
+    status = readiness(plan, provider)
     plan = with_validation_time(plan, started)
     print_plan(plan, provider, status, Ledger(options.ledger), dry_run=options.dry_run)
     if options.dry_run:
-        items = [(i.workload, i.backend) for i in plan.items]
-        shape = estimate_shape(plan)
-        lines = estimate_lines(profile, plan.suite, items, plan.spot, plan.max_lifetime_s, plan.logs_dir, shape)
-        print("\n".join(lines))
+        print_estimate(plan)
         return 0
     if status != "ok":
         raise UsageError(status)

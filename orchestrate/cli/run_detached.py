@@ -11,6 +11,7 @@ from orchestrate.cli.common import UsageError, credentials, row
 from orchestrate.cli.planning import (
     make_plan,
     make_provider,
+    print_estimate,
     print_plan,
     profile_to_run,
     refuse_existing_run,
@@ -59,6 +60,7 @@ def run(request: DetachedRun) -> int:
     row("detached", f"logs to {bucket}runs/{plan.run_id}/ ({'created if missing' if create else 'yours'}); "
         f"image: {image_source}")  # fmt: skip
     if options.dry_run:
+        print_estimate(plan)
         return 0
     if status != "ok":
         raise UsageError(status)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from benchmarks.cli import new_run_id
-from orchestrate.cli.common import UsageError, credentials, is_safe_name, key_value
-from orchestrate.cli.planning import SSH_FLAGS, make_plan, make_provider, refuse_existing_run
+from orchestrate.cli.common import UsageError, check_name, key_value
+from orchestrate.cli.planning import SSH_FLAGS, make_plan, make_provider, readiness, refuse_existing_run
 from orchestrate.cli.request import AttachedRun, DetachedRun, Fanout
 from orchestrate.cli.run_detached import check_detachable
 from orchestrate.fanout import (
@@ -58,8 +58,7 @@ class Planned:
 def run(request: Fanout) -> int:
     options = request.options
     base = options.run_id or new_run_id()
-    if not is_safe_name(base):
-        raise UsageError(f"--run-id {base!r}: use letters, digits, '-', '_' and '.' only")
+    check_name("--run-id", base)
     names = _expand_study(request.profiles, options.suite)
     candidates = resolve_candidates(load_catalogs(options.catalog), names, options.allow_retired)
     _check_settings_apply(request, candidates)
@@ -73,7 +72,7 @@ def run(request: Fanout) -> int:
         refuse_existing_run(plan, ledger)
         if request.detach is not None:
             check_detachable(candidate.profile, provider, request.detach.bucket)
-        plans[candidate.profile.name] = Planned(plan, provider.has(Capability.BILLABLE), credentials(provider))
+        plans[candidate.profile.name] = Planned(plan, provider.has(Capability.BILLABLE), readiness(plan, provider))
     estimates = [estimate_candidate(c, plans[c.profile.name].plan, plans[c.profile.name].billable) for c in candidates]
     _print_fanout_plan(base, candidates, plans, estimates, options.dry_run)
     missing = unpriced(estimates)

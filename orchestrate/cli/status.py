@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from orchestrate.cli.common import UsageError, catalog_option, key_value, ledger_option
+from orchestrate.cli.common import UsageError, catalog_option, key_value, ledger_option, run_id
 from orchestrate.detached_runs import item_counts, machine_state, read_progress
 from orchestrate.provider import InstanceState, Provider, ProviderError
 from orchestrate.registry import load_provider_class
@@ -14,7 +14,7 @@ from records.ledger import Ledger, RunRecord, default_ledger_path
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("status", help="a detached run's progress, read from its bucket (changes nothing)")
-    parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument("run_id", metavar="RUN_ID", type=run_id)
     ledger_option(parser)
     parser.add_argument("--provider-setting", action="append", default=[], metavar="KEY=VALUE")
     catalog_option(parser)

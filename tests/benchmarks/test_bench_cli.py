@@ -18,6 +18,10 @@ from tests.benchmarks.conftest import run_benchmarks
         (["run", "--workload", "mnist_mlp", "--backend", "cntk"], "invalid choice: 'cntk'"),
         (["run", "--workload", "mnist_mlp", "--backend", "jax", "--epochs", "0"], "expected a positive integer"),
         (["run", "--workload", "mnist_mlp", "--backend", "jax", "--platform", "../x"], "use letters, digits"),
+        # a folder name too long for the file system, and a run id `docker run --name` refuses
+        (["run", "--workload", "mnist_mlp", "--backend", "jax", "--platform", "p" * 100_000], "at most 100"),
+        (["suite", "--run-id", "r" * 5000], "--run-id: 'rrrr"),
+        (["suite", "--run-id", "rün-1"], "'rün-1': use letters, digits"),
         (["suite", "--suite", "nightly"], "invalid choice: 'nightly'"),
         (["suite", "--backends", "jax,mxnet"], "unknown backend 'mxnet'"),
         (["run", "--workload", "mnist_mlp", "--backend", "jax", "--dataset", "cifar10"], "does not fit mnist_mlp"),
@@ -67,3 +71,26 @@ def test_suite_with_repeats_prints_medians_with_intervals_and_stability(keras_ho
     assert meta["repeat"] == {"group": "rep", "index": 2, "planned": 3, "target_ci_pct": None}
     assert meta["stability"]["label"] in ("stable", "unstable") and meta["fingerprint"]["host_single_thread_score"] > 0
     assert json.loads((run_dir / "repeats.json").read_text())["items"][0]["repeats"] == 3
+
+
+@pytest.mark.parametrize(
+    ("executable", "cwd", "printed"),
+    [
+        ("{tmp}/proj/.venv/bin/python", "{tmp}/proj", ".venv/bin/python"),  # `make bench` in the project
+        ("{tmp}/proj/python", "{tmp}/proj", "./python"),  # a bare `python` would be looked up in PATH
+        ("{tmp}/proj/.venv/bin/python", "{tmp}/elsewhere", "{tmp}/proj/.venv/bin/python"),
+    ],
+)
+def test_the_report_command_names_the_interpreter_that_ran_the_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], executable: str, cwd: str,
+    printed: str,
+) -> None:  # fmt: skip
+    from benchmarks import cli
+
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.setattr(cli.sys, "executable", executable.format(tmp=tmp_path))
+    monkeypatch.chdir(cwd.format(tmp=tmp_path))
+    cli._print_next_steps(Path("logs/local/r1"))
+    report = capsys.readouterr().out.splitlines()[-1]
+    assert report.startswith(f"report: {printed.format(tmp=tmp_path)} -m report logs/local --out report-out  (or ")

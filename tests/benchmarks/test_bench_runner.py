@@ -87,6 +87,6 @@ def test_suite_prints_the_table_and_each_missing_file_once(tiny_suite: tuple[Pat
     assert len(table) == 2 + len(WORKLOADS) * len(BACKENDS)
     # The suite ends with where its logs are and the command that reports them.
     run_dir, _ = tiny_suite
-    assert next_steps.startswith(f"{run_dir}/ ") and f"report: python -m report {run_dir.parent} " in next_steps
+    assert next_steps.startswith(f"{run_dir}/ ") and f" -m report {run_dir.parent} --out report-out" in next_steps
     assert any("synthetic:mnist (synthetic)" in line and "mnist_mlp" in line for line in table)
     assert all(line.rstrip().endswith("complete") for line in table[2:])

@@ -5,6 +5,7 @@ are and how to report them."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ def test_a_missing_file_is_tried_and_reported_once(tmp_path: Path) -> None:
         [sys.executable, "-m", "benchmarks", "suite", "--workloads", "mnist_mlp,mnist_cnn", "--backends", "jax,torch",
          "--epochs", "1", "--train-limit", "64", "--val-limit", "32", "--out", str(tmp_path / "logs"),
          "--run-id", "once"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env,
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
@@ -29,7 +30,14 @@ def test_a_missing_file_is_tried_and_reported_once(tmp_path: Path) -> None:
     assert len([line for line in out.splitlines() if line.startswith("note: mnist.npz: ")]) == 1, out
     assert len(list((tmp_path / "logs" / "local" / "once").glob("mnist_*_synthetic.csv"))) == 4
     run_dir = tmp_path / "logs" / "local" / "once"
-    assert out.splitlines()[-2:] == [
-        f"logs: {run_dir}/ (a CSV and a metadata JSON per workload and backend)",
-        f"report: python -m report {run_dir.parent} --out report-out  (or make report: every run under logs/)",
-    ]
+    logs_line, report_line = out.splitlines()[-2:]
+    assert logs_line == f"logs: {run_dir}/ (a CSV and a metadata JSON per workload and backend)"
+    # The report command works as printed, from where the suite ran, outside any activated virtual environment:
+    # `python -m report` was printed once, and there `python` has no Keras.
+    command = report_line.removeprefix("report: ").split("  (or make report")[0]
+    assert command.startswith(shlex.quote(sys.executable) + " -m report ")
+    bare = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    bare["PATH"] = os.pathsep.join(p for p in bare["PATH"].split(os.pathsep) if Path(sys.executable).parent != Path(p))
+    report = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=bare)
+    assert report.returncode == 0, report.stdout + report.stderr
+    assert (tmp_path / "report-out" / "index.html").exists()

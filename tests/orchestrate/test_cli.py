@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +135,75 @@ def test_an_unknown_spot_price_never_passes_as_zero(tmp_path: Path, args: list[s
     assert done.returncode == 2 and done.stderr.startswith(message) and done.stderr.count("\n") == 1, done.stderr
     assert "$0.00" not in done.stdout
     assert not (tmp_path / "ledger.jsonl").exists()
+BINARY = b"\xff\xfe\x00\x01 not text \x89PNG\r\n"
+LATIN_1 = '[profiles.box]\nprovider = "ssh"\ndescription = "caf\xe9"\n'.encode("latin-1")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--run-id", "a" * 5000], "error: --run-id 'aaaa"),  # once OSError: File name too long
+        (["--platform", "p" * 100_000], "error: --platform 'pppp"),
+        (["--run-id", "rün-1"], "error: --run-id 'rün-1': use letters, digits"),  # once failed at `docker run`
+        (["--run-id", "_x"], "error: --run-id '_x': use letters, digits"),  # docker: a letter or digit first
+        (["--profiles", "local,gce-t4", "--run-id", "b" * 5000], "error: --run-id 'bbbb"),
+        (["--ledger", "/dev/full"], "error: --ledger /dev/full: not a regular file"),  # once read 21 GB
+        (["--catalog", "{binary}"], "error: {binary}: not a TOML catalog (byte 0 is not UTF-8)"),
+        (["--catalog", "{latin_1}"], "error: {latin_1}: not a TOML catalog (byte 50 is not UTF-8)"),
+    ],
+)
+def test_bad_input_is_one_short_line_before_anything_starts(tmp_path: Path, args: list[str], message: str) -> None:
+    """Each of these once ended in a traceback (or a run that failed after its ledger line was written)."""
+    files = {"binary": tmp_path / "binary.toml", "latin_1": tmp_path / "latin-1.toml"}
+    files["binary"].write_bytes(BINARY)
+    files["latin_1"].write_bytes(LATIN_1)
+    args = [a.format(**files) for a in args]
+    profile = [] if "--profiles" in args else ["--profile", "local"]
+    ledger = [] if "--ledger" in args else ["--ledger", str(tmp_path / "ledger.jsonl")]
+    done = orchestrate("run", *profile, *args, *ledger, "--logs", str(tmp_path / "logs"), "--dry-run", timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(message.format(**files)), done.stderr
+    assert len(done.stderr.splitlines()) == 1 and len(done.stderr) < 300  # not the 100 KB it was given
+    assert done.stdout == "" and not (tmp_path / "ledger.jsonl").exists() and not (tmp_path / "logs").exists()
+
+
+def test_a_user_catalog_that_is_not_text_is_one_line(tmp_path: Path) -> None:
+    user = tmp_path / "config" / "keras-cloud-bench" / "catalog.toml"
+    user.parent.mkdir(parents=True)
+    user.write_bytes(BINARY)
+    done = orchestrate("profiles", env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}, timeout=120)
+    assert done.returncode == 2 and done.stderr == f"error: {user}: not a TOML catalog (byte 0 is not UTF-8)\n"
+
+
+def test_the_ledger_from_the_environment_is_checked_too(tmp_path: Path) -> None:
+    done = orchestrate("cost", env={**os.environ, "KCB_LEDGER": "/dev/zero"}, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith("error: $KCB_LEDGER /dev/zero: not a regular file")
+
+
+def test_an_ssh_host_name_that_does_not_resolve_stops_the_run_before_it_starts(tmp_path: Path) -> None:
+    """It once waited --ssh-timeout (300 s) on `make bench-ssh HOST=me@gpu-box`, the run recorded as failed."""
+    args = ["--ledger", str(tmp_path / "ledger.jsonl"), "--logs", str(tmp_path / "logs"), "--ssh-timeout", "60"]
+    started = time.monotonic()
+    done = orchestrate("run", "--profile", "ssh", "--host", "me@gpu-box.invalid", *args, timeout=120)
+    assert done.returncode == 2 and time.monotonic() - started < 50, done.stdout + done.stderr
+    assert done.stderr.startswith("error: the host name gpu-box.invalid of me@gpu-box.invalid does not resolve (")
+    assert len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "ledger.jsonl").exists() and not (tmp_path / "logs").exists()
+    dry = orchestrate("run", "--profile", "ssh", "--host", "me@gpu-box.invalid", *args, "--dry-run", timeout=120)
+    assert dry.returncode == 0 and "credentials  the host name gpu-box.invalid of me@gpu-box.invalid" in dry.stdout
+
+
+def test_an_ssh_config_alias_is_resolved_by_its_host_name(tmp_path: Path) -> None:
+    config = tmp_path / "ssh_config"
+    config.write_text("Host gpu-box\n    HostName 127.0.0.1\n    User me\n")
+    args = ["--ledger", str(tmp_path / "ledger.jsonl"), "--ssh-config", str(config), "--dry-run"]
+    done = orchestrate("run", "--profile", "ssh", "--host", "gpu-box", *args, timeout=120)
+    assert done.returncode == 0 and "  credentials  ok\n" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("command", ["status", "collect"])
+def test_a_run_id_no_run_can_have_is_one_line(tmp_path: Path, command: str) -> None:
+    """`collect` of a 5,000-character id once ended in `OSError: File name too long`."""
+    done = orchestrate(command, "c" * 5000, "--ledger", str(tmp_path / "ledger.jsonl"), timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith("error: argument RUN_ID: 5,000 characters; no run id")
+    assert len(done.stderr.splitlines()) == 1

@@ -4,6 +4,7 @@ run is handed its own options. The fan-out's real runs are in tests/clouds/test_
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -97,7 +98,7 @@ def test_dry_run_prints_one_combined_estimate(tmp_path: Path, capsys: pytest.Cap
     assert "gce-t4  1 runs, image keras-cloud-bench:gpu; stands in for gce-k80 (retired 2024-05-01) -> gce-t4" in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
     assert "$2.16" in rows["gce-t4"]  # 240 min at $0.54/h: the cap of a profile that was estimated
-    assert rows["local"].split()[4:6] == ["-", "-"]  # a host of one's own costs nothing here
+    assert rows["local"].split(" min ")[1].split()[:2] == ["-", "-"]  # a host of one's own costs nothing here
     assert "worst case $0.0" in rows["total"]
 
 
@@ -137,6 +138,21 @@ def test_a_price_in_a_catalog_of_ones_own_lets_max_cost_be_checked(
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
     assert "$2.00" in rows["gce-t4-spot"]  # its cap: 240 min at the catalog's $0.50/h
     assert "worst case $" in rows["total"] and "unknown" not in rows["total"]
+def test_a_profile_with_runs_not_estimated_is_never_ranked_cheap(capsys: pytest.CaptureFixture[str]) -> None:
+    """No JAX run on any CPU to estimate from: the CPU profile's figure is its start alone. It was listed at $0.03,
+    above every GPU; now after them, "at least", and the total says it is a lower bound."""
+    argv = ["run", "--profiles", "gce-n2-highcpu-16,gce-t4,gce-l4", "--suite", "full", "--workloads", "cifar10_cnn"]
+    argv += ["--backends", "jax", "--logs", str(ROOT / "logs"), "--run-id", "fan2", "--dry-run"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("  profile ") :].splitlines()
+    assert [row.split()[0] for row in table] == ["profile", "gce-l4", "gce-t4", "gce-n2-highcpu-16", "total"]
+    for row in table[1:3]:  # the GPUs: estimated, a figure and its range
+        assert re.match(r"  gce-[lt]4 +\d+\.\d min \(\d+\.\d-\d+\.\d\) +\$\d\.\d\d \(\$", row), row
+    assert re.match(r"  gce-n2-highcpu-16 +at least \d+\.\d min +at least \$\d\.\d\d ", table[3]), table[3]
+    assert table[3].endswith("1 of 1 run(s) not estimated")
+    assert re.match(r"  total +at least \d+\.\d min +at least \$\d\.\d\d ", table[4]), table[4]
+    assert table[4].endswith("time and cost are a lower bound: 1 of 3 run(s) not estimated")
 
 
 def test_unknown_option_is_refused_with_a_single_profile(capsys: pytest.CaptureFixture[str]) -> None:

@@ -112,6 +112,12 @@ def test_missing_ledger_reads_as_empty_and_env_sets_the_default(tmp_path: Path, 
     assert Ledger().runs() == {}
 
 
+def test_a_ledger_that_is_not_a_regular_file_is_refused_not_read() -> None:
+    """`--ledger /dev/full` once read 21 GB of zeros; /dev/null, which ends at once, stands in for it here."""
+    with pytest.raises(LedgerError, match=r"^/dev/null: not a regular file$"):
+        Ledger(Path("/dev/null")).runs()
+
+
 def test_one_warning_however_often_a_command_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     ledger.append(record("r1"))

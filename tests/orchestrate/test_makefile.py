@@ -231,11 +231,26 @@ def test_an_unrecognised_yes_no_value_stops_make_before_anything_runs(
     assert len(done.stderr.strip().splitlines()) == 1 and f"{variable}={value}: expected 1, true" in done.stderr
 
 
+@pytest.mark.parametrize("variable", ["DRY_RUN", "SPOT", "DETACH"])
+@pytest.mark.parametrize("value", ["", " ", "\t", "  \n "])
+@pytest.mark.parametrize("where", ["command line", "environment"])
+def test_a_yes_no_knob_given_blank_stops_make_before_anything_runs(
+    sandbox: Sandbox, variable: str, value: str, where: str
+) -> None:
+    """`DRY_RUN=' '` once ran for real: a blank value was read as "not given", so "no"."""
+    args = [f"{variable}={value}"] if where == "command line" else []
+    environ = {variable: value} if where == "environment" else {}
+    done, calls = sandbox.make("bench-gce-t4", "bench-sweep", *args, **environ)
+    assert done.returncode == 2 and calls == []
+    assert len(done.stderr.strip().splitlines()) == 1 and f"{variable}=(blank): expected 1, true" in done.stderr
+
+
 def test_false_spellings_launch_nothing_different() -> None:
-    for value in ("0", "False", "NO", "off", "n", ""):
+    for value in ("0", "False", "NO", "off", "n"):
         words = shlex.split(make_dry("bench-gce-t4", f"DRY_RUN={value}", f"SPOT={value}").stdout)
-        assert "--dry-run" not in words and "--spot" not in words
-        assert ("--on-demand" in words) == (value != "")
+        assert "--dry-run" not in words and "--spot" not in words and "--on-demand" in words
+    words = shlex.split(make_dry("bench-gce-t4").stdout)  # not given: the CLI's own default
+    assert not {"--dry-run", "--spot", "--on-demand"} & set(words)
 
 
 @pytest.mark.parametrize("knob", knobs())

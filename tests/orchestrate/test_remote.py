@@ -116,6 +116,29 @@ def test_unreachable_host_fails_after_the_timeout_with_the_last_error() -> None:
     assert time.monotonic() - started < 10
 
 
+def test_a_name_that_does_not_resolve_fails_at_once() -> None:
+    """`make bench-ssh HOST=me@gpu-box` once waited the whole --ssh-timeout, saying the DNS error every 5 s."""
+    host = SSHHost(SSHTarget(host="gpu-box.invalid", user="me"))  # .invalid: never a host name (RFC 6761)
+    retries: list[str] = []
+    started = time.monotonic()
+    with pytest.raises(RemoteError, match=r"^cannot reach me@gpu-box.invalid: the host name gpu-box.invalid of "):
+        wait_for_ssh(host, 300, on_retry=retries.append)
+    assert retries == [] and time.monotonic() - started < 10
+
+
+def test_an_alias_resolves_by_its_host_name_and_a_jump_host_resolves_for_itself(
+    sshd: SSHServer, tmp_path: Path
+) -> None:
+    for alias in (sshd.alias, sshd.jump_alias):  # HostName 127.0.0.1; the jump alias's target, through the jump
+        assert SSHHost(SSHTarget(host=alias), ssh_config=sshd.config_path).unresolvable() is None
+    config = tmp_path / "ssh_config"
+    config.write_text("Host box\n    HostName gpu-box.invalid\nHost far\n    HostName gpu-box.invalid\n"
+                      f"    ProxyJump {sshd.alias}\n" + sshd.config_path.read_text())  # fmt: skip
+    problem = SSHHost(SSHTarget(host="box", user="me"), ssh_config=config).unresolvable()
+    assert problem is not None and problem.startswith("the host name gpu-box.invalid of me@gpu-box.invalid does not")
+    assert SSHHost(SSHTarget(host="far"), ssh_config=config).unresolvable() is None  # the jump host resolves it
+
+
 def _host_with_unknown_key(sshd: SSHServer, tmp_path: Path) -> tuple[SSHHost, Path]:
     """A host whose only key is a new one that the server does not (yet) authorize."""
     import subprocess

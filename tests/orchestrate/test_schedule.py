@@ -6,6 +6,7 @@ EventBridge Scheduler and EC2, the Cloud Scheduler fake) is in tests/clouds/test
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -176,3 +177,34 @@ def test_a_host_profile_or_a_schedule_firing_within_its_lifetime_is_refused() ->
         check_spec("x1", catalog["ssh"], "0 4 * * 1", "UTC", "quick", None, None, None, 60, "me")
     with pytest.raises(ScheduleError, match="fires 120 min apart, within --max-lifetime 240"):
         check_spec("x1", catalog["gce-t4"], "0 */2 * * *", "UTC", "quick", None, None, None, 240, "me")
+
+
+def _estimate_block(out: str) -> list[str]:
+    """A dry run's itemised estimate: from its `estimate` row through the price line."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  estimate "))
+    end = next(i for i, line in enumerate(lines) if line.strip().startswith(("about $", "at least $")) and i > start)
+    return lines[start : end + 1]
+
+
+@pytest.mark.parametrize("mode", ["detached", "scheduled"])
+def test_detached_and_scheduled_dry_runs_print_the_attached_runs_estimate(
+    tmp_path, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    """Each once gave none: the detached run only its max-lifetime bound, the schedule a summary with
+    "20 item(s) not estimated"."""
+    suite = ["--suite", "quick", "--backends", "jax,tensorflow", "--workloads", "mnist_mlp,cifar10_cnn"]
+    logs = str(Path(__file__).resolve().parents[2] / "logs")  # the committed reference runs
+    common = ["--profile", "aws-g4dn.xlarge", "--on-demand", "--max-lifetime", "120", "--logs", logs, *suite]
+    ledger = ["--ledger", str(tmp_path / "ledger.jsonl")]
+    assert main(["run", *common, *ledger, "--dry-run"]) == 0
+    attached = _estimate_block(capsys.readouterr().out)
+    if mode == "detached":
+        argv = ["run", *common, *ledger, "--detach", "--bucket", "s3://my-bucket/x", "--dry-run"]
+    else:
+        argv = ["schedule", "create", *common, *ledger, "--cron", "0 4 * * 1", "--image", "ghcr.io/me/kcb:gpu"]
+        argv += ["--dry-run"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert _estimate_block(out) == attached
+    assert len(attached) == 2 + 4 + 2 and attached[-1].strip().startswith("about $")  # 4 items, each estimated

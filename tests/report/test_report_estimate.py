@@ -111,7 +111,12 @@ def test_the_cpu_schedule_fits_its_own_max_lifetime(tmp_path: Path) -> None:
     text = estimate_text(spec, found)
     assert found.high_s < spec.max_lifetime_s and not any("mid-suite" in line for line in text)
     # TensorFlow from the study's own n1-highcpu-8; no JAX or PyTorch run on any CPU: said, not invented.
-    assert "min of runs (basis: published;" in text[1] and "20 item(s) not estimated: a lower bound" in text[1]
+    assert "min of runs (basis: published;" in text[1]
+    assert text[1].startswith("  per run: at least ") and "(a lower bound: 20 of 27 run(s) not estimated)" in text[1]
+    # the month, and the itemised run, are lower bounds too: never a range that counts those runs as nothing
+    assert any(line.startswith("  at least $") and "a month (a lower bound: 20 of 27 run" in line for line in text)
+    assert any(re.match(r" +at least \$\d+\.\d\d \(a lower bound: 20 of 27 run\(s\) not estimated\) at \$", line)
+               for line in text)  # fmt: skip
 
 
 def test_nothing_comparable_is_said_and_the_totals_are_lower_bounds(logs: Path) -> None:
@@ -120,7 +125,8 @@ def test_nothing_comparable_is_said_and_the_totals_are_lower_bounds(logs: Path) 
         "mnist_mlp [jax]: not estimated: nothing comparable (no run of it on cpu, nor on a CPU to relate to)"
         in (lines[2])
     )
-    assert lines[-1].endswith("1 run(s) not estimated: the totals are lower bounds")
+    # a run with nothing comparable counts as nothing: the total is "at least", with no high end
+    assert re.match(r"  estimate +at least [\d.]+ min \(a lower bound: 1 of 1 run\(s\) not estimated\): ", lines[0])
 
 
 def test_range_is_the_backtests_and_warns_when_it_outlives_the_machine(logs: Path) -> None:
