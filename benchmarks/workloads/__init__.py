@@ -28,6 +28,8 @@ WORKLOADS: tuple[str, ...] = (
     "resnet50",
     "gpt_nietzsche",
 )
+# Today's kind of model, sized to load a current GPU (the 2017-2018 scripts before them leave it mostly idle).
+REFERENCE_WORKLOADS: tuple[str, ...] = ("resnet50", "gpt_nietzsche")
 # The workloads built on LSTM layers (their kernel, cuDNN or Keras's generic loop, is a setting that changes their
 # time). Here, not in each SPEC, so that planners without Keras (the GPU session tool) read the same list.
 LSTM_WORKLOADS: frozenset[str] = frozenset(
