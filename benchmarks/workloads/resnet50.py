@@ -23,12 +23,13 @@ weights, gradients and momentum, leaving the frameworks their workspaces and cuD
 Every convolution then works on 256 x H x W rows, enough to keep the tensor cores busy; a larger batch would change
 the recipe's learning rate for little more throughput.
 
-Slices. `quick`: 8 training and 4 validation images of the full 224 px model, one step per epoch: a few seconds
-per epoch on a CPU, with the GPU runs' model and image size (a smaller input, down to the 32 px ResNet50 allows,
-would be faster still but a different program, and not what the GPU runs measure). `short`: 20 steps of 256 (5,120 images)
-and 2 of validation, 5 epochs: about 1.5-2.5 s per steady epoch on an H100 at NVIDIA's published 2,500-3,500
-images/s. `bounded` and `full`: 90 epochs of ImageNet's 1,281,167 images, the recipe's length, which is days on
-one GPU: `bounded` caps an epoch at 100 steps (tf_cnn_benchmarks' default run length).
+Slices. `quick`: 8 training and 4 validation images of the full 224 px model, one step per epoch: seconds per
+epoch on a CPU, with the GPU runs' model and image size (a smaller input, down to the 32 px ResNet50 allows, would
+be faster still but a different program from the one the GPU runs measure). `short`: 20 steps of 256 (5,120
+images) and 2 of validation, 5 epochs: about 1.5-2.5 s per steady epoch on an H100 if Keras reaches 2,000-3,500
+images/s, the range NVIDIA publishes for its own mixed-precision ResNet-50 code on A100s and H100s (unmeasured
+here yet). `bounded` and `full`: 90 epochs, the recipe's length; `full` of ImageNet's 1,281,167 images, days on one
+GPU; `bounded` caps an epoch at 100 steps (tf_cnn_benchmarks' default run length) and validation at 10.
 
 Hyperparameters. SGD with momentum 0.9, learning rate 0.1 for batch 256 and weight decay 1e-4 (Keras's
 decoupled form) as Goyal et al.; their step decay at epochs 30, 60 and 80 is left out (it changes no step's
