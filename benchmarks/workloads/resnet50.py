@@ -67,8 +67,8 @@ SPEC = WorkloadSpec(
         "precision": "mixed_float16 on GPUs, float32 on CPUs",
     },
     quick=Cut(epochs=3, train_limit=8, val_limit=4),
-    short=Cut(epochs=5, train_limit=20 * 256, val_limit=2 * 256),
-    bounded=Cut(epochs=90, train_limit=100 * 256, val_limit=10 * 256),
+    short=Cut(epochs=5, train_limit=5_120, val_limit=512),  # 20 and 2 steps of 256
+    bounded=Cut(epochs=90, train_limit=25_600, val_limit=2_560),  # 100 and 10 steps of 256
     reference="Goyal et al. 2017, arXiv:1706.02677 (recipe); tensorflow/benchmarks tf_cnn_benchmarks (synthetic data)",
     notes="synthetic ImageNet-shaped data by default; real class-folder images with --dataset imagenet --data-dir",
 )
