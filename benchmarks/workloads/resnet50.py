@@ -10,10 +10,10 @@ Images travel to the device as uint8 (a quarter of float32's bytes) and the mode
 are not mean-subtracted (ResNet50's `preprocess_input`): from random weights the first batch normalisation
 rescales them, and the step's work is the same.
 
-Precision. mixed_float16 where the backend sees a GPU (float16 compute on tensor cores, float32 variables, the
-loss scaled dynamically by the LossScaleOptimizer Keras adds at compile time), float32 on CPUs; the run's
-`settings.dtype_policy` records which. The classifier's softmax is folded into the loss (`from_logits`), which
-computes in float32: the 1,000 logits are the only float16 output.
+Precision (`SPEC.mixed_precision`, applied by the harness's `build_model`). mixed_float16 where the backend sees a
+GPU (float16 compute on tensor cores, float32 variables, the loss scaled dynamically by the LossScaleOptimizer Keras
+adds at compile time), float32 on CPUs; the run's `settings.dtype_policy` records which. The classifier's softmax is
+folded into the loss (`from_logits`), which computes in float32: the 1,000 logits are the only float16 output.
 
 Batch. 256 images per step (per GPU on one GPU), the batch of Goyal et al.'s reference recipe (learning rate 0.1
 per 256 images) and the per-GPU batch NVIDIA's DeepLearningExamples train ResNet-50 with in mixed precision, down to
@@ -44,7 +44,6 @@ from benchmarks.data import images, synthetic
 from benchmarks.data.files import DatasetUnavailable, FileLocations
 from benchmarks.data.loaders import SYNTHETIC_NAME
 from benchmarks.data.types import REAL, SYNTHETIC, Data, DataInfo, DataRequest
-from benchmarks.harness import backends
 from benchmarks.workloads import Cut, WorkloadSpec
 
 IMAGE_SIZE = 224
@@ -69,6 +68,7 @@ SPEC = WorkloadSpec(
     quick=Cut(epochs=3, train_limit=8, val_limit=4),
     short=Cut(epochs=5, train_limit=5_120, val_limit=512),  # 20 and 2 steps of 256
     bounded=Cut(epochs=90, train_limit=25_600, val_limit=2_560),  # 100 and 10 steps of 256
+    mixed_precision=True,
     reference="Goyal et al. 2017, arXiv:1706.02677 (recipe); tensorflow/benchmarks tf_cnn_benchmarks (synthetic data)",
     notes="synthetic ImageNet-shaped data by default; real class-folder images with --dataset imagenet --data-dir",
 )
@@ -120,13 +120,12 @@ def _real(request: DataRequest, where: FileLocations, batch_size: int) -> Data:
 
 
 def build_model(data: Data) -> keras.Model:
-    with backends.gpu_mixed_precision():
-        model: keras.Model = keras.applications.ResNet50(
-            weights=None,
-            input_shape=(IMAGE_SIZE, IMAGE_SIZE, 3),
-            classes=data.extras["classes"],
-            classifier_activation=None,  # logits: the softmax is the loss's, in float32
-        )
+    model: keras.Model = keras.applications.ResNet50(
+        weights=None,
+        input_shape=(IMAGE_SIZE, IMAGE_SIZE, 3),
+        classes=data.extras["classes"],
+        classifier_activation=None,  # logits: the softmax is the loss's, in float32
+    )
     return model
 
 

@@ -138,12 +138,14 @@ def test_on_a_gpu_the_models_build_in_mixed_precision_and_leave_the_global_polic
 
     monkeypatch.setattr(backends, "gpu_available", lambda backend: True)
     data = gpt_nietzsche.load_data(DataRequest("synthetic", train_limit=2, val_limit=1), _nowhere())
-    model = gpt_nietzsche.build_model(data)
+    model = backends.build_model(gpt_nietzsche, data)
     model.compile(**gpt_nietzsche.compile_args())
     assert model.dtype_policy.name == "mixed_float16" and keras.config.dtype_policy().name == "float32"
     assert type(model.optimizer).__name__ == "LossScaleOptimizer"  # Keras scales the float16 loss
     monkeypatch.setattr(backends, "gpu_available", lambda backend: False)
-    assert gpt_nietzsche.build_model(data).dtype_policy.name == "float32"
+    assert backends.build_model(gpt_nietzsche, data).dtype_policy.name == "float32"
+    assert gpt_nietzsche.SPEC.mixed_precision and spec("resnet50").mixed_precision
+    assert not any(spec(name).mixed_precision for name in WORKLOADS if name not in REFERENCE)
 
 
 @pytest.mark.slow
