@@ -14,14 +14,20 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from benchmarks.workloads import WORKLOADS
+from report.backtest import Band
+from report.estimate_model import Fit, Observation, Target, predict
 from report.owned import Owned, OwnedDataError, Rival
-from report.workload_plan import estimate_data
+from report.workload_plan import estimate_data, planned_spec
 
 BUYABLE_FILE = Path(__file__).parent / "data" / "buyable.toml"
 FIGURES = ("purchase_usd", "gpu_watts", "useful_life_years", "electricity_usd_per_kwh")
@@ -154,7 +160,7 @@ def break_even(
 def days_text(result: BreakEven) -> str:
     days, (fewest, most) = result.days(), result.days_range
     if days is None:
-        return "unknown: no purchase price (" + result.machine.figures["purchase_usd"].source + ")"
+        return "unknown: no sourced purchase price (report/data/buyable.toml says what was found)"
     if math.isinf(days):
         return "never: renting costs less than the electricity"
     spread = "" if fewest is None or most is None else f" ({_day(fewest)} to {_day(most)})"
@@ -164,3 +170,60 @@ def days_text(result: BreakEven) -> str:
 
 def _day(days: float) -> str:
     return "never" if math.isinf(days) else f"{days:,.0f}"
+
+
+def estimated_rivals(
+    machine: Buyable,
+    results: pd.DataFrame,
+    rented: Mapping[str, tuple[str, float | None, float | None]],
+    pool: list[Observation],
+    fitted: Mapping[str, Fit],
+    bands: Mapping[str, Band],
+) -> Owned:
+    """`machine` as an owned machine whose rivals are the rented GPU platforms measured in `results`, on demand
+    and spot where priced (`rented`: platform -> (estimate_model machine key, on-demand, spot) USD/h): its speed-up
+    is the median over the platform's measured workloads of their steady seconds per sample over the bought
+    machine's estimated ones, its range the estimate's backtested range."""
+    rivals = []
+    for platform, (key, on_demand, spot) in sorted(rented.items()):
+        found = _speedups(machine, results[results["platform"] == platform], pool, fitted, bands)
+        if found is None or key == machine.gpu:
+            continue
+        speedup, low, high, basis = found
+        for market, price in (("on-demand", on_demand), ("spot", spot)):
+            if price is None:
+                continue
+            result = BreakEven(machine, platform, price, speedup, low, high, basis)
+            source = f"{basis}; range {low:.2f}x to {high:.2f}x, break-even {days_text(result)}"
+            rivals.append(Rival(platform, platform, market, price, f"catalog {platform} {market}", speedup, source, {}))
+    return replace(machine.as_owned(), rivals=tuple(rivals))
+
+
+def _speedups(
+    machine: Buyable,
+    measured: pd.DataFrame,
+    pool: list[Observation],
+    fitted: Mapping[str, Fit],
+    bands: Mapping[str, Band],
+) -> tuple[float, float, float, str] | None:
+    ratios, lows, highs, bases = [], [], [], set()
+    for row in measured.itertuples():
+        if not row.train_samples or not row.steady_epoch_s or row.workload not in WORKLOADS:
+            continue
+        target = Target(row.workload, row.backend, machine.gpu, planned_spec(row.workload).batch_size,
+                        int(row.train_samples), 1)  # fmt: skip
+        one, two = predict(target, pool, fitted), predict(replace(target, epochs=2), pool, fitted)
+        if one is None or two is None:
+            continue
+        owned_steady = two.seconds - one.seconds  # one more epoch: the steady epoch without the compilation
+        ratio = float(row.steady_epoch_s) / owned_steady
+        band = bands.get(one.basis)
+        ratios.append(ratio)
+        lows.append(ratio / band.high if band else ratio)
+        highs.append(ratio / band.low if band else ratio)
+        bases.add(one.basis)
+    if not ratios:
+        return None
+    median = statistics.median
+    basis = f"estimated ({', '.join(sorted(bases))}) over {len(ratios)} workload run(s) measured on the rented machine"
+    return median(ratios), median(lows), median(highs), basis
