@@ -198,7 +198,7 @@ def build(request: Request) -> Report:
             **with_measured_rivals(
                 request.owned, results, {p: request.prices.market_prices(p) for p in set(results["platform"])}
             ),
-            **buyable_against(results, request.prices, request.logdir),
+            **buyable_against(results, request.prices, request.logdir, request.usd_per_kwh),
         },
         scaling=scaling_section(loaded.complete_runs, get_study(PUBLISHED_STUDY), request.prices.profiles),
         trends=trend_section(loaded.complete_runs, request.prices.pricing),
@@ -501,9 +501,12 @@ def _default_missing(row: pd.Series, what: str) -> str:
     return f"no relative {what}"
 
 
-def buyable_against(results: pd.DataFrame, prices: PriceBook, logdir: Path) -> dict[str, Owned]:
+def buyable_against(
+    results: pd.DataFrame, prices: PriceBook, logdir: Path, usd_per_kwh: float | None = None
+) -> dict[str, Owned]:
     """The machines of data/buyable.toml against each priced rented GPU platform measured in `results`, at the
-    speed report.estimate_model estimates for them from the runs in `logdir`, the committed and the published."""
+    speed report.estimate_model estimates for them from the runs in `logdir`, the committed and the published;
+    electricity at `usd_per_kwh` (--electricity-price) where given, the catalog's price otherwise."""
     rented = {}
     for platform in sorted(set(results["platform"])):
         profile = prices.profile_of(platform)
@@ -514,6 +517,6 @@ def buyable_against(results: pd.DataFrame, prices: PriceBook, logdir: Path) -> d
     pool = [*measured(logdir), *published_observations()]
     fitted, bands = fits(pool), committed_bands()
     return {
-        f"buy:{name}": estimated_rivals(machine, results, rented, pool, fitted, bands)
+        f"buy:{name}": estimated_rivals(machine.with_electricity(usd_per_kwh), results, rented, pool, fitted, bands)
         for name, machine in load_buyable().items()
     }

@@ -43,6 +43,8 @@ class Figure:
     def text(self, unit: str) -> str:
         if self.value is None:
             return f"unknown ({self.source})"
+        if self.date is None:  # given by the user, not read from a source
+            return f"{self.value:,g} {unit} ({self.source})"
         return f"{self.value:,g} {unit} ({self.date}; {self.source})"
 
 
@@ -55,6 +57,13 @@ class Buyable:
 
     def value(self, field: str) -> float | None:
         return self.figures[field].value
+
+    def with_electricity(self, usd_per_kwh: float | None) -> Buyable:
+        """The machine at the user's electricity price (`--electricity-price`), where one is given."""
+        if usd_per_kwh is None:
+            return self
+        given = Figure(usd_per_kwh, None, "--electricity-price")
+        return replace(self, figures={**self.figures, "electricity_usd_per_kwh": given})
 
     def as_owned(self) -> Owned:
         """The owned-machine arithmetic's view: used around the clock, the card's board power as its load."""
@@ -227,3 +236,16 @@ def _speedups(
     median = statistics.median
     basis = f"estimated ({', '.join(sorted(bases))}) over {len(ratios)} workload run(s) measured on the rented machine"
     return median(ratios), median(lows), median(highs), basis
+
+
+UNITS = {"purchase_usd": "USD", "gpu_watts": "W", "useful_life_years": "years", "electricity_usd_per_kwh": "USD/kWh"}
+
+
+def catalog_table(machines: Mapping[str, Buyable] | None = None) -> pd.DataFrame:
+    """One row per machine one can buy: each figure with its date and source, or why it is unknown."""
+    rows = []
+    for machine in (machines if machines is not None else load_buyable()).values():
+        row = {"machine": machine.title, "GPU (speed figure)": machine.gpu}
+        row.update({field: machine.figures[field].text(unit) for field, unit in UNITS.items()})
+        rows.append(row)
+    return pd.DataFrame(rows)

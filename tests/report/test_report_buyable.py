@@ -16,6 +16,7 @@ from report.buyable import (
     Figure,
     break_even,
     days_text,
+    estimated_rivals,
     load_buyable,
 )
 from report.estimate import estimate_lines
@@ -142,3 +143,30 @@ def test_the_dry_run_sets_each_buyable_machine_against_the_rented_profile(tmp_pa
     rtx4090 = rows["Workstation with one GeForce RTX 4090 (24 GB), Ryzen 9 7950X, 64 GB"]
     assert "days around the clock (" in rtx4090 and "as fast, estimated (hardware)" in rtx4090
     assert "unknown: no sourced purchase price" in rows["Workstation with one GeForce RTX 5090 (32 GB)"]
+
+
+def test_the_report_sets_each_machine_against_each_measured_rented_platform() -> None:
+    """A 60,000-sample steady epoch of 6 s measured on an H100 at 10 USD/h; the RTX 4090's figure (82.6 TFLOP/s)
+    over the H100's (67.0) with exponent 1 makes it 82.6 / 67 = 1.233x as fast: the rented epoch's 6 s take
+    4.87 s on it; the backtested band [0.8, 1.25] of the estimate gives 0.99x to 1.54x."""
+    import pandas as pd
+
+    from report.backtest import Band
+    from report.estimate_model import Fit, Observation
+
+    h100 = Observation("mnist_mlp", "jax", "h100", 128, "measured", "g", "", "H100 runs", 60_000, 5, 9.0, 6.0, 33.0)
+    results = pd.DataFrame(
+        [{"platform": "gce-h100", "workload": "mnist_mlp", "backend": "jax", "steady_epoch_s": 6.0,
+          "train_samples": 60_000}]
+    )  # fmt: skip
+    machine = load_buyable()["rtx4090-workstation"]
+    owned = estimated_rivals(
+        machine, results, {"gce-h100": ("h100", 10.0, None)}, [h100], {"gpu": Fit(1.0, 3, 2.0)},
+        {"hardware": Band(0.8, 1.25, 20)},
+    )  # fmt: skip
+    [rival] = owned.rivals
+    assert (rival.profile, rival.market, rival.price_per_hour) == ("gce-h100", "on-demand", 10.0)
+    assert rival.speedup == pytest.approx(82.6 / 67.0)
+    assert "range 0.99x to 1.54x" in rival.speedup_source
+    # 3,200 USD / (24 h x 10 USD/h x 1.233) = 10.8 days: the report's break-even column.
+    assert owned.break_even_days(rival) == pytest.approx(3200 / (24 * 10.0 * 82.6 / 67.0))
