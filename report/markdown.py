@@ -98,7 +98,7 @@ def _owned_markdown(report: Report) -> list[str]:
         "",
         markdown_table(break_even_table(owned)),
         "",
-        "Machines one can buy today (report/data/buyable.toml; their rows above have an estimated speed and its range):",
+        "Machines one can buy today (report/data/buyable.toml; rows above: estimated speed, with its range):",
         "",
         markdown_table(catalog_table()),
         "",
