@@ -2,7 +2,7 @@
 
 A reference workload that loads a current GPU with today's kind of model: 6 transformer blocks (pre-norm causal
 self-attention with 6 heads and a 4x GELU MLP), 384 wide, a context of 256 characters, dropout 0.2, no biases (as
-nanoGPT's `config/train_shakespeare_char.py` with `train.py`'s defaults), about 10.7 M parameters, built from Keras
+nanoGPT's `config/train_shakespeare_char.py` with `train.py`'s defaults), about 10.8 M parameters, built from Keras
 layers alone (keras.layers.MultiHeadAttention with use_causal_mask=True).
 
 Data. The corpus of `lstm_text_generation` (benchmarks/data: nietzsche.txt, lowercased), its first 90 % for

@@ -156,7 +156,7 @@ def test_the_quick_slices_train_on_the_cpu(keras_home: Path, tmp_path: Path, bac
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     run_dir = tmp_path / "ci" / "q"
     resnet, gpt = run_dir / f"resnet50_{backend}_synthetic.csv", run_dir / f"gpt_nietzsche_{backend}.csv"
-    for path, parameters, source in ((resnet, 25_557_032, "synthetic"), (gpt, 10_646_784, "real")):
+    for path, parameters, source in ((resnet, 25_636_712, "synthetic"), (gpt, 10_763_904, "real")):
         meta = json.loads(metadata_path(path).read_text())
         assert (meta["status"], meta["epochs_completed"], meta["cut"]) == ("complete", 3, "quick")
         assert meta["settings"]["dtype_policy"] == "float32"  # on a CPU
