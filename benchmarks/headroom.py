@@ -82,6 +82,7 @@ def train(
 
     from benchmarks.data.files import FileLocations
     from benchmarks.data.types import DataRequest
+    from benchmarks.harness import backends
     from benchmarks.harness.backends import set_random_seed
 
     module = workloads.load(name)
@@ -95,7 +96,7 @@ def train(
     if steps < 1:
         raise ValueError(f"train-limit: {len(x_host)} samples make no batch of {size}")
     set_random_seed("jax", request.seed)
-    model = module.build_model(data)
+    model = backends.build_model(module, data)
     model.compile(**module.compile_args())
     model._symbolic_build(data_batch=(x_host[:size], y_host[:size]))  # the variables fit would build
     optimizer = model.optimizer

@@ -67,7 +67,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     )
     run_plan = plan(spec, options)
     data = load_data(module, run_plan.request, options, set())
-    model = module.build_model(data)
+    model = backends.build_model(module, data)
     settings = backends.default_settings(args.backend, args.workload, backends.gpu_available(args.backend))
     model.compile(**module.compile_args(), jit_compile=settings.jit_compile)
     sync = backends.synchronizer(args.backend, model)

@@ -12,8 +12,12 @@ import pandas as pd
 
 from benchmarks.logs import LogFormatError
 from report import format as fmt
+from report.backtest import committed_bands
+from report.buyable import estimated_rivals, load_buyable
 from report.charts import Bar, relative_chart
 from report.costs import PriceBook
+from report.estimate import profile_machine
+from report.estimate_model import fits, measured, published_observations
 from report.loading import REFERENCE_FOLDER, LoadResult, Run, Skipped, assign_variants, load_runs
 from report.machines import machine_table, read_ledger
 from report.owned import Owned, with_measured_rivals
@@ -190,9 +194,12 @@ def build(request: Request) -> Report:
         reproducibility=reproducibility_table(groups),
         machine_check=check,
         machine_spread=machine_spread_table(check),
-        owned=with_measured_rivals(
-            request.owned, results, {p: request.prices.market_prices(p) for p in set(results["platform"])}
-        ),
+        owned={
+            **with_measured_rivals(
+                request.owned, results, {p: request.prices.market_prices(p) for p in set(results["platform"])}
+            ),
+            **buyable_against(results, request.prices, request.logdir, request.usd_per_kwh),
+        },
         scaling=scaling_section(loaded.complete_runs, get_study(PUBLISHED_STUDY), request.prices.profiles),
         trends=trend_section(loaded.complete_runs, request.prices.pricing),
     )
@@ -492,3 +499,24 @@ def _default_missing(row: pd.Series, what: str) -> str:
     if what == "cost" and row.get("basis") == "steady epoch":
         return "cost is compared only for runs of the published epochs"
     return f"no relative {what}"
+
+
+def buyable_against(
+    results: pd.DataFrame, prices: PriceBook, logdir: Path, usd_per_kwh: float | None = None
+) -> dict[str, Owned]:
+    """The machines of data/buyable.toml against each priced rented GPU platform measured in `results`, at the
+    speed report.estimate_model estimates for them from the runs in `logdir`, the committed and the published;
+    electricity at `usd_per_kwh` (--electricity-price) where given, the catalog's price otherwise."""
+    rented = {}
+    for platform in sorted(set(results["platform"])):
+        profile = prices.profile_of(platform)
+        if profile is not None and profile.has_gpu:
+            rented[platform] = (profile_machine(profile), *prices.market_prices(platform))
+    if not rented:
+        return {}
+    pool = [*measured(logdir), *published_observations()]
+    fitted, bands = fits(pool), committed_bands()
+    return {
+        f"buy:{name}": estimated_rivals(machine.with_electricity(usd_per_kwh), results, rented, pool, fitted, bands)
+        for name, machine in load_buyable().items()
+    }

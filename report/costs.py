@@ -155,10 +155,14 @@ class PriceBook:
             profile,
         )
 
+    def profile_of(self, platform: str) -> Profile | None:
+        """A platform's catalog profile, or the one standing in for it (report/data/platforms.toml)."""
+        name = platform if platform in self.profiles else self.stand_ins.get(platform, ("", ""))[0]
+        return self.profiles.get(name)
+
     def market_prices(self, platform: str) -> tuple[float | None, float | None]:
         """The catalog's on-demand and spot USD/h of a platform's profile (or its stand-in); None where unpriced."""
-        name = platform if platform in self.profiles else self.stand_ins.get(platform, ("", ""))[0]
-        profile = self.profiles.get(name)
+        profile = self.profile_of(platform)
         if profile is None:
             return None, None
         on_demand = profile.on_demand.usd_per_hour if profile.on_demand is not None else None

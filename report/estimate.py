@@ -18,6 +18,7 @@ from pathlib import Path
 
 from records.catalog import Profile
 from report.backtest import Band, committed_bands
+from report.buyable import break_even, days_text, load_buyable
 from report.estimate_model import (
     Fit,
     Observation,
@@ -181,10 +182,17 @@ def estimate_item(
 def estimate_suite(
     profile: Profile, suite: str, items: Sequence[tuple[str, str]], logs: Path, shape: Shape = Shape()
 ) -> SuiteEstimate:
+    machine = shape.machine(profile_machine(profile))
+    return SuiteEstimate(estimate_runs(machine, suite, items, logs, shape), machine_start(profile, len(items)))
+
+
+def estimate_runs(
+    machine: str, suite: str, items: Sequence[tuple[str, str]], logs: Path, shape: Shape = Shape()
+) -> tuple[ItemEstimate, ...]:
+    """Each planned run's estimate on `machine` (an estimate_model machine key: "h100", "rtx4090", ...)."""
     pool = [*measured(logs), *published_observations()]
     fitted = fits(pool)
     bands = committed_bands()
-    machine = shape.machine(profile_machine(profile))
     counts = Counter(items)  # in plan order; a workload repeated N times is estimated once, counted N times
     estimates = []
     for (workload, backend), count in counts.items():
@@ -193,7 +201,35 @@ def estimate_suite(
         target = Target(workload, backend, machine, batch, samples, epochs)
         found = estimate_item(target, pool, fitted, bands)
         estimates.append(replace(found, count=count))
-    return SuiteEstimate(tuple(estimates), machine_start(profile, len(items)))
+    return tuple(estimates)
+
+
+def buying_lines(
+    profile: Profile, estimate: SuiteEstimate, suite: str, items: Sequence[tuple[str, str]], spot: bool, logs: Path
+) -> list[str]:
+    """Each machine of data/buyable.toml against renting this profile for the same runs: the break-even in days
+    of use around the clock, from the runs' estimated times on both (their bases and ranges said)."""
+    price = profile.hourly_price(spot)
+    if price is None or not profile.has_gpu or len(estimate.estimated) < len(estimate.items):
+        return []  # nothing to weigh against, or a total that is only a lower bound
+    lines = [f"  {'own instead':<12} break-even against {profile.name} at ${price.usd_per_hour:.4f}/h, same runs:"]
+    for machine in load_buyable().values():
+        owned = estimate_runs(machine.gpu, suite, items, logs)
+        if any(i.seconds is None for i in owned):
+            lines.append(f"    {machine.title}: not estimated (nothing comparable to scale from)")
+            continue
+        bases = sorted({i.basis for i in owned if i.basis})
+        result = break_even(
+            machine,
+            profile.name,
+            price.usd_per_hour,
+            estimate.runs,
+            (sum(i.total for i in owned), sum(i.total_low for i in owned), sum(i.total_high for i in owned)),
+            ", ".join(bases),
+        )
+        speed = f"{result.speedup:.2f}x ({result.speedup_low:.2f}x to {result.speedup_high:.2f}x) as fast"
+        lines.append(f"    {machine.title}: {days_text(result)}; {speed}, estimated ({result.basis})")
+    return lines
 
 
 def estimate_lines(
@@ -205,8 +241,12 @@ def estimate_lines(
     logs: Path,
     shape: Shape = Shape(),
 ) -> list[str]:
-    """The dry run's estimate of a suite on `profile` (suite_lines)."""
-    return suite_lines(estimate_suite(profile, suite, items, logs, shape), profile, spot, max_lifetime_s)
+    """The dry run's estimate of a suite on `profile` (suite_lines), then what owning a machine instead would
+    cost (buying_lines)."""
+    estimate = estimate_suite(profile, suite, items, logs, shape)
+    return suite_lines(estimate, profile, spot, max_lifetime_s) + buying_lines(
+        profile, estimate, suite, items, spot, logs
+    )
 
 
 def suite_lines(estimate: SuiteEstimate, profile: Profile, spot: bool, max_lifetime_s: float) -> list[str]:

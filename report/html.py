@@ -14,6 +14,7 @@ from markupsafe import Markup
 from report import format as fmt
 from report import roofline, today
 from report.build import CHARTS_DIR, Report, draw_charts, safe_name
+from report.buyable import catalog_table
 from report.claims import report_claims
 from report.owned import break_even_table, load_owned, machines_table
 from report.summary import leaders
@@ -74,6 +75,7 @@ def write_tables(report: Report, out: Path) -> list[str]:
         "summary.csv": report.summary,
         "owned.csv": machines_table(owned),
         "break_even.csv": break_even_table(owned),
+        "buyable.csv": catalog_table(),
     }
     if report.measured:
         tables["runs.csv"] = report.runs
@@ -157,6 +159,7 @@ def render_page(report: Report, files: list[str], gpus: GpuSections | None = Non
         "price_hint": PRICE_HINT,
         "owned_table": machines_table(owned),
         "break_even_table": break_even_table(owned),
+        "buyable_table": catalog_table(),
         "energy_table": _or_none(fmt.energy_display(report.results)),
         "energy_note": fmt.energy_note(report),
         "fingerprint_table": report.fingerprints,

@@ -8,6 +8,7 @@ import pandas as pd
 
 from report import format as fmt
 from report.build import Chart, Report, draw_charts
+from report.buyable import catalog_table
 from report.claims import CLAIMS_NOTE, report_claims
 from report.format import markdown_table
 from report.html import PRICE_HINT
@@ -96,6 +97,10 @@ def _owned_markdown(report: Report) -> list[str]:
         markdown_table(machines_table(owned)),
         "",
         markdown_table(break_even_table(owned)),
+        "",
+        "Machines one can buy today (report/data/buyable.toml; rows above: estimated speed, with its range):",
+        "",
+        markdown_table(catalog_table()),
         "",
         "## Energy",
         "",

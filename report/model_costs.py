@@ -61,6 +61,7 @@ def measure(name: str) -> ModelCost:
     from benchmarks.data.files import DatasetUnavailable, FileLocations
     from benchmarks.data.loaders import SYNTHETIC_NAME
     from benchmarks.data.types import DataRequest, head
+    from benchmarks.harness import backends
 
     module = workloads.load(name)
     size = module.SPEC.batch_size
@@ -77,7 +78,7 @@ def measure(name: str) -> ModelCost:
         batch = tuple(data.x_train[0])
     else:
         batch = (head(data.x_train, size), jax.tree.map(lambda y: head(y, size), data.y_train))
-    model = module.build_model(data)
+    model = backends.build_model(module, data)
     model.compile(**module.compile_args())
     for layer in model._flatten_layers():
         if isinstance(layer, keras.layers.RNN):

@@ -301,9 +301,18 @@ def _fused_kernel_accepts(layer: Any) -> bool:
 MIXED_PRECISION_ON_GPU = "mixed_float16"
 
 
+def build_model(module: Any, data: Any) -> Any:
+    """The workload module's model, built in mixed precision where its SPEC asks for it and this backend sees a
+    GPU: every caller that times or measures a workload's model builds it here, so all build the same one."""
+    if not module.SPEC.mixed_precision:
+        return module.build_model(data)
+    with gpu_mixed_precision():
+        return module.build_model(data)
+
+
 @contextlib.contextmanager
 def gpu_mixed_precision() -> Iterator[str]:
-    """Build the model inside: every layer made here takes `mixed_float16` where this backend sees a GPU,
+    """Build a model inside: every layer made here takes `mixed_float16` where this backend sees a GPU,
     `float32` elsewhere. The global policy is restored afterwards, so the process's next workload is unaffected;
     the model keeps its policy, which the run's metadata records (`settings.dtype_policy`)."""
     import keras

@@ -273,7 +273,12 @@ def scale_learning_rate(compile_args: dict[str, Any], dist: Distribution) -> tup
     scaled = published * dist.learning_rate_factor
     if dist.learning_rate_factor == 1.0 and steps_factor == 1.0:
         return compile_args, replace(dist, published_learning_rate=published, learning_rate=published)
-    new_args = {**compile_args, "optimizer": type(optimizer).from_config(config)}
+    rebuilt = type(optimizer).from_config(config)
+    # Variables kept out of weight decay (`exclude_from_weight_decay`) are no part of an optimizer's config.
+    for attribute in ("_exclude_from_weight_decay", "_exclude_from_weight_decay_pattern"):
+        if hasattr(optimizer, attribute):
+            setattr(rebuilt, attribute, getattr(optimizer, attribute))
+    new_args = {**compile_args, "optimizer": rebuilt}
     return new_args, replace(dist, published_learning_rate=published, learning_rate=scaled)
 
 

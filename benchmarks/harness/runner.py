@@ -153,7 +153,7 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     )
     backends.apply_float32_matmul(options.backend, settings.float32_matmul)
     with distribution.activate(spread):
-        model = module.build_model(data)
+        model = backends.build_model(module, data)
         backends.apply_lstm_setting(model, settings.use_cudnn)
         compile_args, spread = distribution.scale_learning_rate(module.compile_args(), spread)
         model.compile(

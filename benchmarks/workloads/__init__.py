@@ -28,6 +28,8 @@ WORKLOADS: tuple[str, ...] = (
     "resnet50",
     "gpt_nietzsche",
 )
+# Today's kind of model, sized to load a current GPU (the 2017-2018 scripts before them leave it mostly idle).
+REFERENCE_WORKLOADS: tuple[str, ...] = ("resnet50", "gpt_nietzsche")
 # The workloads built on LSTM layers (their kernel, cuDNN or Keras's generic loop, is a setting that changes their
 # time). Here, not in each SPEC, so that planners without Keras (the GPU session tool) read the same list.
 LSTM_WORKLOADS: frozenset[str] = frozenset(
@@ -65,6 +67,8 @@ class WorkloadSpec:
     # 1-3 s on an H200, so that several fresh-process repeats of every workload fit in minutes.
     short: Cut | None = None
     validates: bool = True  # False where the published script fit without validation data
+    # Built in mixed_float16 where the backend sees a GPU (benchmarks.harness.backends.build_model), float32 else.
+    mixed_precision: bool = False
     loss_key: str = "loss"  # the Keras log key written to the CSV's `loss` column
     accuracy_key: str | None = "accuracy"
     reference: str = ""  # where the published version of this workload is described

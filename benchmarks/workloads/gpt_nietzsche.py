@@ -2,7 +2,7 @@
 
 A reference workload that loads a current GPU with today's kind of model: 6 transformer blocks (pre-norm causal
 self-attention with 6 heads and a 4x GELU MLP), 384 wide, a context of 256 characters, dropout 0.2, no biases (as
-nanoGPT's `config/train_shakespeare_char.py` with `train.py`'s defaults), about 10.7 M parameters, built from Keras
+nanoGPT's `config/train_shakespeare_char.py` with `train.py`'s defaults), about 10.8 M parameters, built from Keras
 layers alone (keras.layers.MultiHeadAttention with use_causal_mask=True).
 
 Data. The corpus of `lstm_text_generation` (benchmarks/data: nietzsche.txt, lowercased), its first 90 % for
@@ -13,8 +13,9 @@ harness counts samples, so tokens per second are its samples per second times 25
 recorded hyperparameters). The vocabulary is the whole corpus's characters, whatever the slice, so every slice
 trains the same model. `--dataset synthetic` trains on text of the same length from a character model.
 
-Precision. mixed_float16 where the backend sees a GPU (nanoGPT autocasts to bfloat16, float16 where bfloat16 is
-missing; float16 runs on every GPU with tensor cores), float32 on CPUs; `settings.dtype_policy` records which.
+Precision (`SPEC.mixed_precision`, applied by the harness's `build_model`). mixed_float16 where the backend sees a
+GPU (nanoGPT autocasts to bfloat16, float16 where bfloat16 is missing; float16 runs on every GPU with tensor cores),
+float32 on CPUs; `settings.dtype_policy` records which.
 
 Hyperparameters. AdamW, learning rate 1e-3, betas (0.9, 0.99), weight decay 0.1 on the matrices and embeddings
 (not the layer norms' scales), gradients clipped to a global norm of 1, batch 64, weights drawn from N(0, 0.02).
@@ -34,7 +35,6 @@ from keras import layers, ops
 from benchmarks.data import loaders
 from benchmarks.data.files import FileLocations
 from benchmarks.data.types import Data, DataRequest
-from benchmarks.harness import backends
 from benchmarks.workloads import Cut, WorkloadSpec
 
 CONTEXT = 256
@@ -66,10 +66,11 @@ SPEC = WorkloadSpec(
         "train_stride": TRAIN_STRIDE,
         "precision": "mixed_float16 on GPUs, float32 on CPUs",
     },
-    # train_limit and val_limit count windows of 256 characters for this workload.
+    # train_limit and val_limit count windows of 256 characters for this workload; literals, which dry runs read.
     quick=Cut(epochs=3, train_limit=8, val_limit=4),
-    short=Cut(epochs=5, train_limit=50 * 64, val_limit=5 * 64),
+    short=Cut(epochs=5, train_limit=3_200, val_limit=320),  # 50 and 5 steps of 64
     accuracy_key=None,
+    mixed_precision=True,
     reference="karpathy/nanoGPT config/train_shakespeare_char.py (6 layers, 6 heads, 384 wide, context 256)",
 )
 
@@ -128,15 +129,14 @@ def _block(x: Any) -> Any:
 
 def build_model(data: Data) -> keras.Model:
     vocab = len(data.extras["chars"])
-    with backends.gpu_mixed_precision():
-        tokens = keras.Input(shape=(CONTEXT,), dtype="int32")
-        x = layers.Embedding(vocab, WIDTH, embeddings_initializer=keras.initializers.RandomNormal(stddev=INIT))(tokens)
-        x = layers.Dropout(DROPOUT)(AddPositions()(x))
-        for _ in range(LAYERS):
-            x = _block(x)
-        x = layers.LayerNormalization(epsilon=1e-5, center=False)(x)
-        logits = _dense(vocab)(x)  # the softmax is the loss's, in float32
-        return keras.Model(tokens, logits, name="gpt")
+    tokens = keras.Input(shape=(CONTEXT,), dtype="int32")
+    x = layers.Embedding(vocab, WIDTH, embeddings_initializer=keras.initializers.RandomNormal(stddev=INIT))(tokens)
+    x = layers.Dropout(DROPOUT)(AddPositions()(x))
+    for _ in range(LAYERS):
+        x = _block(x)
+    x = layers.LayerNormalization(epsilon=1e-5, center=False)(x)
+    logits = _dense(vocab)(x)  # the softmax is the loss's, in float32
+    return keras.Model(tokens, logits, name="gpt")
 
 
 def compile_args() -> dict[str, Any]:

@@ -10,10 +10,10 @@ Images travel to the device as uint8 (a quarter of float32's bytes) and the mode
 are not mean-subtracted (ResNet50's `preprocess_input`): from random weights the first batch normalisation
 rescales them, and the step's work is the same.
 
-Precision. mixed_float16 where the backend sees a GPU (float16 compute on tensor cores, float32 variables, the
-loss scaled dynamically by the LossScaleOptimizer Keras adds at compile time), float32 on CPUs; the run's
-`settings.dtype_policy` records which. The classifier's softmax is folded into the loss (`from_logits`), which
-computes in float32: the 1,000 logits are the only float16 output.
+Precision (`SPEC.mixed_precision`, applied by the harness's `build_model`). mixed_float16 where the backend sees a
+GPU (float16 compute on tensor cores, float32 variables, the loss scaled dynamically by the LossScaleOptimizer Keras
+adds at compile time), float32 on CPUs; the run's `settings.dtype_policy` records which. The classifier's softmax is
+folded into the loss (`from_logits`), which computes in float32: the 1,000 logits are the only float16 output.
 
 Batch. 256 images per step (per GPU on one GPU), the batch of Goyal et al.'s reference recipe (learning rate 0.1
 per 256 images) and the per-GPU batch NVIDIA's DeepLearningExamples train ResNet-50 with in mixed precision, down to
@@ -23,11 +23,13 @@ weights, gradients and momentum, leaving the frameworks their workspaces and cuD
 Every convolution then works on 256 x H x W rows, enough to keep the tensor cores busy; a larger batch would change
 the recipe's learning rate for little more throughput.
 
-Slices. `quick`: 16 training and 8 validation images of the full 224 px model, one step per epoch: a few seconds
-per epoch on a CPU (the same compiled shapes as the GPU's but the batch). `short`: 20 steps of 256 (5,120 images)
-and 2 of validation, 5 epochs: about 1.5-2.5 s per steady epoch on an H100 at NVIDIA's published 2,500-3,500
-images/s. `bounded` and `full`: 90 epochs of ImageNet's 1,281,167 images, the recipe's length, which is days on
-one GPU: `bounded` caps an epoch at 100 steps (tf_cnn_benchmarks' default run length).
+Slices. `quick`: 8 training and 4 validation images of the full 224 px model, one step per epoch: seconds per
+epoch on a CPU, with the GPU runs' model and image size (a smaller input, down to the 32 px ResNet50 allows, would
+be faster still but a different program from the one the GPU runs measure). `short`: 20 steps of 256 (5,120
+images) and 2 of validation, 5 epochs: about 1.5-2.5 s per steady epoch on an H100 if Keras reaches 2,000-3,500
+images/s, the range NVIDIA publishes for its own mixed-precision ResNet-50 code on A100s and H100s (unmeasured
+here yet). `bounded` and `full`: 90 epochs, the recipe's length; `full` of ImageNet's 1,281,167 images, days on one
+GPU; `bounded` caps an epoch at 100 steps (tf_cnn_benchmarks' default run length) and validation at 10.
 
 Hyperparameters. SGD with momentum 0.9, learning rate 0.1 for batch 256 and weight decay 1e-4 (Keras's
 decoupled form) as Goyal et al.; their step decay at epochs 30, 60 and 80 is left out (it changes no step's
@@ -42,7 +44,6 @@ from benchmarks.data import images, synthetic
 from benchmarks.data.files import DatasetUnavailable, FileLocations
 from benchmarks.data.loaders import SYNTHETIC_NAME
 from benchmarks.data.types import REAL, SYNTHETIC, Data, DataInfo, DataRequest
-from benchmarks.harness import backends
 from benchmarks.workloads import Cut, WorkloadSpec
 
 IMAGE_SIZE = 224
@@ -64,9 +65,10 @@ SPEC = WorkloadSpec(
         "weight_decay": 1e-4,
         "precision": "mixed_float16 on GPUs, float32 on CPUs",
     },
-    quick=Cut(epochs=3, train_limit=16, val_limit=8),
-    short=Cut(epochs=5, train_limit=20 * 256, val_limit=2 * 256),
-    bounded=Cut(epochs=90, train_limit=100 * 256, val_limit=10 * 256),
+    quick=Cut(epochs=3, train_limit=8, val_limit=4),
+    short=Cut(epochs=5, train_limit=5_120, val_limit=512),  # 20 and 2 steps of 256
+    bounded=Cut(epochs=90, train_limit=25_600, val_limit=2_560),  # 100 and 10 steps of 256
+    mixed_precision=True,
     reference="Goyal et al. 2017, arXiv:1706.02677 (recipe); tensorflow/benchmarks tf_cnn_benchmarks (synthetic data)",
     notes="synthetic ImageNet-shaped data by default; real class-folder images with --dataset imagenet --data-dir",
 )
@@ -118,13 +120,12 @@ def _real(request: DataRequest, where: FileLocations, batch_size: int) -> Data:
 
 
 def build_model(data: Data) -> keras.Model:
-    with backends.gpu_mixed_precision():
-        model: keras.Model = keras.applications.ResNet50(
-            weights=None,
-            input_shape=(IMAGE_SIZE, IMAGE_SIZE, 3),
-            classes=data.extras["classes"],
-            classifier_activation=None,  # logits: the softmax is the loss's, in float32
-        )
+    model: keras.Model = keras.applications.ResNet50(
+        weights=None,
+        input_shape=(IMAGE_SIZE, IMAGE_SIZE, 3),
+        classes=data.extras["classes"],
+        classifier_activation=None,  # logits: the softmax is the loss's, in float32
+    )
     return model
 
 

@@ -16,12 +16,16 @@ from typing import Any
 
 import pytest
 
-from benchmarks import cli
+from benchmarks import cli, workloads
 from benchmarks.harness import distribution
 from benchmarks.harness.distribution import Devices, DistributionError
 from benchmarks.logs import metadata_path, read_epoch_log
-from benchmarks.workloads import WORKLOADS, spec
+from benchmarks.workloads import REFERENCE_WORKLOADS, spec
 from tests.benchmarks.conftest import REPO
+
+# The 2017-2018 scripts, which train on these tiny slices in seconds; the reference workloads (ResNet-50, the GPT)
+# are trained data parallel on their own quick slices in test_reference_workloads.py.
+WORKLOADS = tuple(w for w in workloads.WORKLOADS if w not in REFERENCE_WORKLOADS)
 
 TWO_CPUS = Devices("jax", ("cpu:0", "cpu:1"), "cpu", "cpu")
 # JAX trains a steady epoch after the compiling one; on TensorFlow a second epoch over 2 logical CPU devices costs as
@@ -41,6 +45,7 @@ import keras
 from benchmarks.data.types import Data, DataInfo, DataRequest
 from benchmarks.harness import distribution
 from benchmarks.workloads import cifar10_cnn, siamese_lstm
+
 
 request = DataRequest("synthetic", train_limit=128, val_limit=64, batch_size=64)
 cifar, pairs = cifar10_cnn.load_data(request, None), siamese_lstm.load_data(request, None)
@@ -236,6 +241,18 @@ def test_learning_rate_is_scaled_and_recorded() -> None:
     assert args["optimizer"].learning_rate == pytest.approx(0.001 * math.sqrt(2))
     assert (dist.published_learning_rate, dist.learning_rate) == (0.001, pytest.approx(0.001 * math.sqrt(2)))
     assert dist.trained() == {"batch_size": 256, "learning_rate": dist.learning_rate}
+
+
+def test_a_scaled_optimizer_keeps_the_variables_excluded_from_weight_decay() -> None:
+    import keras
+
+    optimizer = keras.optimizers.AdamW(learning_rate=1e-3, weight_decay=0.1)
+    optimizer.exclude_from_weight_decay(var_names=["gamma"])
+    args, _ = distribution.scale_learning_rate({"optimizer": optimizer}, distribution.plan(TWO_CPUS, "per-device", 64))
+    scaled = args["optimizer"]
+    assert scaled is not optimizer and float(scaled.learning_rate) == pytest.approx(1e-3 * math.sqrt(2))
+    assert not scaled._use_weight_decay(keras.Variable([1.0], name="gamma"))
+    assert scaled._use_weight_decay(keras.Variable([[1.0]], name="kernel"))
 
 
 def test_inverse_time_decay_starts_scaled_and_decays_per_sample_as_published() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import functools
 import io
 import json
@@ -653,3 +654,21 @@ def test_a_process_ends_when_the_session_that_started_it_is_killed_outright(tmp_
         time.sleep(0.05)
     assert not running(worker_pid)
     assert killed.returncode == -signal.SIGKILL
+
+
+def test_the_reference_workloads_run_in_the_repeats_phase_on_the_short_slices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--workloads resnet50,gpt_nietzsche` is accepted and each repeat trains the short suite's slice."""
+    chosen: list[argparse.Namespace] = []
+    monkeypatch.setattr(gpu_session, "run", lambda args: chosen.append(args) or 0)
+    base = ["run", "--carry", str(tmp_path), "--phase", "repeats", "--out", str(tmp_path / "out")]
+    assert gpu_session.main([*base, "--workloads", "resnet50,gpt_nietzsche"]) == 0
+    assert chosen[0].workloads == ("resnet50", "gpt_nietzsche")
+    commands = recorded_commands(monkeypatch)
+    repeats_phase(tmp_path, ("jax", "torch"), chosen[0].workloads, "--repeats", "1")
+    parsed = [build_parser().parse_args(command[command.index("run") :]) for command in commands]
+    assert sorted((p.workload, p.backend, p.suite) for p in parsed) == [
+        ("gpt_nietzsche", "jax", "short"), ("gpt_nietzsche", "torch", "short"),
+        ("resnet50", "jax", "short"), ("resnet50", "torch", "short"),
+    ]  # fmt: skip
