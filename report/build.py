@@ -28,7 +28,7 @@ from report.scaling import PUBLISHED_STUDY, ScalingSection
 from report.scaling import draw_chart as draw_scaling_chart
 from report.scaling import section as scaling_section
 from report.studies import Published, Study, compare, get_study, measured_setups, published_results
-from report.summary import Samples, summary_table
+from report.summary import Samples, rented_runs, summary_table
 from report.tables import (
     PER_SAMPLE,
     BadArgumentError,
@@ -112,6 +112,7 @@ class Report:
     machine_spread: pd.DataFrame = field(default_factory=pd.DataFrame)  # between machines beside within one
     owned: Mapping[str, Owned] = field(default_factory=dict)  # with rivals measured beside them, if any
     trends: TrendSection | None = None  # one profile's runs on several dates (a schedule's): price-performance
+    rented: bool = True  # some run of the user's was on a rented machine (else: how to compare before renting)
 
     @property
     def unpriced_reasons(self) -> list[str]:
@@ -195,6 +196,7 @@ def build(request: Request) -> Report:
         ),
         scaling=scaling_section(loaded.complete_runs, get_study(PUBLISHED_STUDY), request.prices.profiles),
         trends=trend_section(loaded.complete_runs, request.prices.pricing),
+        rented=rented_runs(results, request.prices.profiles),
     )
 
 

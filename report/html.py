@@ -16,7 +16,7 @@ from report import roofline, today
 from report.build import CHARTS_DIR, Report, draw_charts, safe_name
 from report.claims import report_claims
 from report.owned import break_even_table, load_owned, machines_table
-from report.summary import leaders
+from report.summary import BEFORE_RENTING, ESTIMATE_COMMAND, bullet, leaders
 
 # How to add a price, as the header says it when the report has none (both spellings run as printed).
 PRICE_HINT = '--price PLATFORM=USD_PER_HOUR (make report PRICES="PLATFORM=USD_PER_HOUR")'
@@ -154,6 +154,9 @@ def render_page(report: Report, files: list[str], gpus: GpuSections | None = Non
         "machines_table": fmt.machines_display(report.machines),
         "summary": _folded(report.summary, ["fastest: verdict", "cheapest: verdict"], "compared on"),
         "leaders": leaders(report.summary),
+        "bullet": bullet,
+        "before_renting": BEFORE_RENTING,
+        "estimate_command": ESTIMATE_COMMAND,
         "price_hint": PRICE_HINT,
         "owned_table": machines_table(owned),
         "break_even_table": break_even_table(owned),

@@ -26,7 +26,7 @@ PricingLookup = Callable[[str], Pricing | Unpriced]
 # fmt: off
 RESULT_COLUMNS = (
     "workload", "config", "platform", "backend", "variant", "data_source", "is_base", "cut_down",
-    "n_runs", "run_ids", "epochs", "train_samples",
+    "n_runs", "run_ids", "defaults", "epochs", "train_samples",
     "total_s", "total_low", "total_high", "total_coverage", "total_method",
     "steady_epoch_s", "steady_low", "steady_high", "steady_coverage", "steady_method",
     "first_epoch_s", "final_acc", "final_acc_metric", "gpu_util_pct",
@@ -292,6 +292,7 @@ def _row(group: Group, pricing: Pricing | Unpriced) -> dict[str, object]:
         "data_source": "/".join(sorted({r.data_source for r in group.runs})),
         "n_runs": len(group.runs),
         "run_ids": " ".join(r.run_id for r in group.runs),
+        "defaults": all(r.default_settings for r in group.runs),
         "epochs": group.epochs,
         "train_samples": group.train_samples,
         "machines": len(set(group.machines())),
