@@ -141,7 +141,9 @@ def estimate_item(
         kind = "CPU" if machine_kind(target.machine) == "cpu" else "GPU"
         why = f"not estimated: nothing comparable (no run of it on {target.machine}, nor on a {kind} to relate to)"
         return ItemEstimate(target.workload, target.backend, None, None, None, why)
-    outside = outside_epochs_s(target.workload, target.backend, pool)
+    outside = (
+        found.outside_s if found.outside_s is not None else outside_epochs_s(target.workload, target.backend, pool)
+    )
     band = bands.get(found.basis)
     if band is None:  # the backtest had too few runs of this basis to give it a range
         low, high, where = found.seconds, found.seconds, f"{found.where}; no range: too few backtested runs"
