@@ -113,6 +113,7 @@ class Report:
     owned: Mapping[str, Owned] = field(default_factory=dict)  # with rivals measured beside them, if any
     trends: TrendSection | None = None  # one profile's runs on several dates (a schedule's): price-performance
     rented: bool = True  # some run of the user's was on a rented machine (else: how to compare before renting)
+    totals: Samples | None = None  # each configuration's repeats' total seconds and machines (claims compare them)
 
     @property
     def unpriced_reasons(self) -> list[str]:
@@ -197,6 +198,7 @@ def build(request: Request) -> Report:
         scaling=scaling_section(loaded.complete_runs, get_study(PUBLISHED_STUDY), request.prices.profiles),
         trends=trend_section(loaded.complete_runs, request.prices.pricing),
         rented=rented_runs(results, request.prices.profiles),
+        totals=_repeat_totals(groups),
     )
 
 
@@ -210,6 +212,12 @@ def _repeat_samples(groups: Sequence[Group]) -> Samples:
     """Each repeat's steady-epoch seconds per training sample, and its machine: what the summary ranks."""
     figures = {(g.workload, g.config.label): g.per_sample() for g in groups}
     return lambda workload, config: figures[(workload, config)]
+
+
+def _repeat_totals(groups: Sequence[Group]) -> Samples:
+    """Each repeat's total training seconds, and its machine."""
+    by_key = {(g.workload, g.config.label): g for g in groups}
+    return lambda workload, config: (by_key[(workload, config)].totals(), by_key[(workload, config)].machines())
 
 
 def _of_suite(loaded: LoadResult, suite: str, logdir: Path) -> LoadResult:

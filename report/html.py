@@ -103,10 +103,10 @@ def write_tables(report: Report, out: Path) -> list[str]:
     return list(tables)
 
 
-def _html_table(table: pd.DataFrame) -> Markup:
+def _html_table(table: pd.DataFrame, kind: str = "") -> Markup:
     # pandas escapes cell text (escape=True); the markup it returns is therefore safe to insert. A wide table
-    # scrolls inside its own box rather than widening the page.
-    html = table.to_html(index=False, border=0, classes="data", na_rep=fmt.NA, escape=True)
+    # scrolls inside its own box rather than widening the page; a `kind` of table the CSS lays out to fit it.
+    html = table.to_html(index=False, border=0, classes=["data", kind] if kind else "data", na_rep=fmt.NA, escape=True)
     return Markup(f'<div class="table-box">{html}</div>')
 
 
