@@ -14,6 +14,7 @@ runs"; one without an expression "cannot be tested here", with the reason.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import functools
 import math
 import re
@@ -423,11 +424,12 @@ def runs_check(claim: Claim, results: pd.DataFrame, totals: Totals) -> tuple[str
             continue
         (a, a_machines), (b, b_machines) = totals(workload, ours["config"]), totals(workload, theirs["config"])
         comparison = compare(a, b, candidate_machines=a_machines, base_machines=b_machines)
+        names = _image_of(str(ours["variant"]), candidate) or candidate, _image_of(str(theirs["variant"]), base) or base
         saved, low, high = _saved(comparison)
         interval = "" if low is None or high is None else f" (95% CI {format_figure((low, high), '%')})"
         lines.append(
             f"{platform} {workload} [{backend}]: {format_figure(saved, '%')} less time{interval}, {len(a)} vs "
-            f"{len(b)} runs: {comparison.text(candidate, base)}"
+            f"{len(b)} runs: {comparison.text(*names)}"
         )
         verdicts.append(_runs_verdict(claim, comparison, saved, low, high))
     if not lines:
@@ -442,10 +444,15 @@ def runs_check(claim: Claim, results: pd.DataFrame, totals: Totals) -> tuple[str
     return "; ".join(lines), overall
 
 
-def _with_image(rows: pd.DataFrame, image: str) -> pd.Series | None:
-    """The row whose configuration ran in `image` (its variant names it), the one with the most runs."""
-    found = rows[rows["variant"].fillna("").map(lambda v: image in (p.strip() for p in str(v).split(",")))]
+def _with_image(rows: pd.DataFrame, pattern: str) -> pd.Series | None:
+    """The row whose configuration ran in an image matching `pattern` (its variant names the image; `*` as in a
+    shell: `keras-cloud-bench:cpu-compiled*` for any target architecture), the one with the most runs."""
+    found = rows[rows["variant"].fillna("").map(lambda v: _image_of(str(v), pattern) is not None)]
     return None if found.empty else found.sort_values("n_runs", ascending=False).iloc[0]
+
+
+def _image_of(variant: str, pattern: str) -> str | None:
+    return next((p for p in (part.strip() for part in variant.split(",")) if fnmatch.fnmatchcase(p, pattern)), None)
 
 
 def _saved(comparison: Comparison) -> tuple[float, float | None, float | None]:

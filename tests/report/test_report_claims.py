@@ -233,7 +233,7 @@ def test_a_users_runs_of_both_images_give_the_compiled_claim_a_verdict(tmp_path:
     row = _compiled_claim(tmp_path / "ten", 6, 1.75)
     assert row[4] == f"{NOT_FOLLOW}; contradicted by our runs", row
     assert row[3].startswith("local mnist_mlp [tensorflow]: 10 % less time (95% CI ") and "6 vs 6 runs" in row[3]
-    assert "keras-cloud-bench:cpu-compiled is 1.1" in row[3]
+    assert "keras-cloud-bench:cpu-compiled-haswell is 1.1" in row[3] and "than keras-cloud-bench:cpu (" in row[3]
     # 35 % less time: within the claim.
     row = _compiled_claim(tmp_path / "thirty-five", 6, 1.2)
     assert row[4] == f"{NOT_FOLLOW}; holds on our runs", row
