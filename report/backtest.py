@@ -60,9 +60,13 @@ def target_of(o: Observation) -> Target:
 
 
 def backtest(observations: Sequence[Observation]) -> list[Outcome]:
+    """The runs a dry run estimates (the runner's default settings, each in a fresh process), each predicted from
+    all the others with its group left out; sweeps' variants and shared-process repeats are predicted from, not
+    judged."""
     groups: dict[str, list[Observation]] = defaultdict(list)
     for o in observations:
-        groups[o.group].append(o)
+        if o.defaults:
+            groups[o.group].append(o)
     outcomes = []
     for group, members in groups.items():
         pool = [o for o in observations if o.group != group]

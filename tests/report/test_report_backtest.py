@@ -20,7 +20,9 @@ MIN_COVERAGE = 0.80
 def test_every_committed_and_published_run_is_predicted_with_its_group_left_out() -> None:
     observations = reference_observations(COMMITTED_REFERENCE) + published_observations()
     outcomes = committed_outcomes()
-    assert Counter(o.observation for o in outcomes) == Counter(observations)
+    # The runs a dry run estimates are judged: the default settings in fresh processes; the others only predict.
+    assert Counter(o.observation for o in outcomes) == Counter(o for o in observations if o.defaults)
+    assert any(not o.defaults for o in observations)
     assert {o.origin for o in observations} == {"measured", "published"} and len(observations) > 300
     # Left out means left out: a group alone has nothing to be predicted from.
     (alone,) = backtest(observations[:1])
