@@ -2,7 +2,7 @@
 
 Each planned workload x backend is one run: its training time (report.estimate_model: measured throughput scaled
 to the planned samples and epochs, the first epoch's compilation apart; from measured, published or related
-hardware runs, in that order), plus the time a measured run of it spent outside its epochs (data, model). Its
+hardware runs, in that order), plus the time the same runs spent outside their epochs (data, model). Its
 range is the 5th to 95th percentile of actual / predicted that `python -m report backtest` finds for the basis
 the figure came from. The machine's start (boot, host preparation, image pull, and a container start per run:
 each workload x backend runs in its own container) is added once, from the assumed figures of data/estimate.toml.
