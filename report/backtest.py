@@ -60,9 +60,13 @@ def target_of(o: Observation) -> Target:
 
 
 def backtest(observations: Sequence[Observation]) -> list[Outcome]:
+    """The runs a dry run estimates (the runner's default settings, each in a fresh process), each predicted from
+    all the others with its group left out; sweeps' variants and shared-process repeats are predicted from, not
+    judged."""
     groups: dict[str, list[Observation]] = defaultdict(list)
     for o in observations:
-        groups[o.group].append(o)
+        if o.defaults:
+            groups[o.group].append(o)
     outcomes = []
     for group, members in groups.items():
         pool = [o for o in observations if o.group != group]
@@ -186,11 +190,30 @@ def report_lines(outcomes: Sequence[Outcome]) -> list[str]:
             "(nothing comparable once their group is left out)"
         )
     lines.append("  coverage: share of runs inside the range made from the other groups' errors of their basis")
+    lines += worst_lines(outcomes)
     for kind, fit in sorted(fits(observations).items()):
         figure = FIGURES[kind]
         lines.append(
             f"  hardware relation, {kind}: throughput ~ {figure} ^ {fit.exponent:.2f} (median of {fit.pairs} pairs "
             f"of machines, at most {fit.widest:.1f}x apart)"
+        )
+    return lines
+
+
+WORST = 10
+
+
+def worst_lines(outcomes: Sequence[Outcome], count: int = WORST) -> list[str]:
+    """The runs predicted worst (by |ln(actual / predicted)|), each with the basis its figure came from."""
+    predicted = sorted((o for o in outcomes if o.prediction is not None), key=lambda o: -abs(o.log_error))
+    lines = [f"  the {min(count, len(predicted))} runs predicted worst (actual / predicted, the run, its basis):"]
+    for o in predicted[:count]:
+        run, prediction = o.observation, o.prediction
+        assert prediction is not None
+        lines.append(
+            f"    x{run.total_s / prediction.seconds:.2f}  {run.where} {run.workload} on {run.machine}, "
+            f"{run.epochs} epochs of {run.samples:,} samples: {run.total_s:,.1f} s, "
+            f"predicted {prediction.seconds:,.1f} s from {prediction.basis}: {prediction.where}"
         )
     return lines
 

@@ -32,7 +32,7 @@ from report.scaling import PUBLISHED_STUDY, ScalingSection
 from report.scaling import draw_chart as draw_scaling_chart
 from report.scaling import section as scaling_section
 from report.studies import Published, Study, compare, get_study, measured_setups, published_results
-from report.summary import Samples, summary_table
+from report.summary import Samples, rented_runs, summary_table
 from report.tables import (
     PER_SAMPLE,
     BadArgumentError,
@@ -116,6 +116,8 @@ class Report:
     machine_spread: pd.DataFrame = field(default_factory=pd.DataFrame)  # between machines beside within one
     owned: Mapping[str, Owned] = field(default_factory=dict)  # with rivals measured beside them, if any
     trends: TrendSection | None = None  # one profile's runs on several dates (a schedule's): price-performance
+    rented: bool = True  # some run of the user's was on a rented machine (else: how to compare before renting)
+    totals: Samples | None = None  # each configuration's repeats' total seconds and machines (claims compare them)
 
     @property
     def unpriced_reasons(self) -> list[str]:
@@ -202,6 +204,8 @@ def build(request: Request) -> Report:
         },
         scaling=scaling_section(loaded.complete_runs, get_study(PUBLISHED_STUDY), request.prices.profiles),
         trends=trend_section(loaded.complete_runs, request.prices.pricing),
+        rented=rented_runs(results, request.prices.profiles),
+        totals=_repeat_totals(groups),
     )
 
 
@@ -215,6 +219,12 @@ def _repeat_samples(groups: Sequence[Group]) -> Samples:
     """Each repeat's steady-epoch seconds per training sample, and its machine: what the summary ranks."""
     figures = {(g.workload, g.config.label): g.per_sample() for g in groups}
     return lambda workload, config: figures[(workload, config)]
+
+
+def _repeat_totals(groups: Sequence[Group]) -> Samples:
+    """Each repeat's total training seconds, and its machine."""
+    by_key = {(g.workload, g.config.label): g for g in groups}
+    return lambda workload, config: (by_key[(workload, config)].totals(), by_key[(workload, config)].machines())
 
 
 def _of_suite(loaded: LoadResult, suite: str, logdir: Path) -> LoadResult:

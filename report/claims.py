@@ -14,6 +14,7 @@ runs"; one without an expression "cannot be tested here", with the reason.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import functools
 import math
 import re
@@ -26,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks.stats import FASTER, TOO_FEW, Comparison, compare
 from report.costs import load_catalog_profiles
 from report.owned import load_owned
 from report.studies import DATA_DIR, load_studies, published_results
@@ -69,6 +71,7 @@ class Claim:
     measured: str | None  # expression over today's runs
     untestable: str  # why the claim cannot be tested here, if it cannot
     inputs: Mapping[str, Any]
+    runs: tuple[str, str] | None = None  # (candidate, base) images whose runs on one machine test the claim
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,16 @@ class Checked:
     measured: str  # today's figure in words, or why there is none
     verdict: str
     reason: str
+    runs_verdict: str = ""  # what the user's runs of the claim's configurations say, where they have both
+
+
+# (workload, configuration label) -> each repeat's total training seconds and its machine: what a claim's runs compare
+Totals = Callable[[str, str], tuple[list[float], list[str]]]
+RUNS_HOLD, RUNS_CONTRADICT, RUNS_CANNOT_TELL = (
+    "holds on our runs",
+    "contradicted by our runs",
+    "our runs cannot tell",
+)
 
 
 def load_claims(root: Path = CLAIMS_DIR) -> dict[str, list[Claim]]:
@@ -129,7 +142,17 @@ def _claim(path: Path, inputs: Mapping[str, Any], entry: Mapping[str, Any]) -> C
         measured=entry.get("measured"),
         untestable=str(entry.get("untestable", "")),
         inputs=inputs,
+        runs=_runs_entry(where, entry.get("runs")),
     )
+
+
+def _runs_entry(where: str, entry: Any) -> tuple[str, str] | None:
+    """`runs = ["keras-cloud-bench:cpu-compiled", "keras-cloud-bench:cpu"]`: the candidate and the base image."""
+    if entry is None:
+        return None
+    if not isinstance(entry, list) or len(entry) != 2 or not all(isinstance(e, str) and e for e in entry):
+        raise ClaimDataError(f"{where}: field 'runs' must be [candidate image, base image]")
+    return entry[0], entry[1]
 
 
 def _detail_entry(where: str, entry: Any) -> tuple[str, str, str]:
@@ -344,9 +367,11 @@ def check_claims(
     measured_results: pd.DataFrame | None = None,
     data: _Published | None = None,
     stand_ins: Mapping[str, str] | None = None,
+    totals: Totals | None = None,
 ) -> list[Checked]:
     """Every claim recomputed and judged; `measured_results`: the report's results of today's runs, if any;
-    `stand_ins`: requested profile -> the profile that ran in its place."""
+    `stand_ins`: requested profile -> the profile that ran in its place; `totals`: each configuration's repeats,
+    which a claim with `runs` compares."""
     data = data or _Published()
     used: set[str] = set()
     measured_space = None
@@ -369,8 +394,90 @@ def check_claims(
         if figure is None and not claim.untestable:
             claim = replace(claim, untestable=untestable)
         result, reason = verdict(claim, figure, today)
-        checked.append(Checked(claim, figure, details, today_text, result, reason))
+        runs_verdict = ""
+        if claim.runs and measured_results is not None and totals is not None:
+            today_text, runs_verdict = runs_check(claim, measured_results, totals) or (today_text, "")
+        checked.append(Checked(claim, figure, details, today_text, result, reason, runs_verdict))
     return checked
+
+
+def runs_check(claim: Claim, results: pd.DataFrame, totals: Totals) -> tuple[str, str] | None:
+    """Where the user's runs hold the claim's two images on one machine (same workload, backend, epochs and
+    samples, real data): each pair's time saved by the candidate with its interval, runs and test
+    (`benchmarks.stats.compare`), and the verdict they give together; None where no pair was run."""
+    assert claim.runs is not None
+    candidate, base = claim.runs
+    lines, verdicts = [], []
+    for (platform, workload, backend), rows in results[results["data_source"] == "real"].groupby(
+        ["platform", "workload", "backend"], sort=True
+    ):
+        ours, theirs = _with_image(rows, candidate), _with_image(rows, base)
+        if (
+            ours is None
+            or theirs is None
+            or (ours["epochs"], ours["train_samples"])
+            != (
+                theirs["epochs"],
+                theirs["train_samples"],
+            )
+        ):
+            continue
+        (a, a_machines), (b, b_machines) = totals(workload, ours["config"]), totals(workload, theirs["config"])
+        comparison = compare(a, b, candidate_machines=a_machines, base_machines=b_machines)
+        names = _image_of(str(ours["variant"]), candidate) or candidate, _image_of(str(theirs["variant"]), base) or base
+        saved, low, high = _saved(comparison)
+        interval = "" if low is None or high is None else f" (95% CI {format_figure((low, high), '%')})"
+        lines.append(
+            f"{platform} {workload} [{backend}]: {format_figure(saved, '%')} less time{interval}, {len(a)} vs "
+            f"{len(b)} runs: {comparison.text(*names)}"
+        )
+        verdicts.append(_runs_verdict(claim, comparison, saved, low, high))
+    if not lines:
+        return None
+    overall = (
+        RUNS_CONTRADICT
+        if RUNS_CONTRADICT in verdicts
+        else RUNS_HOLD
+        if verdicts and all(v == RUNS_HOLD for v in verdicts)
+        else RUNS_CANNOT_TELL
+    )
+    return "; ".join(lines), overall
+
+
+def _with_image(rows: pd.DataFrame, pattern: str) -> pd.Series | None:
+    """The row whose configuration ran in an image matching `pattern` (its variant names the image; `*` as in a
+    shell: `keras-cloud-bench:cpu-compiled*` for any target architecture), the one with the most runs."""
+    found = rows[rows["variant"].fillna("").map(lambda v: _image_of(str(v), pattern) is not None)]
+    return None if found.empty else found.sort_values("n_runs", ascending=False).iloc[0]
+
+
+def _image_of(variant: str, pattern: str) -> str | None:
+    return next((p for p in (part.strip() for part in variant.split(",")) if fnmatch.fnmatchcase(p, pattern)), None)
+
+
+def _saved(comparison: Comparison) -> tuple[float, float | None, float | None]:
+    """The share of the base's time the candidate saves (1 - ratio of medians), with its interval."""
+    ratio = comparison.ratio
+    if ratio.low is None or ratio.high is None:
+        return 1 - ratio.value, None, None
+    return 1 - ratio.value, 1 - max(ratio.low, ratio.high), 1 - min(ratio.low, ratio.high)
+
+
+def _runs_verdict(claim: Claim, comparison: Comparison, saved: float, low: float | None, high: float | None) -> str:
+    """Contradicted where the interval of the time saved lies wholly outside the claim's figure (a saving claimed,
+    none beyond noise counts as outside); holds where the saving is beyond noise and its interval meets the figure;
+    else the runs cannot tell."""
+    if comparison.verdict == TOO_FEW or low is None or high is None:
+        return RUNS_CANNOT_TELL
+    tolerance = max(EXACT, claim.rounded_within)
+    published = claim.published
+    if not isinstance(published, tuple | float):
+        return RUNS_CANNOT_TELL
+    p_low, p_high = published if isinstance(published, tuple) else (published, published)
+    p_low, p_high = p_low - tolerance * abs(p_low), p_high + tolerance * abs(p_high)
+    if high < p_low or low > p_high:
+        return RUNS_CONTRADICT
+    return RUNS_HOLD if comparison.verdict == FASTER else RUNS_CANNOT_TELL
 
 
 def _figure(value: Any) -> Figure:
@@ -449,7 +556,7 @@ def claims_table(checked: Iterable[Checked]) -> pd.DataFrame:
             )
             or "-",
             "from our runs": c.measured,
-            "verdict": c.verdict,
+            "verdict": f"{c.verdict}; {c.runs_verdict}" if c.runs_verdict else c.verdict,
             "why": c.reason,
         }
         for c in checked
@@ -474,17 +581,20 @@ class ClaimsSection:
 
 
 def claims_section(
-    study: str, measured_results: pd.DataFrame | None = None, stand_ins: Mapping[str, str] | None = None
+    study: str,
+    measured_results: pd.DataFrame | None = None,
+    stand_ins: Mapping[str, str] | None = None,
+    totals: Totals | None = None,
 ) -> ClaimsSection:
     claims = load_claims()
     pages = set(load_studies())
     data = _Published()
-    own = check_claims(claims.get(study, []), measured_results, data, stand_ins)
+    own = check_claims(claims.get(study, []), measured_results, data, stand_ins, totals)
     others = [c for name, items in claims.items() if name not in pages for c in items]
     return ClaimsSection(
         study=study,
         own=claims_table(own),
-        others=claims_table(check_claims(others, measured_results, data, stand_ins)),
+        others=claims_table(check_claims(others, measured_results, data, stand_ins, totals)),
         other_titles=", ".join(name for name in claims if name not in pages),
     )
 
@@ -494,7 +604,12 @@ def report_claims(report: Any) -> ClaimsSection | None:
     if report.study is None:
         return None
     results = report.results if report.measured else None
-    return claims_section(report.study.study.name, results, stand_ins(report.request.replacements))
+    return claims_section(
+        report.study.study.name,
+        results,
+        stand_ins(report.request.replacements),
+        report.totals if results is not None else None,
+    )
 
 
 def stand_ins(replacements: Iterable[str]) -> dict[str, str]:

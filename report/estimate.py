@@ -2,7 +2,7 @@
 
 Each planned workload x backend is one run: its training time (report.estimate_model: measured throughput scaled
 to the planned samples and epochs, the first epoch's compilation apart; from measured, published or related
-hardware runs, in that order), plus the time a measured run of it spent outside its epochs (data, model). Its
+hardware runs, in that order), plus the time the same runs spent outside their epochs (data, model). Its
 range is the 5th to 95th percentile of actual / predicted that `python -m report backtest` finds for the basis
 the figure came from. The machine's start (boot, host preparation, image pull, and a container start per run:
 each workload x backend runs in its own container) is added once, from the assumed figures of data/estimate.toml.
@@ -168,7 +168,9 @@ def estimate_item(
         kind = "CPU" if machine_kind(target.machine) == "cpu" else "GPU"
         why = f"not estimated: nothing comparable (no run of it on {target.machine}, nor on a {kind} to relate to)"
         return ItemEstimate(target.workload, target.backend, None, None, None, why)
-    outside = outside_epochs_s(target.workload, target.backend, pool)
+    outside = (
+        found.outside_s if found.outside_s is not None else outside_epochs_s(target.workload, target.backend, pool)
+    )
     band = bands.get(found.basis)
     if band is None:  # the backtest had too few runs of this basis to give it a range
         low, high, where = found.seconds, found.seconds, f"{found.where}; no range: too few backtested runs"

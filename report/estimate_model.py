@@ -32,6 +32,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from benchmarks.metadata import UNCACHED
 from benchmarks.workloads import WORKLOADS
 from report.loading import REFERENCE_FOLDER, Run, load_runs
 from report.studies import Study, load_studies, published_results
@@ -104,6 +105,8 @@ class Observation:
     steady_s: float
     total_s: float  # the run's training time: every epoch
     outside_s: float | None = None  # the run's time outside its epochs: data, model, fingerprint (measured runs)
+    defaults: bool = True  # trained with the runner's default settings in a fresh process (Run.default_settings)
+    cached_first: bool = False  # its first epoch loaded some programs from a compile cache instead of compiling
 
     @property
     def throughput(self) -> float:
@@ -130,6 +133,7 @@ class Prediction:
     seconds: float  # training time
     basis: str  # one of BASES
     where: str
+    outside_s: float | None = None  # the median time the runs it came from spent outside their epochs
 
 
 # ---- observations ---------------------------------------------------------------------------------------------
@@ -141,7 +145,7 @@ def measured_observations(runs: Iterable[Run], origin_text: str) -> list[Observa
 
 def _observation(run: Run, origin_text: str) -> Observation | None:
     """A complete run of one of our workloads that recorded its sample count; None for any other."""
-    steady, first = run.steady_median_s, run.first_epoch_s
+    steady, first = run.steady_median_s, _first_epoch_s(run)
     samples = run.metadata.data.train_samples
     if not run.complete or not steady or first is None or samples is None or samples <= 0:
         return None
@@ -169,7 +173,22 @@ def _observation(run: Run, origin_text: str) -> Observation | None:
         steady_s=steady,
         total_s=run.total_s,
         outside_s=_outside_s(run),
+        defaults=run.default_settings,
+        cached_first=_cached(run),
     )
+
+
+def _cached(run: Run) -> bool:
+    cache = run.metadata.settings.compile_cache
+    return cache is not None and cache.state not in UNCACHED
+
+
+def _first_epoch_s(run: Run) -> float | None:
+    """The first epoch of a run that was first in its process, as measured: where a compile cache was kept (the
+    committed GPU repeats'), a warm cache's load is what those runs' first epochs took, and the range, backtested
+    on them, spans cold compiles too. A later workload of a shared process did not pay the process's start-up."""
+    first, place = run.log.first_epoch, run.metadata.process
+    return None if first is None or (place is not None and place.position > 1) else first.elapsed
 
 
 def _outside_s(run: Run) -> float | None:
@@ -334,11 +353,16 @@ def _from_hardware(target: Target, comparable: Sequence[Observation], fitted: Ma
 
 
 def _configuration(observations: Sequence[Observation], variant: str | None) -> list[Observation]:
-    """The runs of the target's configuration, else of the configuration measured most."""
+    """The runs of the target's configuration, else of the default settings' configuration measured most (a
+    sweep's variant, or a repeat forked from a preloaded parent, is not what the runner does), else of the
+    configuration measured most."""
     if not observations:
         return []
+    defaults = [o for o in observations if o.defaults]
     variants = Counter(o.variant for o in observations)
-    chosen = variant if variant in variants else variants.most_common(1)[0][0]
+    chosen = (
+        variant if variant in variants else Counter(o.variant for o in defaults or observations).most_common(1)[0][0]
+    )
     return [o for o in observations if o.variant == chosen]
 
 
@@ -352,7 +376,14 @@ def _from(target: Target, observations: Sequence[Observation], basis: str, scale
     compile_s = statistics.median(o.compile_s for o in used)
     seconds = compile_s + target.epochs * target.samples / throughput
     runs = f"{len(used)} run{'s' if len(used) != 1 else ''}"
-    return Prediction(seconds, basis, f"{used[0].where}{note}, {runs} of {used[0].samples:,} samples")
+    outside = [o.outside_s for o in used if o.outside_s is not None]
+    where = f"{used[0].where}{note}, {runs} of {used[0].samples:,} samples"
+    cached = sum(o.cached_first for o in used)
+    if cached:  # orchestrated runs keep no compile cache: their first epoch compiles
+        where += (
+            f" ({cached} of them loaded compiled programs from a cache in their first epoch: a fresh machine compiles)"
+        )
+    return Prediction(seconds, basis, where, statistics.median(outside) if outside else None)
 
 
 def outside_epochs_s(workload: str, backend: str, pool: Sequence[Observation]) -> float:

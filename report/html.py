@@ -17,7 +17,7 @@ from report.build import CHARTS_DIR, Report, draw_charts, safe_name
 from report.buyable import catalog_table
 from report.claims import report_claims
 from report.owned import break_even_table, load_owned, machines_table
-from report.summary import leaders
+from report.summary import BEFORE_RENTING, ESTIMATE_COMMAND, bullet, leaders
 
 # How to add a price, as the header says it when the report has none (both spellings run as printed).
 PRICE_HINT = '--price PLATFORM=USD_PER_HOUR (make report PRICES="PLATFORM=USD_PER_HOUR")'
@@ -105,10 +105,10 @@ def write_tables(report: Report, out: Path) -> list[str]:
     return list(tables)
 
 
-def _html_table(table: pd.DataFrame) -> Markup:
+def _html_table(table: pd.DataFrame, kind: str = "") -> Markup:
     # pandas escapes cell text (escape=True); the markup it returns is therefore safe to insert. A wide table
-    # scrolls inside its own box rather than widening the page.
-    html = table.to_html(index=False, border=0, classes="data", na_rep=fmt.NA, escape=True)
+    # scrolls inside its own box rather than widening the page; a `kind` of table the CSS lays out to fit it.
+    html = table.to_html(index=False, border=0, classes=["data", kind] if kind else "data", na_rep=fmt.NA, escape=True)
     return Markup(f'<div class="table-box">{html}</div>')
 
 
@@ -156,6 +156,9 @@ def render_page(report: Report, files: list[str], gpus: GpuSections | None = Non
         "machines_table": fmt.machines_display(report.machines),
         "summary": _folded(report.summary, ["fastest: verdict", "cheapest: verdict"], "compared on"),
         "leaders": leaders(report.summary),
+        "bullet": bullet,
+        "before_renting": BEFORE_RENTING,
+        "estimate_command": ESTIMATE_COMMAND,
         "price_hint": PRICE_HINT,
         "owned_table": machines_table(owned),
         "break_even_table": break_even_table(owned),

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from benchmarks.harness import backends
 from benchmarks.logs import STATUS_COMPLETE, EpochLog, LogFormatError, find_logs, read_epoch_log
 from benchmarks.metadata import UNCACHED, Fingerprint, RunMetadata, Settings, StabilityLabel
 from report.designs import repeat_design
@@ -154,6 +155,12 @@ class Run:
         return self.metadata.error or ""
 
     @property
+    def default_settings(self) -> bool:
+        """Whether the run trained as the runner does by default (`default_settings` below): not a sweep's variant,
+        a diagnostic host setting or a shared-process design."""
+        return not self.process_variant and default_settings(self.metadata)
+
+    @property
     def machine(self) -> str:
         """Which machine ran it: the harness's host id, else the run id (one run id = one machine session)."""
         return self.measured.host_id or self.run_id
@@ -263,6 +270,29 @@ def _measured(meta: RunMetadata) -> Measured:
 def _steady_epoch_wh(joules: list[float]) -> float | None:
     steady = joules[1:]  # the first epoch compiles, as in the timing
     return statistics.median(steady) / 3600 if steady else None
+
+
+def default_settings(meta: RunMetadata) -> bool:
+    """Whether a run's recorded settings are those the runner picks for its workload, backend and device when no
+    flag changes them (benchmarks.harness.backends): jit and steps per execution, the LSTM kernel, float32 matmuls,
+    Python's collector and all the machine's cores. A setting a run did not record counts as the default."""
+    if meta.backend not in backends.DEFAULTS:  # a published log (no metadata, or another framework): not recorded
+        return True
+    settings, hardware = meta.settings, meta.hardware
+    gpu = bool(hardware.get("gpus")) or (meta.distribution or {}).get("device_type") == "gpu"
+    default = backends.default_settings(meta.backend, meta.workload, gpu)
+    recorded = (
+        (settings.jit_compile_requested, default.jit_compile),
+        (settings.steps_per_execution, default.steps_per_execution),
+        (settings.use_cudnn, default.use_cudnn),
+        (settings.float32_matmul, default.float32_matmul),
+    )
+    usable, logical = hardware.get("cpu_cores_usable"), hardware.get("cpu_cores_logical")
+    return (
+        all(value is None or value == expected for value, expected in recorded)
+        and settings.host_gc in (None, "on")
+        and not (usable and logical and usable < logical)
+    )
 
 
 def _compile_settings(meta: RunMetadata) -> str | None:

@@ -13,7 +13,7 @@ from report.claims import CLAIMS_NOTE, report_claims
 from report.format import markdown_table
 from report.html import PRICE_HINT
 from report.owned import break_even_table, load_owned, machines_table
-from report.summary import leaders
+from report.summary import BEFORE_RENTING, ESTIMATE_COMMAND, bullet, leaders
 
 
 def _image(chart: Chart | None) -> str:
@@ -57,6 +57,8 @@ def render_markdown(report: Report) -> str:
         "",
     ]
     parts += ["## Summary: where to train, and what it costs", "", *_glance(report), ""]
+    if report.measured and not report.rented:
+        parts += [f"{BEFORE_RENTING} `{ESTIMATE_COMMAND}`", ""]
     summary, compared = fmt.fold_uniform(report.summary, "compared on")
     parts += [*([compared, ""] if compared else []), *_folded_table(summary, ["fastest: verdict", "cheapest: verdict"])]
     for section in report.sections:
@@ -78,8 +80,7 @@ def _glance(report: Report) -> list[str]:
     """One line per workload: the fastest, and the cheapest with its price."""
     lines = []
     for fastest, cheapest in leaders(report.summary):
-        cost = f"cheapest {cheapest.config} at {cheapest.price} ({cheapest.figure})" if cheapest else "no price"
-        lines.append(f"- **{fastest.workload}**: fastest {fastest.config} ({fastest.figure}); {cost}")
+        lines.append(f"- **{fastest.workload}**: {bullet(fastest, cheapest)}")
     return lines
 
 

@@ -10,12 +10,13 @@ whole runs only, are ranked on total time and cost among runs of one experiment 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
 from benchmarks.stats import FASTER, SAME, compare
+from records.catalog import Profile
 from report import format as fmt
 
 # (workload, config) -> the compared figure of each repeat (seconds, lower is better) and its machine (None: unknown)
@@ -33,6 +34,8 @@ SUMMARY_COLUMNS = (
     "cost",
     "cost per run",
     "cheapest: verdict",
+    "fastest: rests on",
+    "cheapest: rests on",
 )
 PER_SAMPLE_BASIS = "throughput: training samples per second of a steady epoch (any epochs and sample count)"
 MILLION = 1_000_000
@@ -46,6 +49,7 @@ class Leader:
     config: str
     figure: str  # "41,200 samples/s" or "$0.0236 per 1M samples"
     price: str  # "$3.59/h" or "" (no price)
+    rests_on: str = ""  # what the bullet must say with it: "1 run, no interval", "the only priced configuration"
 
 
 def summary_table(results: pd.DataFrame, samples: Samples) -> pd.DataFrame:
@@ -60,19 +64,23 @@ def per_sample(results: pd.DataFrame) -> bool:
 
 def _workload_row(workload: str, rows: pd.DataFrame, samples: Samples) -> dict[str, str]:
     if per_sample(rows):
-        ranked = rows[rows["samples_per_s"].notna()].sort_values(["samples_per_s", "config"], ascending=[False, True])
-        left_out = sorted(set(rows["config"]) - set(ranked["config"]))
+        every = rows[rows["samples_per_s"].notna()].sort_values(["samples_per_s", "config"], ascending=[False, True])
+        left_out = sorted(set(rows["config"]) - set(every["config"]))
         basis = PER_SAMPLE_BASIS + (f"; no throughput recorded: {', '.join(left_out)}" if left_out else "")
+        ranked, among = _crowned(every)
         speed = f"{_throughput(ranked.iloc[0])}"
         priced = ranked[ranked["usd_per_hour"].notna()]
         priced = priced.assign(_per_million=priced["usd_per_hour"] / 3600 / priced["samples_per_s"] * MILLION)
         priced = priced.sort_values(["_per_million", "config"])
     else:
-        ranked = _comparable(rows).sort_values(["total_s", "config"])
+        every = _comparable(rows).sort_values(["total_s", "config"])
+        ranked, among = _crowned(every)
         basis = "total training time of runs of one experiment" + _run_shape(ranked.iloc[0])
         speed = f"{fmt.seconds(ranked.iloc[0]['total_s'])} s a run"
         priced = ranked[ranked["cost_usd"].notna()].sort_values(["cost_usd", "config"])
     fastest = ranked.iloc[0]
+    faster = _faster_left_out(every, ranked)
+    rivals = set(every.loc[every["usd_per_hour"].notna(), "config"])  # priced, whether ranked or not
     row = {
         "workload": workload,
         "compared on": basis,
@@ -81,10 +89,18 @@ def _workload_row(workload: str, rows: pd.DataFrame, samples: Samples) -> dict[s
         "time per run": f"{fmt.seconds(fastest['total_s'])} s ({fmt.interval(fastest, 'total', 'total_s')})"
         + _run_shape(fastest),
         "fastest: verdict": _lead(ranked, samples, "faster", lambda r: 1.0),
+        "fastest: rests on": _rests_on(fastest, among, faster),
     }
     if priced.empty:
         unpriced = "no configuration of this workload has a price: add one with --price PLATFORM=USD_PER_HOUR"
-        return row | {"cheapest": unpriced, "price": "", "cost": "", "cost per run": "", "cheapest: verdict": ""}
+        return row | {
+            "cheapest": unpriced,
+            "price": "",
+            "cost": "",
+            "cost per run": "",
+            "cheapest: verdict": "",
+            "cheapest: rests on": "",
+        }
     cheapest = priced.iloc[0]
     verdict = _lead(priced, samples, "cheaper", lambda r: float(r["usd_per_hour"]) / 3600)
     unpriced_configs = sorted(set(ranked["config"]) - set(priced["config"]))
@@ -101,21 +117,116 @@ def _workload_row(workload: str, rows: pd.DataFrame, samples: Samples) -> dict[s
         "cost": cost,
         "cost per run": fmt.usd(cheapest["cost_usd"]) + _run_shape(cheapest),
         "cheapest: verdict": verdict,
+        "cheapest: rests on": _rests_on(cheapest, among, None, _one_price(every[every["config"].isin(rivals)])),
     }
+
+
+# The configurations a summary crowns, in order of preference: a lead resting on repeats of what the runner does by
+# default says what a user will get; a one-off sweep variant that ran fast once does not.
+PREFERRED = (
+    ("configurations of the default settings with repeats", lambda r: r["n_runs"] >= 2 and r["defaults"]),
+    ("configurations with repeats", lambda r: r["n_runs"] >= 2),
+    ("configurations of the default settings", lambda r: r["defaults"]),
+)
+
+
+def _crowned(ranked: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The rows the summary ranks, and which they are ("" where all of them): the first kind of PREFERRED that has
+    any row; published rows, which record no settings, count as defaults."""
+    rows = ranked.assign(defaults=ranked["defaults"].fillna(True).astype(bool)) if "defaults" in ranked else ranked
+    rows = rows if "defaults" in rows else rows.assign(defaults=True)
+    for words, admits in PREFERRED:
+        chosen = rows[rows.apply(admits, axis=1)]
+        if not chosen.empty:
+            return chosen, "" if len(chosen) == len(rows) else words
+    return rows, ""
+
+
+def _faster_left_out(every: pd.DataFrame, ranked: pd.DataFrame) -> pd.Series | None:
+    """The fastest configuration left out of the ranking where it beats the leader: said beside it."""
+    first = every.iloc[0]
+    return None if first["config"] in set(ranked["config"]) else first
+
+
+def _one_price(priced: pd.DataFrame) -> str:
+    """Where the cheapest had no rival at another price, what it was: "" where it had one."""
+    if len(priced) == 1:
+        return "the only configuration with a price"
+    platforms = priced["platform"].unique()
+    if len(platforms) == 1:
+        return f"one machine priced ({platforms[0]}): the cheapest is its fastest"
+    return ""
+
+
+def _rests_on(row: pd.Series, among: str, faster: pd.Series | None, one_price: str = "") -> str:
+    """What the bullet must say beside a leader: how few runs it rests on, what it was ranked among, what beat it
+    outside that, and that it had no rival at another price."""
+    runs = int(row["n_runs"])
+    parts = ["1 run, no interval" if runs == 1 else f"{runs} runs"]
+    if among:
+        parts.append(f"ranked among {among}")
+    if faster is not None:
+        parts.append(f"{faster['config']} ran faster in {_runs(int(faster['n_runs']))}")
+    if one_price:
+        parts.append(one_price)
+    return "; ".join(parts) if runs == 1 or among or one_price else ""
+
+
+def _runs(n: int) -> str:
+    return f"{n} run{'s' if n != 1 else ''}"
 
 
 def leaders(summary: pd.DataFrame) -> list[tuple[Leader, Leader | None]]:
     """Per workload: the fastest, and the cheapest where some configuration has a price."""
     found = []
     for _, row in summary.iterrows():
-        fastest = Leader(str(row["workload"]), str(row["fastest"]), str(row["speed"]).split(" (")[0], "")
+        fastest = Leader(
+            str(row["workload"]), str(row["fastest"]), str(row["speed"]).split(" (")[0], "", row["fastest: rests on"]
+        )
         cheapest = (
-            Leader(str(row["workload"]), str(row["cheapest"]), str(row["cost"]), str(row["price"]))
+            Leader(str(row["workload"]), str(row["cheapest"]), str(row["cost"]), str(row["price"]),
+                   row["cheapest: rests on"])
             if row["price"]
             else None
-        )
+        )  # fmt: skip
         found.append((fastest, cheapest))
     return found
+
+
+def bullet(fastest: Leader, cheapest: Leader | None) -> str:
+    """A workload's line on the first screen, after its name: the leaders, and what each rests on."""
+    if cheapest is not None and cheapest.config == fastest.config:
+        notes = list(dict.fromkeys(p for n in (fastest.rests_on, cheapest.rests_on) if n for p in n.split("; ")))
+        text = f"fastest and cheapest {fastest.config} ({fastest.figure}) at {cheapest.price} ({cheapest.figure})"
+        return text + (f": {'; '.join(notes)}" if notes else "")
+    text = f"fastest {fastest.config} ({fastest.figure}{_also(fastest)})"
+    if cheapest is None:
+        return f"{text}; no price to rank by cost"
+    return f"{text}; cheapest {cheapest.config} at {cheapest.price} ({cheapest.figure}{_also(cheapest)})"
+
+
+def _also(leader: Leader) -> str:
+    return f"; {leader.rests_on}" if leader.rests_on else ""
+
+
+# Providers whose machines are not rented by the hour: this machine, and a host of one's own.
+OWN_PROVIDERS = ("local",)
+ESTIMATE_COMMAND = "python -m orchestrate run --profiles gce-t4,aws-g4dn.xlarge --dry-run"
+
+
+BEFORE_RENTING = (
+    "No run here was on a rented cloud machine. To compare clouds before renting one, estimate the suite's time and "
+    "cost on each from the runs measured so far (nothing is launched; python -m orchestrate profiles lists the "
+    "profiles):"
+)
+
+
+def rented_runs(results: pd.DataFrame, catalog: Mapping[str, Profile]) -> bool:
+    """Whether some run of the user's (not a reference run) was on a rented machine: a catalog profile with an
+    hourly price, not this machine."""
+    mine = results[~results["reference"].fillna(False).astype(bool)] if "reference" in results else results
+    profiles = [catalog.get(str(platform)) for platform in mine["platform"].unique()]
+    return any(p and p.provider not in OWN_PROVIDERS and (p.on_demand or p.spot) for p in profiles)
 
 
 def price(row: pd.Series) -> str:

@@ -26,7 +26,7 @@ PricingLookup = Callable[[str], Pricing | Unpriced]
 # fmt: off
 RESULT_COLUMNS = (
     "workload", "config", "platform", "backend", "variant", "data_source", "is_base", "cut_down",
-    "n_runs", "run_ids", "epochs", "train_samples",
+    "n_runs", "run_ids", "defaults", "epochs", "train_samples",
     "total_s", "total_low", "total_high", "total_coverage", "total_method",
     "steady_epoch_s", "steady_low", "steady_high", "steady_coverage", "steady_method",
     "first_epoch_s", "final_acc", "final_acc_metric", "gpu_util_pct",
@@ -182,7 +182,8 @@ def _host_altered(run: Run) -> bool:
 
 
 def resolve_base(spec: str | None, groups: Sequence[Group]) -> Base:
-    """The base named by `--base` (a configuration label or name, or a platform with one backend); by default
+    """The base named by `--base` (a configuration label or name, the label without its variant, or a platform
+    with one backend); by default
     the user's (not reference) real-data TensorFlow runs, as the published studies divided by TensorFlow, else
     the platform and backend that ran the most workloads (then on the most machines)."""
     if not groups:
@@ -199,6 +200,9 @@ def resolve_base(spec: str | None, groups: Sequence[Group]) -> Base:
         if matches:
             c = matches[0]
             return Base(c.platform, c.backend, c.variant if c.variant else None, c.reference)
+    plain = _plain_name(spec, configs)
+    if plain is not None:
+        return plain
     platforms = sorted({(c.platform, c.backend, c.reference) for c in configs if c.platform == spec})
     if len(platforms) > 1:
         names = ", ".join(Base(p, b, reference=r).label for p, b, r in platforms)
@@ -209,6 +213,28 @@ def resolve_base(spec: str | None, groups: Sequence[Group]) -> Base:
     raise BadArgumentError(
         f"--base {spec!r} matches no configuration; configurations: {', '.join(c.label for c in configs)}"
     )
+
+
+def _plain_name(spec: str, configs: Sequence[Configuration]) -> Base | None:
+    """A label without its bracketed variant (`local-tensorflow`, `local-tensorflow (synthetic)`): the platform
+    and backend, whichever images, precisions or settings its runs differ in (`make bench` runs without an image,
+    `make bench-local` in one); `choose` then takes the base's configuration of each workload. A plain name means
+    the user's runs where there are some, else the reference runs; `(reference)` asks for those."""
+    name, reference = _without_suffix(spec, " (reference)")
+    name = _without_suffix(name, " (synthetic)")[0]
+    found = sorted(
+        {(c.platform, c.backend, c.reference) for c in configs if f"{c.platform}-{c.backend}" == name},
+        key=lambda key: key[2],  # the user's runs first
+    )
+    found = [key for key in found if key[2] or not reference]
+    if not found:
+        return None
+    platform, backend, is_reference = found[0]
+    return Base(platform, backend, reference=is_reference)
+
+
+def _without_suffix(text: str, suffix: str) -> tuple[str, bool]:
+    return (text.removesuffix(suffix), True) if text.endswith(suffix) else (text, False)
 
 
 def _default_base(groups: Sequence[Group]) -> Base:
@@ -266,6 +292,7 @@ def _row(group: Group, pricing: Pricing | Unpriced) -> dict[str, object]:
         "data_source": "/".join(sorted({r.data_source for r in group.runs})),
         "n_runs": len(group.runs),
         "run_ids": " ".join(r.run_id for r in group.runs),
+        "defaults": all(r.default_settings for r in group.runs),
         "epochs": group.epochs,
         "train_samples": group.train_samples,
         "machines": len(set(group.machines())),

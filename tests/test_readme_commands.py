@@ -2,7 +2,9 @@
 copy of this checkout, offline and with no cloud credentials. Commands that launch machines run as dry runs
 (DRY_RUN=1 / --dry-run, which must then say nothing is launched); image builds run as `make -n`; `make bench` runs
 two workloads on two backends. The few that cannot run here are listed in EXCEPTIONS with the reason. A page shows a
-command it does not mean to be run here (a synopsis, a command for a GPU machine) in a plain ``` block."""
+command it does not mean to be run here (a synopsis, a command for a GPU machine) in a plain ``` block.
+`make bench-local` runs for real, small, in the CPU image built from this checkout, so the report commands read
+both `make bench`'s logs (no image) and its (an image)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.logs import find_logs, read_epoch_log
 from tests.support.datasets import prefill_keras_cache
+from tests.support.docker import build_cpu_image
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,6 +42,10 @@ EXCEPTIONS = {
 # machine has Nietzsche, not MNIST), on the two backends the report commands below name.
 SMALL_BENCH = ["WORKLOADS=mnist_mlp,lstm_text_generation", "BACKENDS=jax,tensorflow"]
 SMALL_SUITE = ["--workloads", "mnist_mlp"]  # `benchmarks suite --suite quick`: one workload of the suite
+# `make bench-local` as printed runs the quick suite in the CPU image; here one workload on real data (Nietzsche), two
+# epochs of a slice, on the backends the report commands name: enough to give each its second configuration.
+SMALL_LOCAL = ["WORKLOADS=lstm_text_generation", "BACKENDS=jax,tensorflow"]
+SMALL_LOCAL_ARGS = "--epochs 2 --train-limit 512 --val-limit 128"
 LAUNCHERS = ("make bench-", "make reproduce", "python -m orchestrate run", "python -m orchestrate schedule create")
 
 
@@ -73,11 +81,14 @@ def exception(command: str) -> str | None:
     return next((reason for prefix, reason in EXCEPTIONS.items() if command.startswith(prefix)), None)
 
 
-def as_run_here(command: str) -> tuple[list[str], bool]:
-    """The command as this test runs it, and whether it must be a dry run."""
+def as_run_here(command: str, image: str = "", host_dir: Path | None = None) -> tuple[list[str], bool]:
+    """The command as this test runs it, and whether it must be a dry run (`make bench-local` runs in `image`,
+    its host folder `host_dir`)."""
     words = shlex.split(command)
     if words[:2] == ["make", "bench"] and len(words) == 2:
         return words + SMALL_BENCH, False
+    if words == ["make", "bench-local"]:
+        return [*words, *SMALL_LOCAL, f"ARGS=--image {image} --remote-dir {host_dir} {SMALL_LOCAL_ARGS}"], False
     if words[0] == "make" and len(words) > 1 and words[1].startswith(("image-", "bench-docker")):
         return ["make", "-n", *words[1:]], False
     if command.startswith(".venv/bin/python -m benchmarks suite"):
@@ -106,8 +117,25 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy
 
 
+def images_logged(logs: Path) -> set[str | None]:
+    """The container images of the runs under `logs` (None: run without one, as `make bench` runs)."""
+    found = set()
+    for path in find_logs(logs):
+        meta = read_epoch_log(path).metadata
+        if meta is not None:
+            found.add(meta.container.image if meta.container else None)
+    return found
+
+
+REPORTS = ("make report", "python -m report")
+
+
 @pytest.mark.slow
+@pytest.mark.docker
 def test_every_documented_command_runs_as_printed(checkout: Path, tmp_path: Path) -> None:
+    image = build_cpu_image(tmp_path / "image-cpu.log")
+    host_dir = tmp_path / "host"
+    prefill_keras_cache(host_dir / "cache" / "keras")
     home = tmp_path / "home"
     home.mkdir()
     env = {
@@ -121,11 +149,15 @@ def test_every_documented_command_runs_as_printed(checkout: Path, tmp_path: Path
     assert "make bench" in readme and any(c.startswith("make reproduce") for c in readme)
     failures = []
     ran: set[tuple[str, ...]] = set()
-    for command in documented_commands():
-        words, dry = as_run_here(command)
+    # both kinds of local run first, so that every report command reads their logs side by side
+    local_runs_first = sorted(documented_commands(), key=lambda c: c not in ("make bench", "make bench-local"))
+    for command in local_runs_first:
+        words, dry = as_run_here(command, image, host_dir)
         if exception(command) or tuple(words) in ran:  # a launch and its dry run are the same command here
             continue
         ran.add(tuple(words))
+        if command.startswith(REPORTS):  # the report commands read the logs of both kinds of local run
+            assert images_logged(checkout / "logs" / "local") == {None, image}, f"before {command}"
         done = subprocess.run(words, cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
         out = done.stdout + done.stderr
         if done.returncode != 0 or (dry and not re.search(r"dry run|nothing is launched|nothing of this", out)):

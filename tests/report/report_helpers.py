@@ -134,3 +134,16 @@ def metadata(spec: RunSpec) -> dict[str, Any]:
         ),
         "error": None if spec.status == "complete" else "KeyboardInterrupt: interrupted",
     }
+
+
+def compiled_and_pip_runs(logs: Path, repeats: int, compiled_seconds: float) -> None:
+    """`make reproduce STUDY=cpu-or-gpu-2017-07 PROFILE=local` run in the pip image and in the compiled one."""
+    for i in range(repeats):
+        jitter = 0.05 * i
+        for image, seconds in (
+            ("keras-cloud-bench:cpu", 2.0),
+            ("keras-cloud-bench:cpu-compiled-haswell", compiled_seconds),
+        ):
+            run_id = f"20260101T00{i:02d}{int(seconds * 10):02d}Z-{i:04x}"
+            elapsed = (seconds + 1 + jitter, seconds + jitter, seconds + jitter)
+            write_run(logs, run_id=run_id, workload="mnist_mlp", backend="tensorflow", image=image, elapsed=elapsed)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from report_helpers import REPO, write_run
+from report_helpers import REPO, compiled_and_pip_runs, write_run
 
 from report.cli import main
 
@@ -194,3 +194,42 @@ def test_the_reference_report_fits_a_1366_px_window(
     with Image.open(shot) as image:
         assert image.size == WINDOW
     print(f"screenshot: {shot}")
+
+
+# After load, every section open: where each claims table's verdict cells end against the window, and whether any
+# claims table must scroll to show them.
+VERDICTS_PROBE = r"""<script>
+window.addEventListener("load", () => {
+  document.querySelectorAll("details").forEach((d) => { d.open = true; });
+  const tables = Array.from(document.querySelectorAll("table.claims"));
+  const cells = tables.flatMap((t) => Array.from(t.querySelectorAll("tbody tr td:nth-child(5)")));
+  const out = document.createElement("pre");
+  out.id = "verdict-check";
+  out.textContent = JSON.stringify({
+    windowWidth: window.innerWidth,
+    tables: tables.length,
+    verdicts: cells.map((c) => c.textContent.trim()),
+    rightmost: Math.max(...cells.map((c) => c.getBoundingClientRect().right)),
+    scrolls: tables.some((t) => t.parentElement.scrollWidth > t.parentElement.clientWidth),
+  });
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def test_the_claims_verdicts_fit_a_1366_px_window(tmp_path: Path) -> None:
+    """A study page whose claims carry the user's runs (the widest cells): every verdict is on screen, no claims
+    table scrolls."""
+    logs = tmp_path / "logs"
+    compiled_and_pip_runs(logs, 6, 1.75)
+    out = tmp_path / "report"
+    assert main([str(logs), "--out", str(out), "--study", "cpu-or-gpu-2017-07"]) == 0
+    probe = out / "verdict-probe.html"
+    probe.write_text((out / "index.html").read_text().replace("</body>", VERDICTS_PROBE + "</body>"))
+    size = f"--window-size={WINDOW[0]},{WINDOW[1]}"
+    dom = _browse(probe, tmp_path / "profile", size, "--dump-dom", "--virtual-time-budget=10000").stdout
+    found = re.search(r'<pre id="verdict-check">(.*?)</pre>', dom, re.S)
+    assert found, "the page's scripts did not run to the end of load"
+    layout = json.loads(html.unescape(found.group(1)))
+    assert layout["tables"] == 2 and any("contradicted by our runs" in v for v in layout["verdicts"]), layout
+    assert layout["rightmost"] <= layout["windowWidth"] == WINDOW[0] and not layout["scrolls"], layout

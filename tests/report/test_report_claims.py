@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from report_helpers import write_run
+from report_helpers import compiled_and_pip_runs, write_run
 
 from report.claims import (
     CLAIMS_DIR,
@@ -217,3 +217,26 @@ def test_study_pages_show_every_claim_with_a_verdict_in_chromium(tmp_path: Path)
             assert row[4] in VERDICTS, row
             claims[row[0]] = row[4]
     assert len(claims) == HEADLINE_CLAIMS
+
+
+def _compiled_claim(tmp_path: Path, repeats: int, compiled_seconds: float) -> list[str]:
+    logs = tmp_path / "logs"
+    compiled_and_pip_runs(logs, repeats, compiled_seconds)
+    out = tmp_path / "report"
+    assert main([str(logs), "--out", str(out), "--study", "cpu-or-gpu-2017-07"]) == 0
+    (row,) = [r for r in _claims_rows((out / "index.html").read_text()) if "compiled TensorFlow library" in r[0]]
+    return row
+
+
+def test_a_users_runs_of_both_images_give_the_compiled_claim_a_verdict(tmp_path: Path) -> None:
+    # 10 % less time, beyond noise, on 6 runs of each: outside the claimed 30-40 %.
+    row = _compiled_claim(tmp_path / "ten", 6, 1.75)
+    assert row[4] == f"{NOT_FOLLOW}; contradicted by our runs", row
+    assert row[3].startswith("local mnist_mlp [tensorflow]: 10 % less time (95% CI ") and "6 vs 6 runs" in row[3]
+    assert "keras-cloud-bench:cpu-compiled-haswell is 1.1" in row[3] and "than keras-cloud-bench:cpu (" in row[3]
+    # 35 % less time: within the claim.
+    row = _compiled_claim(tmp_path / "thirty-five", 6, 1.2)
+    assert row[4] == f"{NOT_FOLLOW}; holds on our runs", row
+    # Two runs of each: the test cannot reach 5 %.
+    row = _compiled_claim(tmp_path / "two", 2, 1.75)
+    assert row[4] == f"{NOT_FOLLOW}; our runs cannot tell" and "2 vs 2 runs" in row[3], row

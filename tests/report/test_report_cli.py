@@ -81,6 +81,23 @@ def test_training_time_billing_and_base_choice(logs: Path, tmp_path: Path, capsy
     assert tf["rel_cost"] == pytest.approx(tf["total_s"] / jax["total_s"])  # same price: cost ratio = time ratio
 
 
+def test_a_plain_base_name_spans_its_images(logs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`make bench` logs no image and `make bench-local` runs in one: the platform's plain name still names the
+    base, and the base of each workload is its configuration with the most repeats."""
+    write_run(logs, run_id=_run_id(0), backend="tensorflow")
+    write_run(logs, run_id=_run_id(0), backend="tensorflow", source="synthetic")
+    for i in (1, 2):
+        write_run(logs, run_id=_run_id(i), backend="tensorflow", image="keras-cloud-bench:cpu")
+        write_run(logs, run_id=_run_id(i), backend="jax", image="keras-cloud-bench:cpu")
+    tensorflow = {"local-tensorflow [keras-cloud-bench:cpu]", "local-tensorflow [no image] (synthetic)"}
+    for base, chosen in (("local-tensorflow", tensorflow), ("local-tensorflow (synthetic)", tensorflow),
+                         ("local-jax", {"local-jax"})):  # fmt: skip
+        out = tmp_path / base
+        assert _report([str(logs), "--out", str(out), "--base", base], capsys)[0] == 0, base
+        results = pd.read_csv(out / "results.csv")
+        assert set(results.loc[results["is_base"], "config"]) == chosen, base
+
+
 def test_single_runs_say_no_interval_and_synthetic_is_labelled(
     logs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,7 +3,9 @@ start apart, the max-lifetime warning, and a dry run that imports no framework."
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -16,8 +18,19 @@ from orchestrate.cli import main
 from orchestrate.schedule import check_spec, estimate, estimate_text
 from records.catalog import load_catalog
 from report.backtest import committed_bands
+from report.designs import fresh_repeat
 from report.estimate import Shape, estimate_lines, estimate_suite, machine_start
-from report.estimate_model import Fit, Observation, Target, accelerator_model, cpu_machine, predict
+from report.estimate_model import (
+    COMMITTED_REFERENCE,
+    Fit,
+    Observation,
+    Target,
+    accelerator_model,
+    cpu_machine,
+    predict,
+)
+from report.loading import load_runs
+from report.workload_plan import planned
 
 FIT = Fit(exponent=1.0, pairs=1, widest=2.0)
 B200 = {"hardware": {"cpu_model": "Xeon", "accelerator": "gpu", "gpus": [{"name": "NVIDIA B200"}]}}
@@ -181,3 +194,47 @@ def test_a_dry_run_on_two_gpus_is_estimated_from_two_gpu_runs(
     argv += ["--workloads", "mnist_mlp", "--suite", "short", "--dry-run", "--logs", str(tmp_path)]
     assert main([*argv, "--ledger", str(tmp_path / "ledger.jsonl")]) == 0
     assert "mnist_mlp [jax]: " in (out := capsys.readouterr().out) and "NVIDIA-H200-x2-jax [jit on, 2 devices" in out
+
+
+def test_the_default_settings_are_preferred_to_a_variant_measured_more() -> None:
+    """A sweep's variant, or a repeat forked from a preloaded parent, measured more often than the default settings
+    is still not what the runner does: the default's runs are the basis."""
+    forked = [observation(group=f"p{i}", variant="forked", steady_s=0.25, defaults=False) for i in range(3)]
+    found = predict(target(samples=60000), [observation(), observation(group="g2"), *forked], {})
+    assert found is not None and found.seconds == pytest.approx(3.5 + 3 * 0.5)
+    assert "2 runs of 60,000 samples" in found.where
+
+
+def _h100_default_medians() -> dict[tuple[str, str], tuple[float, int]]:
+    """Per workload and backend, the median wall time (start to end: the epochs and what the run did outside them,
+    what an estimate predicts) of the committed H100 repeats of the default settings, each trained alone in a
+    fresh process, of the short suite's epochs and samples; and how many runs."""
+    walls: dict[tuple[str, str], list[float]] = {}
+    for run in load_runs(COMMITTED_REFERENCE / "NVIDIA-H100").complete_runs:
+        meta = run.metadata
+        shape = planned("short", run.workload, None, None)
+        if (
+            not run.default_settings
+            or not fresh_repeat(meta)
+            or (meta.epochs_planned, meta.data.train_samples) != shape
+        ):
+            continue
+        wall = dt.datetime.fromisoformat(str(meta.ended_at)) - dt.datetime.fromisoformat(str(meta.started_at))
+        walls.setdefault((run.workload, run.config.backend), []).append(wall.total_seconds())
+    return {key: (statistics.median(values), len(values)) for key, values in walls.items()}
+
+
+def test_a_p5_is_estimated_from_the_h100s_default_repeats_and_its_ranges_cover_their_medians(tmp_path: Path) -> None:
+    medians = _h100_default_medians()
+    items = [(w, b) for w in get_suite("short").workloads for b in ("jax", "torch")]
+    assert sorted(medians) == sorted(items) and min(n for _, n in medians.values()) >= 5
+    found = estimate_suite(load_catalog()["aws-p5.4xlarge"], "short", items, tmp_path / "no-logs")
+    by_item = {(i.workload, i.backend): i for i in found.items}
+    cnn = by_item[("mnist_cnn", "jax")]
+    assert cnn.basis == "measured" and cnn.where.startswith("reference NVIDIA-H100-jax, 10 runs of 60,000 samples")
+    inside = [
+        key for key, (median, _) in medians.items() if by_item[key].low is not None
+        and by_item[key].low <= median <= (by_item[key].high or 0)
+    ]  # fmt: skip
+    assert len(inside) >= 0.8 * len(items), sorted(set(medians) - set(inside))
+    assert all(by_item[key].basis == "measured" and "NVIDIA-H100" in by_item[key].where for key in items)

@@ -64,8 +64,46 @@ def test_the_summary_ranks_every_priced_run_and_names_its_price(logs: Path, tmp_
     assert f"{h200['rel_cost']:.2f}x [no interval] per sample" in (out / "index.html").read_text()
     assert f"{H200} (per sample)" in (out / "charts" / "cifar10_cnn_cost.svg").read_text()
     glance = (out / "index.html").read_text().split('id="glance"')[1].split("</ul>")[0]
-    assert f"fastest {H200} (10,000 samples/s)" in glance
-    assert "cheapest local-tensorflow at $0.1/h ($0.0556 per 1M training samples)" in glance
+    assert f"fastest {H200} (10,000 samples/s; 1 run, no interval)" in glance
+    assert "cheapest local-tensorflow at $0.1/h ($0.0556 per 1M training samples; 1 run, no interval)" in glance
+
+
+def _sweep_variant(steps_per_execution: int) -> dict[str, object]:
+    settings = {"jit_compile": True, "jit_compile_requested": "auto", "steps_per_execution": steps_per_execution}
+    return {"settings": settings | {"dtype_policy": "float32", "lstm_kernel": None, "use_cudnn": None}}
+
+
+def test_the_summary_crowns_the_default_with_repeats_and_says_what_a_lead_rests_on(logs: Path, tmp_path: Path) -> None:
+    """A one-off sweep variant that ran faster once is named beside the leader, not crowned; a machine that is the
+    only one priced is said to be so; with no run on a rented machine the page says how to compare clouds first."""
+    for i in range(3):
+        write_run(logs, run_id=f"20260101T00000{i}Z-000{i}", backend="tensorflow", elapsed=(5.0, 2.0, 2.0))
+    write_run(logs, run_id="20260102T000000Z-0009", backend="tensorflow", elapsed=(5.0, 1.0, 1.0),
+              schema2=_sweep_variant(8))  # fmt: skip
+    out = tmp_path / "out"
+    assert main([str(logs), "--price", "local=0.10", "--out", str(out)]) == 0
+    assert main([str(logs), "--price", "local=0.10", "--markdown", str(tmp_path / "r.md")]) == 0
+    summary = pd.read_csv(out / "summary.csv").set_index("workload").loc["mnist_mlp"]
+    default, variant = "local-tensorflow [jit on]", "local-tensorflow [jit on, 8 steps/execution]"
+    assert summary["fastest"] == summary["cheapest"] == default
+    assert summary["fastest: rests on"] == (
+        f"3 runs; ranked among configurations of the default settings with repeats; {variant} ran faster in 1 run"
+    )
+    assert summary["cheapest: rests on"].endswith("one machine priced (local): the cheapest is its fastest")
+    page = html.unescape((out / "index.html").read_text())
+    glance = page.split('id="glance"')[1].split("</ul>")[0]
+    assert f"fastest and cheapest {default} (" in glance and f"{variant} ran faster in 1 run" in glance
+    assert "one machine priced (local)" in glance
+    for text in (page, (tmp_path / "r.md").read_text()):
+        assert "No run here was on a rented cloud machine" in text
+        assert "python -m orchestrate run --profiles gce-t4,aws-g4dn.xlarge --dry-run" in text
+
+
+def test_a_report_with_a_rented_run_does_not_say_how_to_compare_clouds(logs: Path, tmp_path: Path) -> None:
+    write_run(logs, platform="gce-t4", backend="tensorflow")
+    out = tmp_path / "out"
+    assert main([str(logs), "--out", str(out)]) == 0
+    assert "No run here was on a rented cloud machine" not in (out / "index.html").read_text()
 
 
 def test_a_report_without_prices_says_how_to_add_one(logs: Path, tmp_path: Path) -> None:
