@@ -54,6 +54,8 @@ def make_provider(profile: Profile, options: RunOptions) -> Provider:
             settings[key] = value
     if options.ssh_config is not None and not options.ssh_config.is_file():
         raise UsageError(f"--ssh-config {options.ssh_config}: no such file")
+    if options.ssh_config is not None and "ssh_config" in cls.settings:  # a provider that logs in itself (slurm)
+        settings.setdefault("ssh_config", str(options.ssh_config))
     provider = cls.from_settings(settings)
     provider.validate_profile(profile)
     return provider
