@@ -24,6 +24,7 @@ from orchestrate.provider import (
     TASK_CANCELLED,
     TASK_COMPLETE,
     TASK_ENDED,
+    TASK_FAILED,
     TASK_PENDING,
     BatchJob,
     BatchTask,
@@ -173,6 +174,8 @@ class BatchLifecycle(Lifecycle):
             return
         previous = task.state
         task.state = state
+        if state.item_exit_code is not None and not task.ended:  # it ended between two reads (maybe requeued since)
+            self._item_ended(instance, task, state)
         if previous is not None and state.restarts > previous.restarts:
             self._requeued(instance, task, previous)
         if task.ended or state.state == TASK_PENDING:
@@ -181,6 +184,14 @@ class BatchLifecycle(Lifecycle):
             self._started(task, state)
         if state.state in TASK_ENDED:
             self._ended(instance, task, state)
+
+    def _item_ended(self, instance: Instance, task: _Task, state: TaskState) -> None:
+        code = state.item_exit_code
+        if task.record is None:
+            self._started(task, state)
+        ended = state if state.state in TASK_ENDED else replace(state, ended_at=time.time())
+        status = TASK_COMPLETE if code == 0 else TASK_FAILED
+        self._ended(instance, task, replace(ended, state=status, exit_code=code))
 
     def _started(self, task: _Task, state: TaskState) -> None:
         record = ItemRecord(task.item.workload, task.item.backend, status="running", started_at=state.started_at)
@@ -281,18 +292,40 @@ class BatchLifecycle(Lifecycle):
             self._bill_from_job_records(session, states)
 
     def _bill_from_job_records(self, session: _Session, states: list[TaskState]) -> None:
-        """The job's one ledger machine becomes one per task attempt, from its start to its end in the records."""
-        tasks = [
-            InstanceRecord(
-                provider=self.provider.name,
-                instance_id=f"{session.instance.instance_id}_{state.index}",
-                zone=None,
-                spot=False,
-                launched_at=state.started_at,
-                terminated_at=state.ended_at or session.record.terminated_at,
-            )
-            for state in states
-            if state.started_at is not None
-        ]
-        self.record.instances = [r for r in self.record.instances if r is not session.record] + self.attempts + tasks
+        """The job's one ledger machine becomes one per task attempt, from its start to its end in the scheduler's
+        job records; where it keeps none, as this run saw them (each task's last attempt, the requeued ones)."""
+        job = session.instance.instance_id
+        recorded = self.queue.attempts(session.instance)
+        if recorded:
+            counts: dict[int, int] = {}
+            machines = []
+            for state in recorded:
+                counts[state.index] = counts.get(state.index, 0) + 1
+                last = counts[state.index] == sum(1 for s in recorded if s.index == state.index)
+                assert state.started_at is not None  # attempts() lists attempts that started
+                machines.append(
+                    InstanceRecord(
+                        provider=self.provider.name,
+                        instance_id=f"{job}_{state.index}" + ("" if last else f" (attempt {counts[state.index]})"),
+                        zone=None,
+                        spot=False,
+                        launched_at=state.started_at,
+                        terminated_at=state.ended_at or session.record.terminated_at,
+                        preempted=not last,
+                    )
+                )
+        else:
+            machines = self.attempts + [
+                InstanceRecord(
+                    provider=self.provider.name,
+                    instance_id=f"{job}_{state.index}",
+                    zone=None,
+                    spot=False,
+                    launched_at=state.started_at,
+                    terminated_at=state.ended_at or session.record.terminated_at,
+                )
+                for state in states
+                if state.started_at is not None
+            ]
+        self.record.instances = [r for r in self.record.instances if r is not session.record] + machines
         self._save()

@@ -149,6 +149,11 @@ class BatchQueue(abc.ABC):
         """Every task of the job as the scheduler and the tasks' own exit records tell it now."""
 
     @abc.abstractmethod
+    def attempts(self, instance: Instance) -> builtins.list[TaskState]:
+        """Every attempt of every task that started, with its start and end, from the scheduler's job records
+        (requeued attempts included); empty where the scheduler keeps no such records."""
+
+    @abc.abstractmethod
     def fetch_logs(self, instance: Instance, local_dir: Path) -> builtins.list[Path]:
         """Copy what the tasks wrote (runner files under `<platform>/<run id>/`, console logs) into `local_dir`;
         the files copied (new or changed)."""

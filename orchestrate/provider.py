@@ -116,6 +116,9 @@ class TaskState:
     ended_at: float | None = None
     restarts: int = 0  # times the scheduler requeued it (a preemption, `scontrol requeue`)
     reason: str = ""  # the scheduler's word for a pending or failed task
+    # The work item's own exit code once it ended, whatever the scheduler did with the task since (a requeue of an
+    # ended task runs nothing again); None while the item has not ended.
+    item_exit_code: int | None = None
 
 
 TASK_PENDING, TASK_RUNNING, TASK_COMPLETE, TASK_FAILED, TASK_CANCELLED = (

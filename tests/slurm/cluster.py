@@ -7,7 +7,8 @@
 Nothing of the system's Slurm or munge is used or changed: the daemons run in the foreground with their own
 config, key, socket, ports and spool under `workdir`, so a machine's own cluster (if any) is left alone. Job
 accounting has no slurmdbd here: finished jobs are read from the job completion log (jobcomp/filetxt).
-Missing packages make `start_cluster` skip with the install command.
+Missing packages make `start_cluster` skip with the install command. A requeued job waits `cred_expire` seconds
+before it may start again (120 by default): 10 here, so a requeue test takes seconds.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ SlurmdPort={free_port()}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket={munge_socket}
+AuthInfo=socket={munge_socket},cred_expire=10
 CredType=cred/munge
 StateSaveLocation={work / "state"}
 SlurmdSpoolDir={work / "spool"}

@@ -38,7 +38,7 @@ from orchestrate.provider import (
     TaskState,
     UnreachableError,
 )
-from orchestrate.providers.slurm.cluster import Cluster
+from orchestrate.providers.slurm.cluster import Cluster, task_state
 from orchestrate.providers.slurm.script import batch_script, job_name, parse_comment, run_folder, sbatch_flags
 from orchestrate.providers.slurm.settings import SlurmSettings, settings_of, slurm_time
 from orchestrate.providers.ssh import parse_target
@@ -257,10 +257,14 @@ class SlurmProvider(Provider, BatchQueue):
             if record is None:  # the controller forgot it and no record says how it ended: its exit record does
                 code = exits.get(task)
                 state = TASK_PENDING if code is None else ("complete" if code == 0 else "failed")
-                states.append(TaskState(task, state, exit_code=code, reason="no job record"))
+                states.append(TaskState(task, state, exit_code=code, reason="no job record", item_exit_code=code))
             else:
                 states.append(record.as_task(exits.get(task)))
         return states
+
+    def attempts(self, instance: Instance) -> list[TaskState]:
+        records = self._cluster_of(instance).attempt_records(instance.private["job"])
+        return [TaskState(r.task, task_state(r.state), r.exit_code, r.start, r.end, reason=r.state) for r in records]
 
     def _exit_records(self, cluster: Cluster, instance: Instance) -> dict[int, int]:
         folder = f"{instance.private['root']}/runs/{instance.tags.get('run-id', '')}/tasks"

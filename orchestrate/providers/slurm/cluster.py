@@ -47,7 +47,7 @@ class JobRecord:
     reason: str = ""
 
     def as_task(self, exit_record: int | None) -> TaskState:
-        state = _task_state(self.state)
+        state = task_state(self.state)
         code = exit_record if exit_record is not None and state in TASK_ENDED else self.exit_code
         if state in TASK_ENDED and exit_record is None and state == TASK_COMPLETE:
             state = TASK_FAILED  # the script ends every item with its exit record: none means it never ran it
@@ -62,10 +62,11 @@ class JobRecord:
             ended_at=None if running else self.end,
             restarts=self.restarts,
             reason=self.reason,
+            item_exit_code=exit_record,
         )
 
 
-def _task_state(slurm_state: str) -> str:
+def task_state(slurm_state: str) -> str:
     word = slurm_state.split()[0].rstrip("+") if slurm_state else ""
     if word in PENDING_STATES:
         return TASK_PENDING
@@ -102,7 +103,7 @@ class Cluster:
             self._host = None
 
     def run(self, command: str, *, check: bool = True, timeout: float = 120) -> str:
-        prefix = f"SLURM_CONF={shlex.quote(self.slurm_conf)} " if self.slurm_conf else ""
+        prefix = f"export SLURM_CONF={shlex.quote(self.slurm_conf)}; " if self.slurm_conf else ""
         try:
             return self.host.run(prefix + command, check=check, timeout=timeout).stdout
         except RemoteError as exc:
@@ -173,10 +174,25 @@ class Cluster:
                 )
         return records
 
-    def _finished_records(self, job_id: str) -> list[JobRecord]:
+    def attempt_records(self, job_id: str) -> list[JobRecord]:
+        """Every attempt of every task that ran (a requeue's included), from accounting or the completion log; a
+        requeue of an ended task writes its attempt again with a later end: the first end of an attempt is kept."""
+        first: dict[tuple[int, float], JobRecord] = {}
+        for record in self._finished_records(job_id, duplicates=True):
+            if record.start is None or record.end is None:
+                continue
+            key = (record.task, record.start)
+            if key not in first or record.end < (first[key].end or 0):
+                first[key] = record
+        return sorted(first.values(), key=lambda r: (r.task, r.start or 0))
+
+    def _finished_records(self, job_id: str, duplicates: bool = False) -> list[JobRecord]:
         config = self.config()
         if config.get("AccountingStorageType", "accounting_storage/none") != "accounting_storage/none":
-            out = self.run(f"sacct -n -P -X -j {shlex.quote(job_id)} -o JobID,State,ExitCode,Start,End", check=False)
+            every = " --duplicates" if duplicates else ""
+            out = self.run(
+                f"sacct -n -P -X{every} -j {shlex.quote(job_id)} -o JobID,State,ExitCode,Start,End", check=False
+            )
             return [r for r in (self._sacct_record(line) for line in out.splitlines()) if r is not None]
         location = config.get("JobCompLoc", "")
         if config.get("JobCompType") == "jobcomp/filetxt" and location.startswith("/"):
