@@ -81,8 +81,9 @@ class BatchLifecycle(Lifecycle):
     def __init__(self, plan: RunPlan, provider: Provider, ledger: Ledger, reporter: Reporter) -> None:
         if not isinstance(provider, BatchQueue) or not offered(provider, Capability.BATCH):
             raise LifecycleError(f"provider {provider.name} is not a batch scheduler")
-        # every task attempt bills as one machine at the price of one task's allocation
-        super().__init__(replace(plan, profile=provider.allocation_price(plan.profile)), provider, ledger, reporter)
+        # the plan's profile is priced per task allocation (orchestrate.cli.planning.priced_per_task): every task
+        # attempt bills as one machine
+        super().__init__(plan, provider, ledger, reporter)
         self.queue: BatchQueue = provider
         self.tasks = {index: _Task(item) for index, item in enumerate(plan.items)}
         self.attempts: list[InstanceRecord] = []  # ended attempts of requeued tasks, billed with the rest

@@ -31,6 +31,7 @@ CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
 INSTALL_HINT = "apt-get install -y slurmctld slurmd slurm-client munge"
 NODE_CPUS = 2
 PARTITION = "debug"
+SECOND_PARTITION = "debug2"  # the same node: a fan-out over two partitions
 
 
 @dataclass
@@ -132,6 +133,7 @@ MinJobAge=300
 KillWait=10
 NodeName={cluster.node} NodeAddr=127.0.0.1 CPUs={NODE_CPUS} State=UNKNOWN
 PartitionName={cluster.partition} Nodes={cluster.node} Default=YES MaxTime=INFINITE State=UP
+PartitionName={SECOND_PARTITION} Nodes={cluster.node} Default=NO MaxTime=INFINITE State=UP
 """
 
 
@@ -143,7 +145,8 @@ def _spawn(cluster: SlurmCluster, name: str, argv: list[str]) -> None:
 def _node_idle(cluster: SlurmCluster) -> bool:
     with contextlib.suppress(subprocess.SubprocessError):
         done = cluster.command("sinfo", "-h", "-N", "-o", "%T", check=False)
-        return done.stdout.strip() == "idle"
+        states = done.stdout.split()  # one line per partition the node is in
+        return bool(states) and all(state == "idle" for state in states)
     return False
 
 

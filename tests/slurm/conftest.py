@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from orchestrate.testing.sshd import SSHServer, start_sshd
-from tests.slurm.cluster import SlurmCluster, start_cluster
+from tests.slurm.cluster import SECOND_PARTITION, SlurmCluster, start_cluster
 from tests.support.docker import BASE_IMAGE, ENGINE_HINT, image_id, require_engine
 
 PROFILE = "testcluster-cpu"
+SECOND_PROFILE = "testcluster-cpu2"  # the cluster's second partition, at another price
 PRICE_PER_NODE_HOUR = 0.5
 TASK_IMAGE = "kcb-test/slurm-tasks:latest"
 # The task image's entrypoint: the runner's arguments in, the runner's file names out. mnist_mlp ends in 2 s,
@@ -66,20 +67,27 @@ class SlurmSite:
 
 
 def catalog_text(server: SSHServer, cluster: SlurmCluster, shared_dir: Path) -> str:
-    return f"""[profiles.{PROFILE}]
+    return _profile(PROFILE, cluster.partition, PRICE_PER_NODE_HOUR, server, cluster, shared_dir) + _profile(
+        SECOND_PROFILE, SECOND_PARTITION, 2 * PRICE_PER_NODE_HOUR, server, cluster, shared_dir
+    )
+
+
+def _profile(name: str, partition: str, price: float, server: SSHServer, cluster: SlurmCluster, shared: Path) -> str:
+    return f"""[profiles.{name}]
 provider = "slurm"
-description = "the one-node test cluster on loopback"
+description = "the one-node test cluster on loopback, partition {partition}"
 docker_image = "cpu"
 billing_minimum_s = 0
-on_demand = {{ usd_per_hour = {PRICE_PER_NODE_HOUR}, date = "2026-11-28", source = "test rate" }}
-[profiles.{PROFILE}.extra]
+on_demand = {{ usd_per_hour = {price}, date = "2026-11-28", source = "test rate" }}
+[profiles.{name}.extra]
 login = "{server.alias}"
-partition = "{cluster.partition}"
-shared_dir = "{shared_dir}"
+partition = "{partition}"
+shared_dir = "{shared}"
 slurm_conf = "{cluster.conf}"
 runtime = "docker"
 price_unit = "node-hour"
 cpus = "1"
+
 """
 
 

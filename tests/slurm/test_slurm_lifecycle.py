@@ -17,7 +17,7 @@ import pytest
 from benchmarks.logs import STATUS_COMPLETE, metadata_path, read_epoch_log
 from records.ledger import read_runs
 from tests.orchestrate.orchestrate_helpers import ROOT, TINY, Workspace, wait_for
-from tests.slurm.conftest import PRICE_PER_NODE_HOUR, PROFILE, SlurmSite
+from tests.slurm.conftest import PRICE_PER_NODE_HOUR, PROFILE, SECOND_PROFILE, SlurmSite
 from tests.slurm.helpers import run_args, run_folder, slurm_env
 from tests.support.datasets import prefill_keras_cache
 from tests.support.docker import build_cpu_image, containers_of_run, remove_containers_of_run
@@ -209,3 +209,28 @@ def test_a_killed_orchestrator_leaves_nothing_after_sweep(slurm_site: SlurmSite,
     record = read_runs(ws.ledger)[KILLED_RUN]
     assert record.final
     assert record.instances[0].terminated_at is not None
+
+
+# ---- fan-out over partitions ----------------------------------------------------------------------------------------
+
+FANOUT_RUN = "20260101T000000Z-slf1"
+
+
+def test_a_fanout_over_two_partitions_gives_one_estimate_and_one_table(
+    slurm_site: SlurmSite, task_image: str, tmp_path
+) -> None:
+    ws = Workspace(tmp_path)
+    args = run_args(slurm_site, ws, FANOUT_RUN, "--workloads", "mnist_mlp", "--backends", "jax")
+    args[args.index("--profile") : args.index("--profile") + 2] = ["--profiles", f"{PROFILE},{SECOND_PROFILE}"]
+    done = orchestrate(slurm_site, *args, "--image", task_image, "--report-out", str(tmp_path / "report"))
+    out = done.stdout
+    estimate = out[: out.index("Plan for run")]
+    assert f"Fan-out of suite quick on 2 profiles, run ids {FANOUT_RUN}-<profile>" in estimate
+    assert "$2.00" in estimate and "$4.00" in estimate and "worst case $6.00" in estimate  # each partition's price
+    table = out[out.index(f"Fan-out {FANOUT_RUN}: 2 profiles") :]
+    for profile in (PROFILE, SECOND_PROFILE):
+        assert any(line.split()[:2] == [profile, "complete"] for line in table.splitlines()), table
+        record = read_runs(ws.ledger)[f"{FANOUT_RUN}-{profile}"]
+        assert record.provider == "slurm" and record.estimated_cost_usd is not None
+        assert_nothing_left(slurm_site, f"{FANOUT_RUN}-{profile}")
+    assert (tmp_path / "report" / "fanout.md").is_file()

@@ -61,6 +61,7 @@ class SlurmProvider(Provider, BatchQueue):
         # login (as written) -> (shared_dir, slurm_conf): the clusters this provider looks at
         self.known: dict[str, tuple[str, str | None]] = dict(clusters)
         self._clusters: dict[str, Cluster] = {}
+        self.profiles: dict[str, Profile] = {}  # validated for a run: their partitions are checked with the login
         self._explicit = bool(clusters)
 
     @classmethod
@@ -83,6 +84,7 @@ class SlurmProvider(Provider, BatchQueue):
     def validate_profile(self, profile: Profile) -> None:
         settings = settings_of(profile)
         self.known.setdefault(settings.cluster, (settings.shared_dir, settings.slurm_conf))
+        self.profiles[profile.name] = profile
         self._explicit = True
 
     # ---- the clusters ----------------------------------------------------------------------------------------
@@ -130,6 +132,8 @@ class SlurmProvider(Provider, BatchQueue):
                 raise UnreachableError(f"the Slurm controller of {login} does not answer: {exc}") from exc
             if not partitions:
                 raise CredentialsError(f"{login}: sinfo lists no partition this user may submit to")
+        for profile in self.profiles.values():
+            self.check_partition(profile)
 
     def check_partition(self, profile: Profile) -> None:
         settings = settings_of(profile)
