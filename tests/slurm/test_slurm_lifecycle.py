@@ -234,3 +234,44 @@ def test_a_fanout_over_two_partitions_gives_one_estimate_and_one_table(
         assert record.provider == "slurm" and record.estimated_cost_usd is not None
         assert_nothing_left(slurm_site, f"{FANOUT_RUN}-{profile}")
     assert (tmp_path / "report" / "fanout.md").is_file()
+
+
+# ---- validation before anything is submitted; teardown on SIGTERM ----------------------------------------------------
+
+
+def test_a_partition_the_cluster_lacks_stops_the_run_before_sbatch(slurm_site: SlurmSite, tmp_path) -> None:
+    catalog = tmp_path / "bad.toml"
+    text = slurm_site.catalog.read_text().split("\n\n")[0]  # the first profile, renamed, on a partition that is not
+    catalog.write_text(text.replace(f"[profiles.{PROFILE}", "[profiles.testcluster-none").replace('"debug"', '"none"'))
+    ws = Workspace(tmp_path)
+    args = run_args(slurm_site, ws, "20260101T000000Z-slv1", "--workloads", "mnist_mlp", "--backends", "jax")
+    args[args.index(PROFILE)] = "testcluster-none"
+    done = orchestrate(slurm_site, *args, "--catalog", str(catalog), "--image", "kcb-test/none:latest")
+    assert done.returncode != 0
+    assert "extra.partition: kcb-sshd has no partition 'none'" in done.stdout + done.stderr
+    assert slurm_site.queue() == []
+    assert not (slurm_site.shared_dir / "runs" / "20260101T000000Z-slv1").exists()
+
+
+TERM_RUN = "20260101T000000Z-slt1"
+
+
+def test_sigterm_cancels_the_array_and_keeps_the_partial_logs(slurm_site: SlurmSite, task_image: str, tmp_path) -> None:
+    ws = Workspace(tmp_path)
+    args = run_args(slurm_site, ws, TERM_RUN, "--workloads", "lstm_text_generation", "--backends", "jax")
+    process = start(slurm_site, tmp_path / "out.txt", *args, "--image", task_image)
+    try:
+        wait_for(lambda: containers_of_run(TERM_RUN), 90, "the task's container")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) == 130, (tmp_path / "out.txt").read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        remove_containers_of_run(TERM_RUN)
+    assert f"cancelled slurm job kcb-sshd:{job_id_of(ws, TERM_RUN)} (every task)" in (tmp_path / "out.txt").read_text()
+    record = read_runs(ws.ledger)[TERM_RUN]
+    assert record.status == "interrupted"
+    assert [i.status for i in record.items] == ["interrupted"]
+    partial = json.loads((ws.run_logs(PROFILE, TERM_RUN) / "lstm_text_generation_jax.json").read_text())
+    assert partial["status"] == "partial"  # the container was stopped, not killed: the runner recorded it
+    assert_nothing_left(slurm_site, TERM_RUN)
