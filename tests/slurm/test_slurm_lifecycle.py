@@ -262,6 +262,10 @@ def test_sigterm_cancels_the_array_and_keeps_the_partial_logs(slurm_site: SlurmS
     process = start(slurm_site, tmp_path / "out.txt", *args, "--image", task_image)
     try:
         wait_for(lambda: containers_of_run(TERM_RUN), 90, "the task's container")
+        setting = f"ssh_config={slurm_site.server.config_path}"
+        status = orchestrate(slurm_site, "status", TERM_RUN, "--ledger", str(ws.ledger), "--provider-setting", setting)
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert f"task 0      kcb-sshd:{job_id_of(ws, TERM_RUN)}: running" in status.stdout  # read from scontrol
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=120) == 130, (tmp_path / "out.txt").read_text()
     finally:
