@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -208,7 +209,10 @@ def test_a_killed_orchestrator_leaves_nothing_after_sweep(slurm_site: SlurmSite,
     assert_nothing_left(slurm_site, KILLED_RUN)
     record = read_runs(ws.ledger)[KILLED_RUN]
     assert record.final
-    assert record.instances[0].terminated_at is not None
+    job = record.instances[0]  # billed from its submission to its cancellation by the sweep, as one allocation
+    assert job.terminated_at is not None
+    assert job.billed_seconds == math.ceil(job.terminated_at - job.launched_at)  # billed per second
+    assert job.cost_usd == pytest.approx(job.billed_seconds * PRICE_PER_NODE_HOUR / 3600)
 
 
 # ---- fan-out over partitions ----------------------------------------------------------------------------------------

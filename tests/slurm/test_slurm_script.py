@@ -146,3 +146,15 @@ def test_time_limit_defaults_to_the_max_lifetime() -> None:
 def test_a_bad_profile_is_one_line_naming_the_field(extra: dict[str, str], message: str) -> None:
     with pytest.raises(ProviderError, match=r"^profile 'hpc-a100': " + message.replace("(", r"\(")):
         settings_of(gpu_profile(**extra))
+
+
+def test_a_gpu_hour_price_bills_each_task_for_its_gpus() -> None:
+    from orchestrate.providers.slurm import SlurmProvider
+
+    provider = SlurmProvider()
+    per_task = provider.allocation_price(gpu_profile(price_unit="gpu-hour"))
+    assert per_task.on_demand is not None and per_task.on_demand.usd_per_hour == 3.0  # 2 GPUs x $1.50
+    assert per_task.on_demand.date == "2026-11-01" and "(x2 GPUs)" in per_task.on_demand.source
+    assert per_task.cost_usd(3600) == 3.0
+    node_hour = gpu_profile(price_unit="node-hour")
+    assert provider.allocation_price(node_hour) == node_hour
