@@ -158,3 +158,23 @@ def test_a_gpu_hour_price_bills_each_task_for_its_gpus() -> None:
     assert per_task.cost_usd(3600) == 3.0
     node_hour = gpu_profile(price_unit="node-hour")
     assert provider.allocation_price(node_hour) == node_hour
+
+
+def test_job_records_parse_as_slurm_prints_them() -> None:
+    from orchestrate.providers.slurm.cluster import JobRecord, _exit_code, _task_ids
+
+    assert _task_ids("3", 8) == [3] and _task_ids("0-4%2", 8) == [0, 1, 2, 3, 4]
+    assert _task_ids("1,3-5", 5) == [1, 3, 4]  # ids past the array's size are not this run's
+    assert (_exit_code("0:0"), _exit_code("1:0"), _exit_code("0:15"), _exit_code("")) == (0, 1, 143, None)
+    # the item's exit record decides how it ended, whatever Slurm says of the script
+    ended = JobRecord(task=2, state="COMPLETED", exit_code=0, start=10.0, end=20.0)
+    assert (ended.as_task(1).state, ended.as_task(1).exit_code) == ("failed", 1)
+    assert ended.as_task(0).state == "complete" and ended.as_task(None).state == "failed"
+    requeued = JobRecord(task=2, state="PENDING", restarts=1, start=10.0, end=20.0)
+    assert (requeued.as_task(0).state, requeued.as_task(0).item_exit_code, requeued.as_task(0).ended_at) == (
+        "pending",
+        0,
+        None,
+    )
+    cancelled = JobRecord(task=0, state="CANCELLED by 0", exit_code=0, start=1.0, end=2.0)
+    assert cancelled.as_task(None).state == "cancelled"

@@ -56,10 +56,12 @@ class SlurmProvider(Provider, BatchQueue):
     )
     settings: ClassVar[tuple[str, ...]] = SETTINGS
 
-    def __init__(self, ssh_config: Path | None = None, clusters: Mapping[str, tuple[str, str | None]] = {}) -> None:
+    def __init__(
+        self, ssh_config: Path | None = None, clusters: Mapping[str, tuple[str, str | None]] | None = None
+    ) -> None:
         self.ssh_config = ssh_config
         # login (as written) -> (shared_dir, slurm_conf): the clusters this provider looks at
-        self.known: dict[str, tuple[str, str | None]] = dict(clusters)
+        self.known: dict[str, tuple[str, str | None]] = dict(clusters or {})
         self._clusters: dict[str, Cluster] = {}
         self.profiles: dict[str, Profile] = {}  # validated for a run: their partitions are checked with the login
         self._explicit = bool(clusters)

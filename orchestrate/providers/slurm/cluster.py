@@ -47,19 +47,18 @@ class JobRecord:
     reason: str = ""
 
     def as_task(self, exit_record: int | None) -> TaskState:
+        """The task as the lifecycle sees it; `exit_record` is its item's own exit code (None: not ended)."""
         state = task_state(self.state)
-        code = exit_record if exit_record is not None and state in TASK_ENDED else self.exit_code
-        if state in TASK_ENDED and exit_record is None and state == TASK_COMPLETE:
-            state = TASK_FAILED  # the script ends every item with its exit record: none means it never ran it
-        elif state in TASK_ENDED and exit_record is not None and state != TASK_CANCELLED:
+        ended = state in TASK_ENDED
+        if ended and state != TASK_CANCELLED:
+            # every item ends with its exit record: the record, not Slurm's word for the script, says how it ended
             state = TASK_COMPLETE if exit_record == 0 else TASK_FAILED
-        running = state in (TASK_RUNNING, TASK_PENDING)
         return TaskState(
             index=self.task,
             state=state,
-            exit_code=None if running else code,
+            exit_code=(exit_record if exit_record is not None else self.exit_code) if ended else None,
             started_at=self.start,
-            ended_at=None if running else self.end,
+            ended_at=self.end if ended else None,
             restarts=self.restarts,
             reason=self.reason,
             item_exit_code=exit_record,
