@@ -162,10 +162,12 @@ def _engine_lines(settings: SlurmSettings, run_id: str, job: BatchJob, task: Bat
         command += ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
     words = " ".join(_shell_word(word) for word in command)
     argv = " ".join(shlex.quote(arg) for arg in task.argv)
+    stop = f"{engine} stop -t {STOP_GRACE_S} {name} >/dev/null 2>&1"
     return f"""{engine} rm -f {name} >/dev/null 2>&1  # a killed attempt's container (SIGKILL skips the trap)
 {engine} image inspect {image} >/dev/null 2>&1 || {engine} pull -q {image} >> {console} 2>&1
 DIGEST=$({engine} image inspect --format '{{{{.Id}}}}' {image}) || finish 125
-trap '{engine} stop -t {STOP_GRACE_S} {name} >/dev/null 2>&1; interrupted' TERM INT
+# stop lets the runner record a partial run; rm also removes a container the signal caught before it started
+trap '{stop}; {engine} rm -f {name} >/dev/null 2>&1; interrupted' TERM INT
 {words} {image} {argv} >> {console} 2>&1 &
 wait $!
 finish $?"""
