@@ -3,6 +3,7 @@
 #   make bench-ssh HOST=user@box [PORT=2222]  on any machine you can SSH to (or HOST=<~/.ssh/config alias>)
 #   make bench-<profile>                      any catalog profile, e.g. bench-gce-t4, bench-aws-g4dn.xlarge, or one a
 #                                             user or plug-in catalog adds: rent the machine, run, pull logs, tear down
+#                                             (a slurm profile submits one job array: docs/slurm.md)
 #   make bench-profiles                       list the profiles; make bench-sweep / bench-cost / bench-providers
 #   make bench-status RUN=<id> / bench-collect RUN=<id>   follow / fetch a detached run (DETACH=1)
 # Knobs: SUITE=quick|full|<study>  BACKENDS=jax,torch  WORKLOADS=mnist_mlp  DRY_RUN=1  SPOT=1|0  REPEATS=N

@@ -7,7 +7,9 @@ its interface here by inheriting it (dstack's compute mixins, SkyPilot's per-clo
 - `Capability.BOOT_SCRIPT` -> `MachineIdentity`: the machine runs a boot script with an identity that may write
   its run's objects and delete its own machine, nothing else (least privilege);
 - `Capability.SCHEDULER` -> `CloudScheduler`: the cloud's own scheduler starts machines on a cron schedule;
-- `Capability.SPOT` -> `SpotMarket`: spot or preemptible machines, and telling the cloud's reclaim from an end.
+- `Capability.SPOT` -> `SpotMarket`: spot or preemptible machines, and telling the cloud's reclaim from an end;
+- `Capability.BATCH` -> `BatchQueue`: a batch scheduler (Slurm) runs the work items as one job, which the lifecycle
+  follows (`orchestrate.batch`).
 
 Detached runs, schedules and the sweep reach a cloud only through `offered` and `require` (and the typed accessors
 built on it), the one place that checks both the advertised capability and its interface.
@@ -21,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, ClassVar, Protocol
 
-from orchestrate.provider import Capability, Instance, Provider, ProviderError
+from orchestrate.provider import Capability, Instance, Provider, ProviderError, TaskState
 from orchestrate.registry import load_provider_class, provider_names
 from orchestrate.schedule_spec import ScheduleInfo, ScheduleSpec
 from orchestrate.storage import StorageError, StorageURL
@@ -138,11 +140,41 @@ class SpotMarket(abc.ABC):
         machine itself ending it."""
 
 
+class BatchQueue(abc.ABC):
+    """Capability.BATCH: `launch` queues `LaunchRequest.batch` as one job on a cluster's scheduler (the Instance is
+    that job, `terminate` cancels all of it); the tasks write their logs to a folder the provider can read."""
+
+    @abc.abstractmethod
+    def tasks(self, instance: Instance) -> builtins.list[TaskState]:
+        """Every task of the job as the scheduler and the tasks' own exit records tell it now."""
+
+    @abc.abstractmethod
+    def attempts(self, instance: Instance) -> builtins.list[TaskState]:
+        """Every attempt of every task that started, with its start and end, from the scheduler's job records
+        (requeued attempts included); empty where the scheduler keeps no such records."""
+
+    @abc.abstractmethod
+    def fetch_logs(self, instance: Instance, local_dir: Path) -> builtins.list[Path]:
+        """Copy what the tasks wrote (runner files under `<platform>/<run id>/`, console logs) into `local_dir`;
+        the files copied (new or changed)."""
+
+    @abc.abstractmethod
+    def host_record(self, instance: Instance) -> dict[str, str]:
+        """Where the run's folder is (`root`, the login's `host`, `user`, `port`, `key`), for the ledger: the sweep
+        pulls a dead run's logs from `<root>/runs/<run id>/logs` there (orchestrate.recover)."""
+
+    @abc.abstractmethod
+    def allocation_price(self, profile: Profile) -> Profile:
+        """`profile` with its prices per task allocation (e.g. a per-GPU-hour price times the task's GPUs), so that
+        each task's elapsed time from the job records bills as one machine's."""
+
+
 INTERFACES: dict[Capability, type] = {
     Capability.OBJECT_STORE: ObjectStorage,
     Capability.BOOT_SCRIPT: MachineIdentity,
     Capability.SCHEDULER: CloudScheduler,
     Capability.SPOT: SpotMarket,
+    Capability.BATCH: BatchQueue,
 }
 
 
@@ -176,6 +208,12 @@ def machine_identity(provider: Provider | type[Provider]) -> type[MachineIdentit
 def cloud_scheduler(provider: Provider | type[Provider]) -> type[CloudScheduler]:
     cls = require(provider, Capability.SCHEDULER)
     assert issubclass(cls, CloudScheduler)  # require() checked it
+    return cls
+
+
+def batch_queue(provider: Provider | type[Provider]) -> type[BatchQueue]:
+    cls = require(provider, Capability.BATCH)
+    assert issubclass(cls, BatchQueue)  # require() checked it
     return cls
 
 

@@ -60,6 +60,8 @@ class Capability(enum.StrEnum):
     OBJECT_STORE = "object-store"  # buckets the machines write their logs to (ObjectStorage)
     SCHEDULER = "scheduler"  # the cloud's scheduler launches machines on a cron schedule (CloudScheduler)
     SPOT = "spot"  # spot or preemptible machines, and a reclaim told from an end (SpotMarket)
+    BATCH = "batch"  # a batch scheduler runs the work items itself: launch queues LaunchRequest.batch as one job
+    # (a Slurm job array), which the lifecycle follows instead of running containers over SSH (BatchQueue)
 
 
 class InstanceState(enum.StrEnum):
@@ -84,6 +86,53 @@ class SSHTarget:
 
 
 @dataclass(frozen=True)
+class BatchTask:
+    """One task of a batch job: one work item, run as the image entrypoint with `argv` (`W --backend B ...`)."""
+
+    index: int  # the task's index in the job (a Slurm array index), 0-based
+    label: str  # the work item's label, for messages
+    stem: str  # the runner's file stem (`mnist_mlp_jax`, `..._jax.r02`): its console log is `<stem>.console.log`
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """What a Capability.BATCH provider queues at launch: every task of the run, in one job."""
+
+    platform: str  # the runner's --platform: its files are under `<platform>/<run id>/` of the logs folder
+    image_ref: str
+    gpus: bool  # the containers see the allocation's GPUs
+    tasks: tuple[BatchTask, ...]
+
+
+@dataclass(frozen=True)
+class TaskState:
+    """One batch task as the scheduler (and the task's own exit record) reports it."""
+
+    index: int
+    state: str  # one of TASK_STATES
+    exit_code: int | None = None  # once ended
+    started_at: float | None = None  # epoch seconds, of the latest attempt
+    ended_at: float | None = None
+    restarts: int = 0  # times the scheduler requeued it (a preemption, `scontrol requeue`)
+    reason: str = ""  # the scheduler's word for a pending or failed task
+    # The work item's own exit code once it ended, whatever the scheduler did with the task since (a requeue of an
+    # ended task runs nothing again); None while the item has not ended.
+    item_exit_code: int | None = None
+
+
+TASK_PENDING, TASK_RUNNING, TASK_COMPLETE, TASK_FAILED, TASK_CANCELLED = (
+    "pending",
+    "running",
+    "complete",
+    "failed",
+    "cancelled",
+)
+TASK_STATES = (TASK_PENDING, TASK_RUNNING, TASK_COMPLETE, TASK_FAILED, TASK_CANCELLED)
+TASK_ENDED = frozenset({TASK_COMPLETE, TASK_FAILED, TASK_CANCELLED})
+
+
+@dataclass(frozen=True)
 class LaunchRequest:
     run_id: str
     profile: Profile
@@ -95,6 +144,7 @@ class LaunchRequest:
     # over SSH (no SSH key or ingress is set up), and the only storage it may write: `s3://b/<prefix>runs/<id>/`.
     boot_script: str | None = None
     storage_prefix: str | None = None
+    batch: BatchJob | None = None  # Capability.BATCH: the job to queue (required by such a provider)
 
 
 @dataclass

@@ -48,11 +48,13 @@ def recover_run(run: RunRecord, runs_locally: bool, fresh_host: bool = False) ->
         return "it never prepared its host: nothing there"
     host = _host(run, runs_locally, fresh_host)
     try:
-        docker, folder = run.host["docker"], run_dir(run.host["root"], run.run_id)
-        names = [name for name, _ in run_containers(host, docker, run.run_id)]
-        stopped, failures = stop_containers(host, docker, names)
-        if failures:
-            raise RemoteError("; ".join(failures))
+        docker, folder = run.host.get("docker"), run_dir(run.host["root"], run.run_id)
+        stopped: list[str] = []
+        if docker:  # none on a batch cluster's login node: the scheduler stops the tasks' containers (scancel)
+            names = [name for name, _ in run_containers(host, docker, run.run_id)]
+            stopped, failures = stop_containers(host, docker, names)
+            if failures:
+                raise RemoteError("; ".join(failures))
         copied = host.fetch_tree(f"{folder}/logs", Path(run.logs_dir).parents[1])
         host.run(f"rm -rf {host.quote(folder)}")
     finally:

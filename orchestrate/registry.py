@@ -24,6 +24,7 @@ BUILTIN_PROVIDERS: dict[str, str] = {
     "ssh": "orchestrate.providers.ssh:SSHProvider",
     "aws": "orchestrate.providers.aws:AWSProvider",
     "gce": "orchestrate.providers.gce:GCEProvider",
+    "slurm": "orchestrate.providers.slurm:SlurmProvider",
 }
 
 

@@ -15,7 +15,7 @@ from benchmarks.harness.distribution import SINGLE_DEVICE_BACKENDS, TORCH_SINGLE
 from benchmarks.repeats import planned_rounds
 from benchmarks.suites import get_suite
 from benchmarks.work import WorkItem
-from orchestrate.capabilities import offered, offering
+from orchestrate.capabilities import BatchQueue, offered, offering
 from orchestrate.cli.common import UsageError, check_name, credentials, key_value, owner_id, row
 from orchestrate.cli.request import MAX_LIFETIME_MIN, MAX_REPEATS, RunOptions
 from orchestrate.fanout import estimate_shape
@@ -58,9 +58,17 @@ def make_provider(profile: Profile, options: RunOptions) -> Provider:
             settings[key] = value
     if options.ssh_config is not None and not options.ssh_config.is_file():
         raise UsageError(f"--ssh-config {options.ssh_config}: no such file")
+    if options.ssh_config is not None and "ssh_config" in cls.settings:  # a provider that logs in itself (slurm)
+        settings.setdefault("ssh_config", str(options.ssh_config))
     provider = cls.from_settings(settings)
     provider.validate_profile(profile)
     return provider
+
+
+def priced_per_task(profile: Profile, provider: Provider) -> Profile:
+    """A batch provider's profile priced per task allocation (a GPU-hour price x the task's GPUs), so that the plan,
+    the estimate and the bill all price one task as one machine."""
+    return provider.allocation_price(profile) if isinstance(provider, BatchQueue) else profile
 
 
 def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunPlan:
@@ -82,7 +90,7 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunP
     image = options.image or default_image_ref(profile.docker_image)
     return RunPlan(
         run_id=options.run_id or new_run_id(),
-        profile=profile,
+        profile=priced_per_task(profile, provider),
         platform=platform,
         suite=suite.name,
         # round robin: repeat 1 of every item, then repeat 2..., so a slow drift does not favour one item

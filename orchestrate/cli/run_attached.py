@@ -6,6 +6,7 @@ import signal
 import sys
 import time
 
+from orchestrate.batch import lifecycle_for
 from orchestrate.cli.common import UsageError, silence_stdout
 from orchestrate.cli.planning import (
     make_plan,
@@ -18,7 +19,7 @@ from orchestrate.cli.planning import (
     with_validation_time,
 )
 from orchestrate.cli.request import AttachedRun
-from orchestrate.lifecycle import Interrupted, Lifecycle, Outcome, raise_interrupted
+from orchestrate.lifecycle import Interrupted, Outcome, raise_interrupted
 from orchestrate.progress import make_reporter
 from records.ledger import STATUS_COMPLETE, Ledger, RunRecord
 
@@ -43,7 +44,7 @@ def run(request: AttachedRun) -> int:
     reporter = make_reporter(force_plain=options.plain)
     previous = {sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        outcome = Lifecycle(plan, provider, Ledger(options.ledger), reporter).run()
+        outcome = lifecycle_for(plan, provider, Ledger(options.ledger), reporter).run()
     except Interrupted:  # a signal between the run's last step and its teardown guard: teardown still ran
         print(f"\nRun {plan.run_id}: interrupted; see the ledger for what was torn down", file=sys.stderr)
         return 130

@@ -1,9 +1,11 @@
-"""`status RUN_ID`: a detached run's progress, read from its bucket (changes nothing)."""
+"""`status RUN_ID`: a detached run's progress, read from its bucket; a batch run's (Slurm), read from the scheduler
+(changes nothing)."""
 
 from __future__ import annotations
 
 import argparse
 
+from orchestrate.capabilities import BatchQueue
 from orchestrate.cli.common import UsageError, catalog_option, key_value, ledger_option, run_id
 from orchestrate.detached_runs import item_counts, machine_state, read_progress
 from orchestrate.provider import InstanceState, Provider, ProviderError
@@ -22,6 +24,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def command(args: argparse.Namespace) -> int:
+    batch = _batch_run(args)
+    if batch is not None:
+        return _batch_status(*batch)
     record, _, provider = detached_record(args)
     _, progress = read_progress(record)
     latest = progress.latest or {}
@@ -57,3 +62,37 @@ def detached_record(args: argparse.Namespace) -> tuple[RunRecord, Profile, Provi
     profile = get_profile(load_catalogs(args.catalog), record.profile, allow_retired=True)
     settings = dict(key_value(text) for text in args.provider_setting)
     return record, profile, load_provider_class(profile.provider).from_settings(settings)
+
+
+def _batch_run(args: argparse.Namespace) -> tuple[RunRecord, Provider] | None:
+    """The run and its provider when the run is on a batch scheduler (Capability.BATCH), else None."""
+    record = Ledger(args.ledger).runs().get(args.run_id)
+    if record is None or record.storage:
+        return None
+    try:
+        cls = load_provider_class(record.provider)
+    except ProviderError:
+        return None
+    if not issubclass(cls, BatchQueue):
+        return None
+    profile = get_profile(load_catalogs(args.catalog), record.profile, allow_retired=True)
+    provider = cls.from_settings(dict(key_value(text) for text in args.provider_setting))
+    provider.validate_profile(profile)
+    return record, provider
+
+
+def _batch_status(record: RunRecord, provider: Provider) -> int:
+    """The ledger's items, and each task of the run's job still in the scheduler's queue."""
+    assert isinstance(provider, BatchQueue)
+    print(f"Run {record.run_id} ({record.profile}, {provider.describe()}): {record.status}")
+    done = sum(1 for item in record.latest_items() if item.status == "complete")
+    print(f"  items       {done} of {len(record.latest_items())} recorded complete")
+    jobs = [i for i in provider.list_instances() if i.tags.get("run-id") == record.run_id]
+    if not jobs:
+        print("  queue       no job of this run is queued or running")
+    for job in jobs:
+        for task in provider.tasks(job):
+            restarts = f", requeued {task.restarts}x" if task.restarts else ""
+            reason = f" ({task.reason})" if task.reason and task.reason != "None" else ""
+            print(f"  task {task.index:<6} {job.instance_id}: {task.state}{reason}{restarts}")
+    return 0

@@ -11,9 +11,10 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+from orchestrate.capabilities import BatchQueue
 from orchestrate.cli.common import UsageError, catalog_option, key_value, ledger_option, owner_id
 from orchestrate.detached_runs import collect
-from orchestrate.provider import Capability, Provider
+from orchestrate.provider import Capability, Provider, ProviderError
 from orchestrate.recover import recover_dead_runs, recover_run
 from orchestrate.registry import load_provider_class, provider_names
 from orchestrate.sweep import SweepContext, SweepReport, run_sweep, settle_ledger
@@ -51,7 +52,7 @@ def command(args: argparse.Namespace) -> int:
         this_host=socket.gethostname(),
         dry_run=args.dry_run,
         now=time.time(),
-        profile_of=catalog.get,
+        profile_of=partial(_billing_profile, catalog),
     )
     report = SweepReport()
     settle_ledger(context, report)
@@ -130,6 +131,20 @@ def _sweep_settings(texts: Sequence[str], names: Sequence[str]) -> dict[str, dic
         key, value = key_value(pair)
         settings.setdefault(provider, {})[key] = value
     return settings
+
+
+def _billing_profile(catalog: Mapping[str, Profile], name: str) -> Profile | None:
+    """The profile a swept machine is billed under: a batch provider's priced per task allocation, as its run was."""
+    profile = catalog.get(name)
+    if profile is None:
+        return None
+    try:
+        cls = load_provider_class(profile.provider)
+        if issubclass(cls, BatchQueue):
+            return cls.from_settings({}).allocation_price(profile)
+    except ProviderError:
+        pass  # a provider that cannot load, or a profile it refuses: the catalog's price as written
+    return profile
 
 
 def _catalog_or_empty(extra: Sequence[Path]) -> dict[str, Profile]:

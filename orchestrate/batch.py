@@ -1,0 +1,332 @@
+"""One run on a batch scheduler (Capability.BATCH, e.g. Slurm): launch queues every work item as one job (a job
+array, one task per workload x backend x repeat), then the run follows the job instead of running containers over
+SSH: it reads the tasks' states, pulls their logs as each ends (and every PULL_INTERVAL_S while they run), records
+each item in the ledger, and tears down as any run does: `terminate` cancels the whole job, on every path.
+
+A task the scheduler requeues (a preemption, `scontrol requeue`) is counted as a preemption when its item had not
+ended; the task itself resumes it (the provider's script keeps the partial files aside and runs the item again,
+and never runs an ended item again). The bill comes from the job records: one machine per task attempt, from its
+start to its end, at the provider's price per task allocation (`BatchQueue.allocation_price`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, replace
+
+from orchestrate.capabilities import BatchQueue, offered
+from orchestrate.lifecycle import EXIT_USAGE, Lifecycle, LifecycleError, _Session, _tail
+from orchestrate.plan import RunPlan, WorkItem
+from orchestrate.progress import Reporter
+from orchestrate.provider import (
+    PROJECT_TAG,
+    TASK_CANCELLED,
+    TASK_COMPLETE,
+    TASK_ENDED,
+    TASK_FAILED,
+    TASK_PENDING,
+    BatchJob,
+    BatchTask,
+    Capability,
+    Instance,
+    LaunchRequest,
+    Provider,
+    ProviderError,
+    TaskState,
+)
+from records.ledger import (
+    STATUS_COMPLETE,
+    STATUS_FAILED,
+    STATUS_RUNNING,
+    InstanceRecord,
+    ItemRecord,
+    Ledger,
+    StageRecord,
+)
+
+POLL_INTERVAL_S = float(os.environ.get("KCB_BATCH_POLL_S", "10"))  # how often the queue is read
+PULL_INTERVAL_S = 60.0  # partial logs of running tasks, so a cancelled or lost task keeps its epochs
+MAX_POLL_FAILURES = 6  # consecutive unreadable polls (login node or controller down) before the run gives up
+CANNOT_RUN = frozenset({EXIT_USAGE, 125, 126, 127})  # every other task would fail the same way
+
+
+def lifecycle_for(plan: RunPlan, provider: Provider, ledger: Ledger, reporter: Reporter) -> Lifecycle:
+    """The run's lifecycle: a batch provider's job is followed (BatchLifecycle), any other's machine is driven."""
+    if offered(provider, Capability.BATCH):
+        return BatchLifecycle(plan, provider, ledger, reporter)
+    return Lifecycle(plan, provider, ledger, reporter)
+
+
+def batch_job(plan: RunPlan) -> BatchJob:
+    """Every work item of the plan as one task, in the plan's order."""
+    tasks = tuple(
+        BatchTask(index, item.label, item.stem, tuple(plan.runner_command(item).argv(entrypoint=True)))
+        for index, item in enumerate(plan.items)
+    )
+    return BatchJob(platform=plan.platform, image_ref=plan.image_ref, gpus=plan.profile.has_gpu, tasks=tasks)
+
+
+@dataclass
+class _Task:
+    """What the run knows of one task: its item, its latest ledger record, the last state read."""
+
+    item: WorkItem
+    record: ItemRecord | None = None
+    state: TaskState | None = None
+    ended: bool = False
+
+
+class BatchLifecycle(Lifecycle):
+    def __init__(self, plan: RunPlan, provider: Provider, ledger: Ledger, reporter: Reporter) -> None:
+        if not isinstance(provider, BatchQueue) or not offered(provider, Capability.BATCH):
+            raise LifecycleError(f"provider {provider.name} is not a batch scheduler")
+        # the plan's profile is priced per task allocation (orchestrate.cli.planning.priced_per_task): every task
+        # attempt bills as one machine
+        super().__init__(plan, provider, ledger, reporter)
+        self.queue: BatchQueue = provider
+        self.tasks = {index: _Task(item) for index, item in enumerate(plan.items)}
+        self.attempts: list[InstanceRecord] = []  # ended attempts of requeued tasks, billed with the rest
+        self.last_pull = 0.0
+
+    # ---- the run -----------------------------------------------------------------------------------------
+
+    def _execute(self) -> None:
+        session = self._submit()
+        with self._stage("connect") as detail:
+            session.instance = self.provider.wait_until_running(session.instance, self.plan.boot_timeout_s)
+            detail.append(session.instance.ssh.display() if session.instance.ssh else self.provider.describe())
+        self.record.host = self.queue.host_record(session.instance)
+        self.record.status = STATUS_RUNNING
+        self._save()
+        self._follow(session.instance)
+        self._settle_unended()
+        failed = [i for i in self.record.latest_items() if i.status != STATUS_COMPLETE]
+        if self.abort_reason:
+            self._finish(STATUS_FAILED, self.abort_reason)
+        elif failed:
+            labels = ", ".join(f"{i.workload} [{i.backend}] ({i.status})" for i in failed)
+            self._finish(STATUS_FAILED, f"{len(failed)} of {len(self.plan.items)} batch tasks failed: {labels}")
+        else:
+            self._finish(STATUS_COMPLETE, f"all {len(self.plan.items)} batch tasks complete")
+
+    def _submit(self) -> _Session:
+        plan = self.plan
+        tags = {
+            "project": PROJECT_TAG,
+            "run-id": plan.run_id,
+            "owner": plan.owner,
+            "profile": plan.profile.name,
+            "expiry": str(int(time.time() + plan.max_lifetime_s)),
+        }
+        request = LaunchRequest(
+            plan.run_id, plan.profile, None, False, plan.max_lifetime_s, tags, batch=batch_job(plan)
+        )
+        with self._stage("launch") as detail:
+            asked_at = time.time()
+            instance = self.provider.launch(request)
+            record = InstanceRecord(
+                provider=self.provider.name,
+                instance_id=instance.instance_id,
+                zone=None,
+                spot=False,
+                launched_at=instance.launched_at or asked_at,
+                expires_at=float(tags["expiry"]),
+            )
+            self.record.instances.append(record)
+            session = _Session(instance=instance, record=record)
+            self.sessions.append(session)
+            self.session = session
+            self._save()  # the job exists: record it before anything else can fail
+            detail.append(f"job {instance.instance_id}, {len(plan.items)} tasks")
+        return session
+
+    def _follow(self, instance: Instance) -> None:
+        """Read the tasks until every one has ended (or the run's max lifetime has passed)."""
+        deadline = time.time() + self.plan.max_lifetime_s
+        failures = 0
+        while True:
+            try:
+                states = self.queue.tasks(instance)
+            except ProviderError as exc:
+                failures += 1
+                if failures >= MAX_POLL_FAILURES:
+                    raise LifecycleError(f"the scheduler could not be read {failures} times in a row: {exc}") from exc
+                self.reporter.note(f"could not read the job's tasks: {exc}")
+                time.sleep(POLL_INTERVAL_S)
+                continue
+            failures = 0
+            for state in states:
+                self._update(instance, state)
+            if all(task.ended for task in self.tasks.values()) or self.abort_reason:
+                return
+            if time.time() > deadline:
+                raise LifecycleError(f"the job ran past the run's max lifetime ({self.plan.max_lifetime_s} s)")
+            if time.time() - self.last_pull > PULL_INTERVAL_S and any(
+                t.state and t.state.state not in TASK_ENDED and t.state.state != TASK_PENDING
+                for t in self.tasks.values()
+            ):
+                self._pull(instance)
+            time.sleep(POLL_INTERVAL_S)
+
+    def _update(self, instance: Instance, state: TaskState) -> None:
+        task = self.tasks.get(state.index)
+        if task is None:
+            return
+        previous = task.state
+        task.state = state
+        if state.item_exit_code is not None and not task.ended:  # it ended between two reads (maybe requeued since)
+            self._item_ended(instance, task, state)
+        if previous is not None and state.restarts > previous.restarts:
+            self._requeued(instance, task, previous)
+        if task.ended or state.state == TASK_PENDING:
+            return
+        if task.record is None:
+            self._started(task, state)
+        if state.state in TASK_ENDED:
+            self._ended(instance, task, state)
+
+    def _item_ended(self, instance: Instance, task: _Task, state: TaskState) -> None:
+        code = state.item_exit_code
+        if task.record is None:
+            self._started(task, state)
+        ended = state if state.state in TASK_ENDED else replace(state, ended_at=time.time())
+        status = TASK_COMPLETE if code == 0 else TASK_FAILED
+        self._ended(instance, task, replace(ended, state=status, exit_code=code))
+
+    def _started(self, task: _Task, state: TaskState) -> None:
+        record = ItemRecord(task.item.workload, task.item.backend, status="running", started_at=state.started_at)
+        record.attempt, record.repeat = state.restarts + 1, task.item.repeat
+        task.record = record
+        self.record.items.append(record)
+        self._save()
+        self.reporter.item_started(task.item.label)
+
+    def _ended(self, instance: Instance, task: _Task, state: TaskState) -> None:
+        assert task.record is not None
+        record = task.record
+        record.ended_at = state.ended_at or time.time()
+        record.exit_code = state.exit_code
+        if state.state == TASK_COMPLETE:
+            record.status = STATUS_COMPLETE
+        elif state.state == TASK_CANCELLED:
+            record.status = "interrupted"
+        else:
+            record.status = STATUS_FAILED
+        task.ended = True
+        self._pull(instance)
+        record.logs = [str(p) for p in sorted(self.plan.run_logs.glob("*")) if task.item.owns_log(p.name)]
+        console = self.plan.orchestrator_dir / f"{task.item.stem}.console.log"
+        seconds = (record.ended_at - record.started_at) if record.started_at else 0.0
+        self.record.stages.append(
+            StageRecord("workload", record.started_at or record.ended_at, record.ended_at, detail=task.item.label)
+        )
+        if state.exit_code in CANNOT_RUN:
+            self.abort_reason = f"{task.item.label} could not run (exit {state.exit_code}): {_tail(console)}"
+        self.done.add(task.item)
+        self.reporter.item_finished(
+            task.item.label, record.status, seconds, _tail(console) if record.status != STATUS_COMPLETE else ""
+        )
+        self._save()
+
+    def _requeued(self, instance: Instance, task: _Task, previous: TaskState) -> None:
+        """The scheduler requeued the task: bill its ended attempt; an unfinished item is a preemption."""
+        if previous.started_at is not None:
+            self.attempts.append(
+                InstanceRecord(
+                    provider=self.provider.name,
+                    instance_id=f"{instance.instance_id}_{previous.index} (attempt {previous.restarts + 1})",
+                    zone=None,
+                    spot=False,
+                    launched_at=previous.started_at,
+                    terminated_at=previous.ended_at or time.time(),
+                    preempted=True,
+                )
+            )
+        if task.ended:
+            self.reporter.note(f"{task.item.label}: requeued after it ended; its task exits without running it again")
+            return
+        self.record.preemptions += 1
+        if task.record is not None:
+            task.record.status, task.record.ended_at = "preempted", time.time()
+            task.record = None
+        self.reporter.note(f"{task.item.label}: requeued by the scheduler (a preemption); it resumes when it restarts")
+        if self.record.preemptions > self.plan.max_preemptions:
+            self.abort_reason = (
+                f"preempted {self.record.preemptions} times (limit --max-preemptions {self.plan.max_preemptions})"
+            )
+        self._save()
+
+    def _settle_unended(self) -> None:
+        """Items whose task never ran (the run stopped first) are recorded as such, so no summary counts them done."""
+        for task in self.tasks.values():
+            if task.record is None and not task.ended:
+                record = ItemRecord(task.item.workload, task.item.backend, status="interrupted")
+                record.repeat = task.item.repeat
+                task.record = record
+                self.record.items.append(record)
+
+    def _pull(self, instance: Instance) -> None:
+        started = time.time()
+        self.queue.fetch_logs(instance, self.plan.logs_dir)
+        self.last_pull = time.time()
+        self.record.stages.append(StageRecord("pull_logs", started, self.last_pull))
+
+    # ---- teardown ----------------------------------------------------------------------------------------
+
+    def _end_session(self, session: _Session, reachable: bool = True) -> None:
+        """Cancel the whole job, pull the last logs, then bill each task attempt from the job records."""
+        instance = session.instance
+        with self._attempt(f"cancel job {instance.instance_id}"):
+            self.provider.terminate(instance)
+            session.record.terminated_at = time.time()
+            self.torn_down.append(f"cancelled {self.provider.name} job {instance.instance_id} (every task)")
+        with self._attempt(f"pull the last logs of job {instance.instance_id}"):
+            self._pull(instance)
+        if session.record.terminated_at is None:
+            return  # it may still run: its bill stays unknown until the sweep cancels it
+        with self._attempt(f"read the job records of {instance.instance_id}"):
+            states = self.queue.tasks(instance)
+            for state in states:
+                self._update(instance, state)
+            self._settle_unended()
+            self._bill_from_job_records(session, states)
+
+    def _bill_from_job_records(self, session: _Session, states: list[TaskState]) -> None:
+        """The job's one ledger machine becomes one per task attempt, from its start to its end in the scheduler's
+        job records; where it keeps none, as this run saw them (each task's last attempt, the requeued ones)."""
+        job = session.instance.instance_id
+        recorded = self.queue.attempts(session.instance)
+        if recorded:
+            counts: dict[int, int] = {}
+            machines = []
+            for state in recorded:
+                counts[state.index] = counts.get(state.index, 0) + 1
+                last = counts[state.index] == sum(1 for s in recorded if s.index == state.index)
+                assert state.started_at is not None  # attempts() lists attempts that started
+                machines.append(
+                    InstanceRecord(
+                        provider=self.provider.name,
+                        instance_id=f"{job}_{state.index}" + ("" if last else f" (attempt {counts[state.index]})"),
+                        zone=None,
+                        spot=False,
+                        launched_at=state.started_at,
+                        terminated_at=state.ended_at or session.record.terminated_at,
+                        preempted=not last,
+                    )
+                )
+        else:
+            machines = self.attempts + [
+                InstanceRecord(
+                    provider=self.provider.name,
+                    instance_id=f"{job}_{state.index}",
+                    zone=None,
+                    spot=False,
+                    launched_at=state.started_at,
+                    terminated_at=state.ended_at or session.record.terminated_at,
+                )
+                for state in states
+                if state.started_at is not None
+            ]
+        self.record.instances = [r for r in self.record.instances if r is not session.record] + machines
+        self._save()

@@ -1,0 +1,285 @@
+"""The Slurm provider's whole lifecycle on a real one-node cluster (munge, slurmctld, slurmd on loopback), reached
+over SSH through the test sshd's alias: a job array of the quick suite in the real CPU image, a failing task, a
+requeue (`scontrol requeue`) as a preemption, `kill -9` of the orchestrator then `sweep`, and billing from the job
+records. The mechanics tests run a purpose-built image (conftest.TASK_IMAGE) that benchmarks nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.logs import STATUS_COMPLETE, metadata_path, read_epoch_log
+from records.ledger import read_runs
+from tests.orchestrate.orchestrate_helpers import ROOT, TINY, Workspace, wait_for
+from tests.slurm.conftest import PRICE_PER_NODE_HOUR, PROFILE, SECOND_PROFILE, SlurmSite
+from tests.slurm.helpers import run_args, run_folder, slurm_env
+from tests.support.datasets import prefill_keras_cache
+from tests.support.docker import build_cpu_image, containers_of_run, remove_containers_of_run
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.sshd]
+
+
+def orchestrate(site: SlurmSite, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrate", *args],
+        cwd=ROOT,
+        env=slurm_env(site),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def start(site: SlurmSite, output, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrate", *args],
+        cwd=ROOT,
+        env=slurm_env(site),
+        stdout=output.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def tasks_of(site: SlurmSite, run_id: str) -> dict[str, str]:
+    """Array task id -> state, for the run's job, as squeue shows it now."""
+    out = site.cluster.command("squeue", "-h", "-r", "-n", f"kcb-{run_id}", "-o", "%K %T").stdout
+    return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def job_id_of(ws: Workspace, run_id: str) -> str:
+    """The run's Slurm job id, from its launch stage in the ledger (`job kcb-sshd:<id>, N tasks`)."""
+    launch = next(stage for stage in read_runs(ws.ledger)[run_id].stages if stage.name == "launch")
+    return launch.detail.split(",")[0].rsplit(":", 1)[1]
+
+
+def assert_nothing_left(site: SlurmSite, run_id: str) -> None:
+    assert tasks_of(site, run_id) == {}
+    assert not run_folder(site, run_id).exists()
+    assert containers_of_run(run_id) == []
+
+
+# ---- the quick suite, for real -----------------------------------------------------------------------------------
+
+QUICK_RUN = "20260101T000000Z-slq1"
+
+
+@pytest.fixture(scope="module")
+def quick_run(slurm_site: SlurmSite, tmp_path_factory: pytest.TempPathFactory):
+    image = build_cpu_image(tmp_path_factory.mktemp("image") / "image-cpu.log")
+    ws = Workspace(tmp_path_factory.mktemp("quick"))
+    prefill_keras_cache(slurm_site.shared_dir / "cache" / "keras")  # the cluster's dataset cache, shared by its runs
+    args = run_args(slurm_site, ws, QUICK_RUN, "--workloads", "mnist_mlp", "--backends", "jax", "--repeats", "2")
+    try:
+        yield ws, orchestrate(slurm_site, *args, "--image", image, *TINY)
+    finally:
+        remove_containers_of_run(QUICK_RUN)
+
+
+def test_quick_suite_runs_as_one_job_array(slurm_site: SlurmSite, quick_run) -> None:
+    ws, done = quick_run
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"Run {QUICK_RUN}: complete: all 2 batch tasks complete" in done.stdout
+    record = read_runs(ws.ledger)[QUICK_RUN]
+    assert [(i.workload, i.repeat, i.status, i.exit_code) for i in record.items] == [
+        ("mnist_mlp", 1, "complete", 0),
+        ("mnist_mlp", 2, "complete", 0),
+    ]
+    run_logs = ws.run_logs(PROFILE, QUICK_RUN)
+    for repeat in (1, 2):
+        # mnist.npz is not in this environment: the runner says so in the file name (as in tests/orchestrate)
+        csv = run_logs / f"mnist_mlp_jax_synthetic.r{repeat:02d}.csv"
+        log = read_epoch_log(csv)
+        assert len(log.epochs) == 2 and all(epoch.elapsed > 0 for epoch in log.epochs)
+        meta = json.loads(metadata_path(csv).read_text())
+        assert meta["status"] == STATUS_COMPLETE and meta["platform"] == PROFILE and meta["run_id"] == QUICK_RUN
+        assert meta["container"]["digest"].startswith("sha256:")  # read on the node by the task
+    assert (run_logs / "orchestrate" / "mnist_mlp_jax.r01.console.log").stat().st_size > 0
+    assert_nothing_left(slurm_site, QUICK_RUN)
+
+
+def test_quick_suite_is_billed_from_the_job_records(slurm_site: SlurmSite, quick_run) -> None:
+    ws, _ = quick_run
+    record = read_runs(ws.ledger)[QUICK_RUN]
+    job = job_id_of(ws, QUICK_RUN)
+    # Slurm's own records of the array (the completion log; sacct where a cluster has accounting)
+    slurm = {}
+    for line in slurm_site.cluster.jobcomp_log.read_text().splitlines():
+        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+        if fields.get("ArrayJobId") == job:
+            start, end = (dt.datetime.fromisoformat(fields[k]).timestamp() for k in ("StartTime", "EndTime"))
+            slurm[f"kcb-sshd:{job}_{fields['ArrayTaskId']}"] = (start, end)
+    assert len(slurm) == 2
+    assert {i.instance_id: (i.launched_at, i.terminated_at) for i in record.instances} == slurm
+    for instance in record.instances:
+        seconds = (instance.terminated_at or 0) - instance.launched_at
+        assert seconds > 0 and instance.billed_seconds == round(seconds)
+        assert instance.cost_usd == pytest.approx(seconds * PRICE_PER_NODE_HOUR / 3600)
+    assert record.estimated_cost_usd == pytest.approx(sum(i.cost_usd or 0 for i in record.instances))
+
+
+# ---- mechanics: a failing task, a requeue -------------------------------------------------------------------------
+
+REQUEUE_RUN = "20260101T000000Z-slr1"
+
+
+def test_a_failing_task_and_a_requeue(slurm_site: SlurmSite, task_image: str, tmp_path) -> None:
+    ws = Workspace(tmp_path)
+    args = run_args(
+        slurm_site, ws, REQUEUE_RUN, "--workloads", "mnist_mlp,imdb_fasttext,cifar10_cnn", "--backends", "jax"
+    )
+    process = start(slurm_site, tmp_path / "out.txt", *args, "--image", task_image)
+    try:
+        folder = run_folder(slurm_site, REQUEUE_RUN)
+        wait_for(lambda: (folder / "tasks" / "0.exit").exists(), 90, "mnist_mlp's task to end")
+        wait_for(lambda: (folder / "logs" / "starts-cifar10_cnn").exists(), 90, "cifar10_cnn's container to run")
+        job = job_id_of(ws, REQUEUE_RUN)
+        slurm_site.cluster.command("scontrol", "requeue", job)  # the whole array, ended tasks included
+        assert process.wait(timeout=180) == 1, (tmp_path / "out.txt").read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        remove_containers_of_run(REQUEUE_RUN)
+    out = (tmp_path / "out.txt").read_text()
+    assert "1 of 3 batch tasks failed: imdb_fasttext [jax] (failed)" in out
+    assert "cifar10_cnn [jax]: requeued by the scheduler (a preemption)" in out
+    record = read_runs(ws.ledger)[REQUEUE_RUN]
+    latest = {i.workload: i for i in record.latest_items()}
+    assert (latest["mnist_mlp"].status, latest["mnist_mlp"].attempt) == ("complete", 1)
+    assert (latest["imdb_fasttext"].status, latest["imdb_fasttext"].exit_code) == ("failed", 1)
+    assert (latest["cifar10_cnn"].status, latest["cifar10_cnn"].attempt) == ("complete", 2)
+    assert record.preemptions == 1
+    # finished items never ran again; the preempted one ran twice, its first attempt's files kept aside
+    assert (ws.logs / "starts-mnist_mlp").read_text().count("start") == 1
+    assert (ws.logs / "starts-imdb_fasttext").read_text().count("start") == 1
+    assert (ws.logs / "starts-cifar10_cnn").read_text().count("start") == 2
+    run_logs = ws.run_logs(PROFILE, REQUEUE_RUN)
+    kept = json.loads((run_logs / "preempted" / "attempt-1" / "cifar10_cnn_jax.json").read_text())
+    assert kept["status"] in ("running", "partial")
+    assert json.loads((run_logs / "cifar10_cnn_jax.json").read_text())["status"] == "complete"
+    # billed from the job records (the completion log here): every attempt of every task, the requeued ones too
+    job = job_id_of(ws, REQUEUE_RUN)
+    billed = {i.instance_id.split(":", 1)[1]: i for i in record.instances}
+    assert {f"{job}_{task}" for task in range(3)} | {f"{job}_2 (attempt 1)"} <= set(billed)
+    assert billed[f"{job}_2 (attempt 1)"].preempted
+    for instance in record.instances:
+        seconds = (instance.terminated_at or 0) - instance.launched_at
+        assert instance.cost_usd == pytest.approx(seconds * PRICE_PER_NODE_HOUR / 3600)
+    assert_nothing_left(slurm_site, REQUEUE_RUN)
+
+
+# ---- kill -9, then the sweep --------------------------------------------------------------------------------------
+
+KILLED_RUN = "20260101T000000Z-slk1"
+
+
+def test_a_killed_orchestrator_leaves_nothing_after_sweep(slurm_site: SlurmSite, task_image: str, tmp_path) -> None:
+    ws = Workspace(tmp_path)
+    args = run_args(slurm_site, ws, KILLED_RUN, "--workloads", "lstm_text_generation", "--backends", "jax")
+    process = start(slurm_site, tmp_path / "out.txt", *args, "--image", task_image)
+    try:
+        wait_for(lambda: tasks_of(slurm_site, KILLED_RUN).get("0") == "RUNNING", 90, "the task to run")
+        wait_for(lambda: containers_of_run(KILLED_RUN), 60, "the task's container")
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+        assert tasks_of(slurm_site, KILLED_RUN) == {"0": "RUNNING"}  # nobody tore it down
+        done = orchestrate(
+            slurm_site,
+            "sweep",
+            "--ledger",
+            str(ws.ledger),
+            "--provider",
+            "slurm",
+            "--provider-setting",
+            f"slurm:ssh_config={slurm_site.server.config_path}",
+        )
+    finally:
+        if process.poll() is None:
+            process.kill()
+        remove_containers_of_run(KILLED_RUN)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"run {KILLED_RUN}" in done.stdout
+    wait_for(lambda: not containers_of_run(KILLED_RUN), 30, "the container to stop")
+    assert_nothing_left(slurm_site, KILLED_RUN)
+    record = read_runs(ws.ledger)[KILLED_RUN]
+    assert record.final
+    job = record.instances[0]  # billed from its submission to its cancellation by the sweep, as one allocation
+    assert job.terminated_at is not None
+    assert job.billed_seconds == math.ceil(job.terminated_at - job.launched_at)  # billed per second
+    assert job.cost_usd == pytest.approx(job.billed_seconds * PRICE_PER_NODE_HOUR / 3600)
+
+
+# ---- fan-out over partitions ----------------------------------------------------------------------------------------
+
+FANOUT_RUN = "20260101T000000Z-slf1"
+
+
+def test_a_fanout_over_two_partitions_gives_one_estimate_and_one_table(
+    slurm_site: SlurmSite, task_image: str, tmp_path
+) -> None:
+    ws = Workspace(tmp_path)
+    args = run_args(slurm_site, ws, FANOUT_RUN, "--workloads", "mnist_mlp", "--backends", "jax")
+    args[args.index("--profile") : args.index("--profile") + 2] = ["--profiles", f"{PROFILE},{SECOND_PROFILE}"]
+    done = orchestrate(slurm_site, *args, "--image", task_image, "--report-out", str(tmp_path / "report"))
+    out = done.stdout
+    estimate = out[: out.index("Plan for run")]
+    assert f"Fan-out of suite quick on 2 profiles, run ids {FANOUT_RUN}-<profile>" in estimate
+    assert "$2.00" in estimate and "$4.00" in estimate and "worst case $6.00" in estimate  # each partition's price
+    table = out[out.index(f"Fan-out {FANOUT_RUN}: 2 profiles") :]
+    for profile in (PROFILE, SECOND_PROFILE):
+        assert any(line.split()[:2] == [profile, "complete"] for line in table.splitlines()), table
+        record = read_runs(ws.ledger)[f"{FANOUT_RUN}-{profile}"]
+        assert record.provider == "slurm" and record.estimated_cost_usd is not None
+        assert_nothing_left(slurm_site, f"{FANOUT_RUN}-{profile}")
+    assert (tmp_path / "report" / "fanout.md").is_file()
+
+
+# ---- validation before anything is submitted; teardown on SIGTERM ----------------------------------------------------
+
+
+def test_a_partition_the_cluster_lacks_stops_the_run_before_sbatch(slurm_site: SlurmSite, tmp_path) -> None:
+    catalog = tmp_path / "bad.toml"
+    text = slurm_site.catalog.read_text().split("\n\n")[0]  # the first profile, renamed, on a partition that is not
+    catalog.write_text(text.replace(f"[profiles.{PROFILE}", "[profiles.testcluster-none").replace('"debug"', '"none"'))
+    ws = Workspace(tmp_path)
+    args = run_args(slurm_site, ws, "20260101T000000Z-slv1", "--workloads", "mnist_mlp", "--backends", "jax")
+    args[args.index(PROFILE)] = "testcluster-none"
+    done = orchestrate(slurm_site, *args, "--catalog", str(catalog), "--image", "kcb-test/none:latest")
+    assert done.returncode != 0
+    assert "extra.partition: kcb-sshd has no partition 'none'" in done.stdout + done.stderr
+    assert slurm_site.queue() == []
+    assert not (slurm_site.shared_dir / "runs" / "20260101T000000Z-slv1").exists()
+
+
+TERM_RUN = "20260101T000000Z-slt1"
+
+
+def test_sigterm_cancels_the_array_and_keeps_the_partial_logs(slurm_site: SlurmSite, task_image: str, tmp_path) -> None:
+    ws = Workspace(tmp_path)
+    args = run_args(slurm_site, ws, TERM_RUN, "--workloads", "lstm_text_generation", "--backends", "jax")
+    process = start(slurm_site, tmp_path / "out.txt", *args, "--image", task_image)
+    try:
+        wait_for(lambda: containers_of_run(TERM_RUN), 90, "the task's container")
+        setting = f"ssh_config={slurm_site.server.config_path}"
+        status = orchestrate(slurm_site, "status", TERM_RUN, "--ledger", str(ws.ledger), "--provider-setting", setting)
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert f"task 0      kcb-sshd:{job_id_of(ws, TERM_RUN)}: running" in status.stdout  # read from scontrol
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) == 130, (tmp_path / "out.txt").read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        remove_containers_of_run(TERM_RUN)
+    assert f"cancelled slurm job kcb-sshd:{job_id_of(ws, TERM_RUN)} (every task)" in (tmp_path / "out.txt").read_text()
+    record = read_runs(ws.ledger)[TERM_RUN]
+    assert record.status == "interrupted"
+    assert [i.status for i in record.items] == ["interrupted"]
+    partial = json.loads((ws.run_logs(PROFILE, TERM_RUN) / "lstm_text_generation_jax.json").read_text())
+    assert partial["status"] == "partial"  # the container was stopped, not killed: the runner recorded it
+    assert_nothing_left(slurm_site, TERM_RUN)

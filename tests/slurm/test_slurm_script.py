@@ -1,0 +1,180 @@
+"""The job array's script and sbatch flags for every runtime, and the profile's validation, without a cluster.
+
+Apptainer/Singularity and enroot+pyxis cannot be installed here: their command lines are checked (and the whole
+script parsed by bash), never run. docker runs for real in test_slurm_lifecycle.py.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+import pytest
+
+from orchestrate.batch import batch_job
+from orchestrate.plan import WorkItem
+from orchestrate.provider import ProviderError
+from orchestrate.providers.slurm.script import batch_script, sbatch_flags
+from orchestrate.providers.slurm.settings import settings_of, slurm_time
+from records.catalog import Price, Profile
+from tests.orchestrate.orchestrate_helpers import plan_on_image
+
+RUN_ID = "20260101T000000Z-scr1"
+IMAGE = "ghcr.io/example/keras-cloud-bench:gpu"
+EXTRA = {"login": "me@hpc-login", "partition": "a100", "shared_dir": "/scratch/me/kcb"}
+
+
+def gpu_profile(**extra: str) -> Profile:
+    return Profile(
+        name="hpc-a100",
+        provider="slurm",
+        machine_type=None,
+        accelerator="a100",
+        accelerator_count=2,
+        docker_image="gpu",
+        on_demand=Price(1.5, "2026-11-01", "centre rate sheet"),
+        extra={**EXTRA, **extra},
+    )
+
+
+def script_for(tmp_path, runtime: str, **extra: str) -> str:
+    profile = gpu_profile(runtime=runtime, **extra)
+    items = (WorkItem("mnist_mlp", "jax", 1), WorkItem("mnist_mlp", "jax", 2))
+    plan = plan_on_image(tmp_path, IMAGE, RUN_ID, items, provider="slurm", profile=profile, platform="hpc-a100")
+    return batch_script(settings_of(profile), RUN_ID, batch_job(plan))
+
+
+@pytest.mark.parametrize("runtime", ["docker", "podman", "apptainer", "singularity", "pyxis", "venv"])
+def test_every_runtime_gives_a_script_bash_parses(tmp_path, runtime: str) -> None:
+    extra = {"venv": "/scratch/me/kcb-venv", "source_dir": "/scratch/me/keras-cloud-bench"} if runtime == "venv" else {}
+    script = tmp_path / "job.sh"
+    script.write_text(script_for(tmp_path, runtime, **extra))
+    done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = script.read_text()
+    assert text.count("finish $?") == 2  # one case per task, each ending in its exit record
+    assert 'if [ -e "$RUN/tasks/$TASK.exit" ]' in text  # a requeued task never reruns an ended item
+    assert "keep_partial mnist_mlp_jax.r02.csv mnist_mlp_jax.r02.json mnist_mlp_jax_synthetic.r02.csv" in text
+
+
+def _line(script: str, start: str) -> list[str]:
+    line = next(line.strip() for line in script.splitlines() if line.strip().startswith(start))
+    return shlex.split(line.split(" >> ")[0])
+
+
+def test_apptainer_command_line(tmp_path) -> None:
+    words = _line(script_for(tmp_path, "apptainer"), "apptainer exec")
+    assert words[:4] == ["apptainer", "exec", "--cleanenv", "--containall"]
+    assert "--nv" in words  # the allocation's GPUs
+    assert words[words.index("--bind") + 1] == "$LOGS:/logs,$CACHE:/data/keras"
+    image = words.index(f"docker://{IMAGE}")
+    assert words[image + 1 : image + 5] == ["python", "-m", "benchmarks", "mnist_mlp"]
+    assert words[words.index("--out") + 1] == "/logs"
+
+
+def test_singularity_is_the_same_command(tmp_path) -> None:
+    assert (
+        _line(script_for(tmp_path, "singularity"), "singularity exec")[1:]
+        == _line(script_for(tmp_path, "apptainer"), "apptainer exec")[1:]
+    )
+
+
+def test_pyxis_command_line(tmp_path) -> None:
+    words = _line(script_for(tmp_path, "pyxis"), "srun ")
+    assert words[:3] == ["srun", "--ntasks=1", f"--container-image={IMAGE}"]
+    assert "--container-mounts=$LOGS:/logs,$CACHE:/data/keras" in words
+    assert words[words.index("python") : words.index("python") + 4] == ["python", "-m", "benchmarks", "mnist_mlp"]
+
+
+def test_venv_runs_the_runner_from_the_lock_file_and_writes_to_the_run_folder(tmp_path) -> None:
+    script = script_for(tmp_path, "venv", venv="/scratch/me/kcb-venv", source_dir="/scratch/me/keras-cloud-bench")
+    assert "-r /scratch/me/keras-cloud-bench/requirements/bench-gpu.lock" in script
+    words = shlex.split(next(line for line in script.splitlines() if "exec /scratch" in line).split(" ) >> ")[0])
+    assert words[words.index("--out") + 1] == "$LOGS"
+
+
+def test_docker_command_line(tmp_path) -> None:
+    words = _line(script_for(tmp_path, "docker"), "docker run")
+    assert words[words.index("--name") + 1] == f"{RUN_ID}-0"
+    assert words[words.index("--gpus") : words.index("--gpus") + 2] == ["--gpus", "all"]
+    assert f"run-id={RUN_ID}" in words and "project=keras-cloud-bench" in words
+
+
+def test_sbatch_flags_carry_the_profile_and_the_run(tmp_path) -> None:
+    profile = gpu_profile(cpus="8", mem="64G", account="proj1", time="02:00:00")
+    plan = plan_on_image(tmp_path, IMAGE, RUN_ID, (WorkItem("mnist_mlp", "jax"),), provider="slurm", profile=profile)
+    tags = {"project": "keras-cloud-bench", "run-id": RUN_ID, "owner": "me@box"}
+    flags = sbatch_flags(settings_of(profile), RUN_ID, tags, batch_job(plan), slurm_time(4 * 3600))
+    for flag in (
+        f"--job-name=kcb-{RUN_ID}",
+        f"--comment=owner=me@box,project=keras-cloud-bench,run-id={RUN_ID}",
+        "--array=0-0",
+        "--partition=a100",
+        "--gres=gpu:a100:2",
+        "--cpus-per-task=8",
+        "--mem=64G",
+        "--account=proj1",
+        "--time=02:00:00",
+        "--requeue",
+    ):
+        assert flag in flags
+    gpus = sbatch_flags(settings_of(gpu_profile(gpu_flag="gpus")), RUN_ID, tags, batch_job(plan), "0-04:00:00")
+    assert "--gpus=a100:2" in gpus and "--time=0-04:00:00" in gpus
+
+
+def test_time_limit_defaults_to_the_max_lifetime() -> None:
+    assert slurm_time(4 * 3600) == "0-04:00:00"
+    assert slurm_time(61) == "0-00:02:00"
+    assert slurm_time(2 * 86400) == "2-00:00:00"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"partition": ""}, "extra.partition: required"),
+        ({"runtime": "lxc"}, "extra.runtime: 'lxc' is not one of"),
+        ({"mem": "lots"}, "extra.mem: 'lots' is not a Slurm memory size"),
+        ({"time": "2h"}, "extra.time: '2h' is not a Slurm time"),
+        ({"cpus": "0"}, "extra.cpus: '0' is not a positive whole number"),
+        ({"shared_dir": "scratch"}, "extra.shared_dir: 'scratch' must be an absolute path"),
+        ({"runtime": "venv"}, "extra.venv: runtime venv needs"),
+        ({"price_unit": "core-hour"}, "extra.price_unit: 'core-hour' is not one of"),
+        ({"partition": "a100; rm"}, "extra.partition: 'a100; rm' is not a Slurm name"),
+        ({"colour": "red"}, "extra.colour: unknown Slurm setting"),
+    ],
+)
+def test_a_bad_profile_is_one_line_naming_the_field(extra: dict[str, str], message: str) -> None:
+    with pytest.raises(ProviderError, match=r"^profile 'hpc-a100': " + message.replace("(", r"\(")):
+        settings_of(gpu_profile(**extra))
+
+
+def test_a_gpu_hour_price_bills_each_task_for_its_gpus() -> None:
+    from orchestrate.providers.slurm import SlurmProvider
+
+    provider = SlurmProvider()
+    per_task = provider.allocation_price(gpu_profile(price_unit="gpu-hour"))
+    assert per_task.on_demand is not None and per_task.on_demand.usd_per_hour == 3.0  # 2 GPUs x $1.50
+    assert per_task.on_demand.date == "2026-11-01" and "(x2 GPUs)" in per_task.on_demand.source
+    assert per_task.cost_usd(3600) == 3.0
+    node_hour = gpu_profile(price_unit="node-hour")
+    assert provider.allocation_price(node_hour) == node_hour
+
+
+def test_job_records_parse_as_slurm_prints_them() -> None:
+    from orchestrate.providers.slurm.cluster import JobRecord, _exit_code, _task_ids
+
+    assert _task_ids("3", 8) == [3] and _task_ids("0-4%2", 8) == [0, 1, 2, 3, 4]
+    assert _task_ids("1,3-5", 5) == [1, 3, 4]  # ids past the array's size are not this run's
+    assert (_exit_code("0:0"), _exit_code("1:0"), _exit_code("0:15"), _exit_code("")) == (0, 1, 143, None)
+    # the item's exit record decides how it ended, whatever Slurm says of the script
+    ended = JobRecord(task=2, state="COMPLETED", exit_code=0, start=10.0, end=20.0)
+    assert (ended.as_task(1).state, ended.as_task(1).exit_code) == ("failed", 1)
+    assert ended.as_task(0).state == "complete" and ended.as_task(None).state == "failed"
+    requeued = JobRecord(task=2, state="PENDING", restarts=1, start=10.0, end=20.0)
+    assert (requeued.as_task(0).state, requeued.as_task(0).item_exit_code, requeued.as_task(0).ended_at) == (
+        "pending",
+        0,
+        None,
+    )
+    cancelled = JobRecord(task=0, state="CANCELLED by 0", exit_code=0, start=1.0, end=2.0)
+    assert cancelled.as_task(None).state == "cancelled"
