@@ -1,9 +1,9 @@
 """Where the time goes: each H100 and H200 default run against its GPU's roofline.
 
-Per run (the short suite's repeats of each backend's GPU defaults, as in report/today.py):
+Per run (the short suite's repeats of each backend's GPU defaults, as in campaign/today.py):
 
 - *flops per epoch*: the workload's model FLOPs per training sample (report/data/model_costs.toml: XLA's cost
-  analysis of the Keras train step, the program XLA would run on the CPU; see report/model_costs.py) times the
+  analysis of the Keras train step, the program XLA would run on the CPU; see campaign/model_costs.py) times the
   samples one device trains on per epoch (the training samples over the devices). The validation pass is in the
   epoch's time but not in its flops, so every rate below is a lower bound. Bytes per epoch likewise, from XLA's
   'bytes accessed'.
@@ -24,12 +24,12 @@ Bound-by rule, per row (the median over its runs):
 A faster GPU can save at most the busy share of an epoch (the rest is the host loop waiting on nothing the GPU
 does), and the compute floor says how little of that busy time the arithmetic itself needs.
 
-Headroom (`gpu_session --phase headroom`, benchmarks.headroom): the same model trained by one compiled program per
+Headroom (`gpu_session --phase headroom`, campaign.headroom): the same model trained by one compiled program per
 epoch with its data on the device; over the Keras JAX steady epoch of the same slice it is the GPU's share of that
 epoch, the rest the framework's host loop.
 
-    python -m report.roofline logs/reference                 # the section, markdown
-    python -m report.roofline logs/reference --chart OUT     # and the roofline chart, OUT.png and OUT.svg
+    python -m campaign.roofline logs/reference                 # the section, markdown
+    python -m campaign.roofline logs/reference --chart OUT     # and the roofline chart, OUT.png and OUT.svg
 """
 
 from __future__ import annotations
@@ -48,15 +48,15 @@ import pandas as pd
 
 from benchmarks.metadata import RunMetadata
 from benchmarks.stability import HOST_BOUND_SHARE
+from campaign.designs import fresh_repeat
+from campaign.model_costs import ModelCost, load_costs
+from campaign.today import GPUS, PLATFORMS, complete_runs
 from report.charts import BACKEND_COLOURS, OTHER_COLOUR, save_figure
-from report.designs import fresh_repeat
 from report.format import markdown_table
-from report.model_costs import ModelCost, load_costs
-from report.today import GPUS, PLATFORMS, complete_runs
 
-DATASHEET_FILE = Path(__file__).parent / "data" / "datasheet.toml"
+DATASHEET_FILE = Path(__file__).resolve().parents[1] / "report" / "data" / "datasheet.toml"
 HOST, MEMORY, COMPUTE = "host", "memory", "compute"
-HEADROOM_COMMAND = "python3 -m orchestrate.gpu_session run --carry .carry --phase headroom --tag TAG --out OUT"
+HEADROOM_COMMAND = "python3 -m campaign.gpu_session run --carry .carry --phase headroom --tag TAG --out OUT"
 HEADROOM_GLOB = "gpu-headroom-*/*.headroom.json"  # what that phase leaves, collected beside the runs
 
 
@@ -138,7 +138,7 @@ def measured(logs: Path) -> dict[tuple[str, str, str], list[Run]]:
 
 @dataclass(frozen=True)
 class Headroom:
-    """One compiled-loop measurement (benchmarks.headroom): the GPU's time for the epoch's arithmetic alone."""
+    """One compiled-loop measurement (campaign.headroom): the GPU's time for the epoch's arithmetic alone."""
 
     gpu: str
     workload: str
@@ -175,7 +175,7 @@ HEADROOM_MISSING = (
 )
 HEADROOM_NOTE = (
     "Headroom: the same Keras model, loss and optimizer trained by one compiled program per epoch with its "
-    "data on the device (JAX, `benchmarks.headroom`, on the short suite's slice, its validation pass "
+    "data on the device (JAX, `campaign.headroom`, on the short suite's slice, its validation pass "
     "included). *compiled epoch*: the median of its steady epochs over the records; *GPU share*: compiled "
     "over Keras's steady JAX epoch, what the GPU needs of that epoch; the rest is Keras's host loop "
     "(callbacks, metrics, dispatch, data feeding)."
@@ -311,7 +311,7 @@ TITLE = "Where the time goes: the H100 and H200 runs on a roofline"
 CHART_TITLE = "The H100 and H200 runs on their rooflines"
 NOTE = (
     "Model FLOPs and bytes per training step are XLA's cost analysis of each workload's Keras train step "
-    "(`python -m report.model_costs`: the program XLA would run on the CPU, recurrent layers unrolled; the "
+    "(`python -m campaign.model_costs`: the program XLA would run on the CPU, recurrent layers unrolled; the "
     "validation pass is not counted, so the rates are lower bounds; the bytes are the CPU program's, whose "
     "fusions differ from the GPU's, so a memory floor above the busy share overstates the GPU's traffic). "
     "*achieved*: training FLOPs per steady "
@@ -455,7 +455,7 @@ def chart(table: Sequence[Row], sheets: dict[str, Datasheet], out_stem: Path) ->
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m report.roofline", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m campaign.roofline", description=__doc__.splitlines()[0])
     parser.add_argument("logs", type=Path, help="the folder that holds NVIDIA-H100 and NVIDIA-H200")
     parser.add_argument("--chart", type=Path, help="also draw the roofline to CHART.png and CHART.svg")
     args = parser.parse_args(argv)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.logs import find_logs, read_epoch_log, read_metadata
-from report import roofline
-from report.designs import fresh_repeat
-from report.model_costs import load_costs
+from campaign import roofline
+from campaign.designs import fresh_repeat
+from campaign.model_costs import load_costs
 from tests.support.datasets import prefill_keras_cache
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ def recomputed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, 
     home = tmp_path_factory.mktemp("keras-home")
     prefill_keras_cache(home)
     done = subprocess.run(
-        [sys.executable, "-m", "report.model_costs", "mnist_mlp", "imdb_fasttext", "--print"],
+        [sys.executable, "-m", "campaign.model_costs", "mnist_mlp", "imdb_fasttext", "--print"],
         cwd=REPO,
         env={**os.environ, "KERAS_BACKEND": "jax", "KERAS_HOME": str(home)},
         capture_output=True,
@@ -142,20 +142,6 @@ def test_the_chart_is_the_same_file_on_every_run(tmp_path: Path) -> None:
 
 def test_a_folder_without_the_gpus_is_a_bad_input(tmp_path: Path) -> None:
     assert roofline.main([str(tmp_path)]) == 2
-
-
-def test_the_studys_markdown_carries_the_section_after_todays_gpus(tmp_path: Path) -> None:
-    from report.cli import main
-    from report.today import PLATFORMS, STUDY
-
-    logs = tmp_path / "logs"
-    for platform in PLATFORMS.values():
-        shutil.copytree(LOGS / platform, logs / platform)
-    target = tmp_path / "results.md"
-    assert main([str(logs), "--study", STUDY, "--markdown", str(target)]) == 0
-    text = target.read_text()
-    assert text.index("on today's GPUs") < text.index("## Where the time goes") < text.index("# Benchmark results")
-    assert (tmp_path / "results_charts" / "roofline.png").is_file()
 
 
 def test_headroom_records_give_the_gpus_share_of_the_keras_epoch(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ the CPU where this runs), not a count of the model's textbook operations, and no
 compiler would run. XLA counts a loop's body once whatever its trip count, so recurrent layers are unrolled for the
 count (their time steps written out), which the trained model does not do.
 
-    python -m report.model_costs                      # all workloads -> report/data/model_costs.toml
-    python -m report.model_costs mnist_mlp --print    # print, do not write
+    python -m campaign.model_costs                      # all workloads -> report/data/model_costs.toml
+    python -m campaign.model_costs mnist_mlp --print    # print, do not write
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 from benchmarks import workloads
 
-COSTS_FILE = Path(__file__).parent / "data" / "model_costs.toml"
+COSTS_FILE = Path(__file__).resolve().parents[1] / "report" / "data" / "model_costs.toml"  # the product reads it too
 HOW = (
     "jax.jit(model.train_step).lower(state, batch).compile().cost_analysis() on CPU; recurrent layers unrolled; "
     "the model built on the short suite's data"
@@ -109,7 +109,7 @@ def measure(name: str) -> ModelCost:
 
 def to_toml(costs: Sequence[ModelCost]) -> str:
     lines = [
-        "# Written by `python -m report.model_costs`: per workload, one training step at the published batch size.",
+        "# Written by `python -m campaign.model_costs`: per workload, one training step at the published batch size.",
         "# flops_per_step and bytes_per_step are XLA's cost analysis of the compiled program on the CPU (see the",
         "# module's docstring): the program XLA would run there, not cuDNN's kernels on a GPU.",
     ]
@@ -122,7 +122,7 @@ def to_toml(costs: Sequence[ModelCost]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m report.model_costs", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m campaign.model_costs", description=__doc__.splitlines()[0])
     parser.add_argument("workloads", nargs="*", help="default: all")
     parser.add_argument("--print", action="store_true", help="print the TOML instead of updating the file")
     parser.add_argument("--out", type=Path, default=COSTS_FILE)
