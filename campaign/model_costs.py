@@ -19,38 +19,13 @@ import argparse
 import json
 import os
 import sys
-import tomllib
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from benchmarks import workloads
-
-COSTS_FILE = Path(__file__).resolve().parents[1] / "report" / "data" / "model_costs.toml"  # the product reads it too
-HOW = (
-    "jax.jit(model.train_step).lower(state, batch).compile().cost_analysis() on CPU; recurrent layers unrolled; "
-    "the model built on the short suite's data"
-)
-
-
-@dataclass(frozen=True)
-class ModelCost:
-    workload: str
-    batch_size: int
-    flops_per_step: float
-    bytes_per_step: float
-    parameters: int
-    data: str  # the dataset its shapes and vocabulary came from
-    jax: str
-    keras: str
-    how: str = HOW
-
-
-def load_costs(path: Path = COSTS_FILE) -> dict[str, ModelCost]:
-    if not path.is_file():
-        return {}
-    return {name: ModelCost(workload=name, **entry) for name, entry in tomllib.loads(path.read_text()).items()}
+from report.model_costs import COSTS_FILE, ModelCost, load_costs
 
 
 def measure(name: str) -> ModelCost:

@@ -38,92 +38,31 @@ import argparse
 import json
 import statistics
 import sys
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from benchmarks.metadata import RunMetadata
-from benchmarks.stability import HOST_BOUND_SHARE
 from campaign.designs import fresh_repeat
-from campaign.model_costs import ModelCost, load_costs
 from campaign.today import GPUS, PLATFORMS, complete_runs
-from report.charts import BACKEND_COLOURS, OTHER_COLOUR, save_figure
 from report.format import markdown_table
+from report.model_costs import ModelCost, load_costs
+from report.roofline import (
+    Datasheet,
+    Row,
+    Run,
+    advice,
+    cells,
+    load_datasheets,
+    pct,
+    rows_of,
+    run_of,
+)
+from report.roofline import chart as draw
 
-DATASHEET_FILE = Path(__file__).resolve().parents[1] / "report" / "data" / "datasheet.toml"
-HOST, MEMORY, COMPUTE = "host", "memory", "compute"
 HEADROOM_COMMAND = "python3 -m campaign.gpu_session run --carry .carry --phase headroom --tag TAG --out OUT"
 HEADROOM_GLOB = "gpu-headroom-*/*.headroom.json"  # what that phase leaves, collected beside the runs
-
-
-@dataclass(frozen=True)
-class Datasheet:
-    gpu: str
-    names: list[str]
-    board: str
-    bf16_tflops: float
-    tf32_tflops: float
-    fp32_tflops: float
-    memory_tbps: float
-    source: str
-
-    def peak_tflops(self, float32_matmul: str | None) -> float:
-        """The datasheet peak at the precision the run's float32 matmuls used."""
-        return self.tf32_tflops if float32_matmul == "tf32" else self.fp32_tflops
-
-
-def load_datasheets(path: Path = DATASHEET_FILE) -> dict[str, Datasheet]:
-    return {gpu: Datasheet(gpu=gpu, **entry) for gpu, entry in tomllib.loads(path.read_text()).items()}
-
-
-@dataclass(frozen=True)
-class Run:
-    epoch_s: float  # steady-epoch median
-    samples: float  # trained per device per epoch
-    host_share: float | None
-    gemm_tflops: float | None
-    memory_gbps: float | None
-    float32_matmul: str | None
-    device_name: str
-
-
-@dataclass(frozen=True)
-class Row:
-    gpu: str
-    workload: str
-    backend: str
-    runs: int
-    epoch_s: float
-    samples: float  # trained per device per epoch
-    tflops: float  # achieved
-    gemm_tflops: float  # measured peak
-    datasheet_tflops: float
-    memory_gbps: float  # achieved traffic
-    peak_memory_gbps: float  # measured
-    intensity: float  # flops per byte
-    busy: float | None  # share of the epoch the GPU ran kernels
-    compute_floor: float  # share of the epoch the arithmetic needs at the measured peak
-    memory_floor: float  # share of the epoch the traffic needs at the measured bandwidth
-    bound: str
-
-
-def _run(meta: RunMetadata, steady: Sequence[float]) -> Run:
-    devices = int((meta.distribution or {}).get("devices") or 1)
-    fp = meta.fingerprint
-    gpus = meta.hardware.get("gpus") or [{}]
-    return Run(
-        epoch_s=statistics.median(steady),
-        samples=(meta.data.train_samples or 0) / devices,
-        host_share=meta.stability.host_share if meta.stability else None,
-        gemm_tflops=fp.gemm_tflops if fp else None,
-        memory_gbps=fp.device_memory_gbps if fp else None,
-        float32_matmul=meta.settings.float32_matmul,
-        device_name=str(gpus[0].get("name", "")),
-    )
 
 
 def measured(logs: Path) -> dict[tuple[str, str, str], list[Run]]:
@@ -132,7 +71,7 @@ def measured(logs: Path) -> dict[tuple[str, str, str], list[Run]]:
     found: dict[tuple[str, str, str], list[Run]] = {}
     for gpu, meta, steady in complete_runs(logs):
         if fresh_repeat(meta) and meta.data.train_samples:
-            found.setdefault((gpu, meta.workload, meta.backend), []).append(_run(meta, steady))
+            found.setdefault((gpu, meta.workload, meta.backend), []).append(run_of(meta, steady))
     return found
 
 
@@ -198,49 +137,10 @@ def headroom_table(table: Sequence[Row], records: dict[tuple[str, str], list[Hea
         else:
             share = compiled / row.epoch_s
             cells |= {"Keras JAX epoch s": f"{row.epoch_s:.3f}", "compiled epoch s": f"{compiled:.3f}",
-                      "records": str(len(found)), "GPU share": _pct(share),
-                      "host loop share": _pct(max(0.0, 1 - share))}  # fmt: skip
+                      "records": str(len(found)), "GPU share": pct(share),
+                      "host loop share": pct(max(0.0, 1 - share))}  # fmt: skip
         out.append(cells)
     return pd.DataFrame(out)
-
-
-def bound_by(host_share: float | None, intensity: float, ridge: float) -> str:
-    if host_share is not None and host_share > HOST_BOUND_SHARE:
-        return HOST
-    return MEMORY if intensity < ridge else COMPUTE
-
-
-def make_row(gpu: str, workload: str, backend: str, runs: Sequence[Run], cost: ModelCost, sheet: Datasheet) -> Row:
-    def median(values: Sequence[float | None]) -> float | None:
-        known = [v for v in values if v is not None]
-        return statistics.median(known) if known else None
-
-    epoch_s = statistics.median(r.epoch_s for r in runs)
-    samples = statistics.median(r.samples for r in runs)
-    flops = cost.flops_per_step / cost.batch_size * samples
-    traffic = cost.bytes_per_step / cost.batch_size * samples
-    gemm = median([r.gemm_tflops for r in runs]) or sheet.peak_tflops(runs[0].float32_matmul)
-    bandwidth = median([r.memory_gbps for r in runs]) or sheet.memory_tbps * 1e3
-    host_share = median([r.host_share for r in runs])
-    intensity = flops / traffic
-    return Row(
-        gpu=gpu,
-        workload=workload,
-        backend=backend,
-        runs=len(runs),
-        epoch_s=epoch_s,
-        samples=samples,
-        tflops=flops / epoch_s / 1e12,
-        gemm_tflops=gemm,
-        datasheet_tflops=sheet.peak_tflops(runs[0].float32_matmul),
-        memory_gbps=traffic / epoch_s / 1e9,
-        peak_memory_gbps=bandwidth,
-        intensity=intensity,
-        busy=None if host_share is None else 1 - host_share,
-        compute_floor=flops / (gemm * 1e12) / epoch_s,
-        memory_floor=traffic / (bandwidth * 1e9) / epoch_s,
-        bound=bound_by(host_share, intensity, gemm * 1e3 / bandwidth),
-    )
 
 
 def rows(
@@ -249,62 +149,6 @@ def rows(
     costs = load_costs() if costs is None else costs
     sheets = load_datasheets() if sheets is None else sheets
     return rows_of(measured(logs), costs, sheets)
-
-
-def rows_of(
-    found: dict[tuple[str, str, str], list[Run]], costs: dict[str, ModelCost], sheets: dict[str, Datasheet]
-) -> list[Row]:
-    """One row per measured (gpu, workload, backend) that has a model cost and a datasheet."""
-    out = []
-    for (gpu, workload, backend), runs in sorted(found.items()):
-        if workload in costs and gpu in sheets:
-            _check_board(sheets[gpu], runs)
-            out.append(make_row(gpu, workload, backend, runs, costs[workload], sheets[gpu]))
-    return out
-
-
-def _check_board(sheet: Datasheet, runs: Sequence[Run]) -> None:
-    """The datasheet must be the board the logs name (an H100 PCIe has other peaks than the SXM)."""
-    other = {r.device_name for r in runs} - set(sheet.names)
-    if other:
-        raise ValueError(f"datasheet {sheet.gpu}: logs name {', '.join(sorted(other))}, not {sheet.board}")
-
-
-def _pct(share: float | None) -> str:
-    if share is None:
-        return "n/a"
-    return f"{share * 100:.0f} %" if share >= 0.01 else f"{share * 100:.2f} %"
-
-
-def _rate(value: float) -> str:
-    return f"{value:.3g}"
-
-
-def advice(workload_rows: Sequence[Row]) -> str:
-    """In words, from the numbers: whether a faster GPU would shorten this workload's epochs."""
-    busy = [r.busy for r in workload_rows if r.busy is not None]
-    hosts = sum(r.bound == HOST for r in workload_rows)
-    most = max(busy, default=0.0)
-    floor = max(r.compute_floor for r in workload_rows)
-    memory = max(r.memory_floor for r in workload_rows)
-    if hosts * 2 > len(workload_rows):
-        return (
-            f"no: {hosts} of {len(workload_rows)} GPU and backend pairs are host-bound; the GPU is busy at most "
-            f"{_pct(most)} of an epoch, so even a GPU that took no time would save at most that (the arithmetic "
-            f"needs {_pct(floor)} or less at the measured peak, the traffic {_pct(memory)} or less). A faster host "
-            "loop (compiled epochs, more steps per execution) would."
-        )
-    if max(floor, memory) * 2 < most:
-        return (
-            f"little: the GPU is busy up to {_pct(most)} of an epoch, but the arithmetic needs {_pct(floor)} or less "
-            f"of it at the measured GEMM peak and the traffic {_pct(memory)} or less at the measured bandwidth; the "
-            "rest of the busy time is many small kernels, which more FLOP/s or bandwidth barely shortens."
-        )
-    return (
-        f"yes, up to {_pct(most)} of an epoch: the GPU is busy that long and its floors (arithmetic {_pct(floor)}, "
-        f"traffic {_pct(memory)}) fill much of it, so a GPU with more {'bandwidth' if memory > floor else 'FLOP/s'} "
-        "shortens the epoch."
-    )
 
 
 TITLE = "Where the time goes: the H100 and H200 runs on a roofline"
@@ -350,7 +194,7 @@ def section_parts(logs: Path, costs: dict[str, ModelCost] | None = None) -> Sect
     records = headroom(logs)
     return Section(
         rows=table,
-        table=pd.DataFrame([_cells(r) for r in table]),
+        table=pd.DataFrame([cells(r) for r in table]),
         advice=[(w, advice([r for r in table if r.workload == w])) for w in sorted({r.workload for r in table})],
         missing=sorted({w for _, w, _ in found} - set(costs)),
         headroom=headroom_table(table, records) if records else None,
@@ -361,16 +205,6 @@ def section_parts(logs: Path, costs: dict[str, ModelCost] | None = None) -> Sect
             if s.gpu in GPUS
         ],
     )
-
-
-def _cells(r: Row) -> dict[str, str]:
-    return {
-        "workload": r.workload, "backend": r.backend, "GPU": r.gpu, "runs": str(r.runs),
-        "steady epoch s": f"{r.epoch_s:.2f}", "achieved TFLOP/s": _rate(r.tflops),
-        "% measured": _pct(r.tflops / r.gemm_tflops), "% datasheet": _pct(r.tflops / r.datasheet_tflops),
-        "flops/byte": f"{r.intensity:.1f}", "GB/s": f"{r.memory_gbps:.0f}", "GPU busy": _pct(r.busy),
-        "compute floor": _pct(r.compute_floor), "memory floor": _pct(r.memory_floor), "bound by": r.bound,
-    }  # fmt: skip
 
 
 def section(logs: Path, costs: dict[str, ModelCost] | None = None, markdown: Path | None = None) -> str:
@@ -401,57 +235,8 @@ def section(logs: Path, costs: dict[str, ModelCost] | None = None, markdown: Pat
 
 
 def chart(table: Sequence[Row], sheets: dict[str, Datasheet], out_stem: Path) -> list[Path]:
-    """The roofline, log-log: arithmetic intensity on x, achieved TFLOP/s on y; each GPU's measured ceilings
-    (solid) and datasheet ceilings (dashed). Writes `<out_stem>.png` and `.svg`."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, ax = plt.subplots(figsize=(8.5, 6), layout="constrained")
-    lows = [r.intensity for r in table]
-    x = list(np.geomspace(min([*lows, 1.0]) / 3, max([*lows, 1e3]) * 3, 200))
-    styles = {"H100": "#9aa0a6", "H200": "#000000"}
-    ceilings: list[Any] = []
-    for gpu in sorted({r.gpu for r in table}):
-        rs = [r for r in table if r.gpu == gpu]
-        peak, bandwidth = (
-            statistics.median(r.gemm_tflops for r in rs),
-            statistics.median(r.peak_memory_gbps for r in rs),
-        )
-        sheet = sheets[gpu]
-        for top, mem, style, what in (
-            (peak, bandwidth / 1e3, "-", "measured"),
-            (sheet.tf32_tflops, sheet.memory_tbps, "--", "datasheet TF32"),
-        ):
-            label = f"{gpu} {what}: {top:.0f} TFLOP/s, {mem:.2f} TB/s"
-            (line,) = ax.plot(
-                x, [min(top, mem * v) for v in x], style, color=styles.get(gpu, OTHER_COLOUR), linewidth=1, label=label
-            )
-            ceilings.append(line)
-    markers = {"H100": "o", "H200": "s"}
-    for r in table:
-        ax.scatter(
-            r.intensity, r.tflops, marker=markers.get(r.gpu, "^"), color=BACKEND_COLOURS.get(r.backend, OTHER_COLOUR)
-        )
-    for workload in sorted({r.workload for r in table}):
-        best = max((r for r in table if r.workload == workload), key=lambda r: r.tflops)
-        ax.annotate(workload, (best.intensity, best.tflops), fontsize=7, xytext=(4, 2), textcoords="offset points")
-    handles = (
-        ceilings
-        + [plt.Line2D([], [], marker=m, linestyle="", color="black", label=g) for g, m in markers.items()]
-        + [
-            plt.Line2D([], [], marker="o", linestyle="", color=BACKEND_COLOURS[b], label=b)
-            for b in sorted({r.backend for r in table})
-            if b in BACKEND_COLOURS
-        ]
-    )
-    ax.legend(handles=handles, fontsize=8, loc="lower right")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity, model FLOPs per byte accessed (XLA cost analysis)", fontsize=10)
-    ax.set_ylabel("achieved TFLOP/s (training FLOPs / steady epoch)", fontsize=10)
-    ax.set_title("Short-suite defaults on the H100 and H200 against their rooflines", loc="left", fontsize=11)
-    ax.grid(which="major", color="#dddddd", linewidth=0.6)
-    return save_figure(fig, out_stem)
+    """The roofline of the H100 and H200 defaults (report.roofline.chart), `<out_stem>.png` and `.svg`."""
+    return draw(table, sheets, out_stem, "Short-suite defaults on the H100 and H200 against their rooflines")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

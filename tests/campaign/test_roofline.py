@@ -18,6 +18,7 @@ from benchmarks.logs import find_logs, read_epoch_log, read_metadata
 from campaign import roofline
 from campaign.designs import fresh_repeat
 from campaign.model_costs import load_costs
+from report import roofline as generic
 from tests.support.datasets import prefill_keras_cache
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,23 +101,23 @@ def test_a_row_is_its_runs_flops_over_their_steady_epochs() -> None:
     assert row.runs == len(epochs) >= 4
     assert row.tflops == pytest.approx(flops / statistics.median(epochs) / 1e12)
     assert row.busy == pytest.approx(1 - statistics.median(idle))
-    assert row.bound == roofline.HOST  # the GPU idled most of each epoch
+    assert row.bound == generic.HOST  # the GPU idled most of each epoch
 
 
 def test_the_bound_by_rule() -> None:
-    assert roofline.bound_by(0.6, intensity=1000, ridge=100) == roofline.HOST
-    assert roofline.bound_by(0.4, intensity=10, ridge=100) == roofline.MEMORY
-    assert roofline.bound_by(0.4, intensity=1000, ridge=100) == roofline.COMPUTE
-    assert roofline.bound_by(None, intensity=10, ridge=100) == roofline.MEMORY
+    assert generic.bound_by(0.6, intensity=1000, ridge=100) == generic.HOST
+    assert generic.bound_by(0.4, intensity=10, ridge=100) == generic.MEMORY
+    assert generic.bound_by(0.4, intensity=1000, ridge=100) == generic.COMPUTE
+    assert generic.bound_by(None, intensity=10, ridge=100) == generic.MEMORY
 
 
 def test_the_datasheet_is_the_board_the_logs_name() -> None:
-    sheets = roofline.load_datasheets()
+    sheets = generic.load_datasheets()
     assert sheets["H100"].board.startswith("H100 SXM") and sheets["H100"].memory_tbps == 3.35
     assert sheets["H200"].tf32_tflops == sheets["H100"].tf32_tflops and sheets["H200"].memory_tbps == 4.8
-    pcie = roofline.Run(1.0, 1.0, 0.5, 300.0, 2000.0, "tf32", "NVIDIA H100 PCIe")
+    pcie = generic.Run(1.0, 1.0, 0.5, 300.0, 2000.0, "tf32", "NVIDIA H100 PCIe")
     with pytest.raises(ValueError, match="H100 PCIe"):
-        roofline._check_board(sheets["H100"], [pcie])
+        generic.check_board(sheets["H100"], [pcie])
 
 
 def test_the_section_says_what_bounds_each_workload_and_whether_headroom_was_measured(tmp_path: Path) -> None:
@@ -124,7 +125,7 @@ def test_the_section_says_what_bounds_each_workload_and_whether_headroom_was_mea
     text = roofline.section(LOGS, markdown=markdown)
     table = roofline.rows(LOGS)
     assert text.startswith("## Where the time goes")
-    assert text.count("| host |") == sum(r.bound == roofline.HOST for r in table)
+    assert text.count("| host |") == sum(r.bound == generic.HOST for r in table)
     for workload in {r.workload for r in table}:
         assert f"- **{workload}**: " in text
     assert "mnist_mlp**: no: " in text  # the H200's MLP runs leave the GPU idle most of each epoch
@@ -133,7 +134,7 @@ def test_the_section_says_what_bounds_each_workload_and_whether_headroom_was_mea
 
 
 def test_the_chart_is_the_same_file_on_every_run(tmp_path: Path) -> None:
-    table, sheets = roofline.rows(LOGS), roofline.load_datasheets()
+    table, sheets = roofline.rows(LOGS), generic.load_datasheets()
     first = roofline.chart(table, sheets, tmp_path / "a")
     second = roofline.chart(table, sheets, tmp_path / "b")
     assert [p.suffix for p in first] == [".png", ".svg"]
