@@ -11,6 +11,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from report import format as fmt
+from report import roofline
 from report.build import Report, draw_charts, safe_name
 from report.claims import report_claims
 from report.owned import break_even_table, load_owned, machines_table
@@ -139,6 +140,9 @@ def render_page(report: Report, files: list[str]) -> str:
         "machine_spread": _or_none(report.machine_spread),
         "trends": report.trends,
         "scaling": report.scaling,
+        "roofline": report.roofline,
+        "roofline_title": roofline.TITLE,
+        "roofline_note": roofline.CONFIGURATION_NOTE,
     }
     return env.get_template("report.html.j2").render(**context)
 

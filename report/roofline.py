@@ -285,3 +285,67 @@ def chart(
     ax.set_title(title, loc="left", fontsize=11)
     ax.grid(which="major", color="#dddddd", linewidth=0.6)
     return save_figure(fig, out_stem)
+
+
+TITLE = "Where the time goes: each GPU configuration on its roofline"
+CONFIGURATION_NOTE = (
+    "Per configuration trained on a GPU with a datasheet (report/data/datasheet.toml) and a workload with a model "
+    "cost (report/data/model_costs.toml): XLA's count of the training step's FLOPs and bytes, so the rates are lower "
+    "bounds (the validation pass is in the epoch, not in its flops). *achieved*: training FLOPs per steady epoch "
+    "over its seconds (the median over the configuration's runs); *% measured*: of the run's float32 GEMM "
+    "fingerprint; *% datasheet*: of the board's dense peak at the run's matmul precision. *GPU busy*: the share of "
+    "the steady epochs NVML saw a kernel running. *compute floor* and *memory floor*: the share of the epoch the "
+    "arithmetic needs at the measured GEMM peak and the traffic at the measured memory bandwidth. *bound by*: host "
+    "when the GPU idled more than half the epoch, else memory or compute by the arithmetic intensity against the "
+    "measured ridge point."
+)
+
+
+@dataclass
+class Section:
+    """The report's section: one row per (GPU, workload, configuration), its table of formatted cells (the
+    configuration's label in place of the backend), and the advice per workload."""
+
+    rows: list[Row]
+    table: Any  # pandas.DataFrame
+    advice: list[tuple[str, str]]
+    chart: str | None = None  # relative to the report, without its suffix: drawn as .png and .svg
+
+
+def draw_section_chart(section: Section, out: Path, charts_dir: str) -> None:
+    """The section's roofline into `out/<charts_dir>/gpu_roofline.{png,svg}`."""
+    (out / charts_dir).mkdir(parents=True, exist_ok=True)
+    chart(section.rows, load_datasheets(), out / charts_dir / "gpu_roofline")
+    section.chart = f"{charts_dir}/gpu_roofline"
+
+
+def configuration_rows(
+    runs: Iterable[Any], costs: dict[str, ModelCost], sheets: dict[str, Datasheet]
+) -> list[tuple[str, Row]]:
+    """(configuration label, row) for each configuration of report.loading runs trained on a GPU with a datasheet,
+    of a workload with a model cost: its complete runs with steady epochs, never pooled across configurations."""
+    by_config: dict[tuple[str, str], list[tuple[RunMetadata, list[float]]]] = {}
+    for run in runs:
+        steady = [e.elapsed for e in run.log.steady_epochs]
+        if run.complete and steady:
+            by_config.setdefault((run.config.name, run.workload), []).append((run.metadata, steady))
+    out = []
+    for (label, workload), found in sorted(by_config.items()):
+        for (gpu, _, backend), measured_runs in measured(found, sheets).items():
+            if workload in costs:
+                check_board(sheets[gpu], measured_runs)
+                out.append((label, make_row(gpu, workload, backend, measured_runs, costs[workload], sheets[gpu])))
+    return out
+
+
+def section(runs: Iterable[Any], costs: dict[str, ModelCost], sheets: dict[str, Datasheet]) -> Section | None:
+    """None where no run is on a GPU with a datasheet and a model cost."""
+    import pandas as pd
+
+    labelled = configuration_rows(runs, costs, sheets)
+    if not labelled:
+        return None
+    table = pd.DataFrame([{"configuration": label, **cells(row)} for label, row in labelled]).drop(columns="backend")
+    rows = [row for _, row in labelled]
+    workloads = sorted({row.workload for row in rows})
+    return Section(rows, table, [(w, advice([r for r in rows if r.workload == w])) for w in workloads])
