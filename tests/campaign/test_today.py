@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from benchmarks.stats import Estimate
-from campaign import today
+from campaign import roofline, today
 from tests.report.report_helpers import write_run
 
 LOGS = Path(__file__).resolve().parents[2] / "logs" / "reference"
@@ -137,7 +137,7 @@ def test_the_results_markdown_is_the_report_first_then_the_campaigns_sections(tm
     assert results.main(["--logs", str(logs), "--out", str(target)]) == 0
     text = target.read_text()
     assert text.startswith("# Benchmark results") and text.index("## Summary") < text.index("## cifar10_cnn")
-    assert text.index("# Benchmark results") < text.index("on today's GPUs") < text.index("## Where the time goes")
+    assert text.index("# Benchmark results") < text.index("on today's GPUs") < text.index(f"## {roofline.TITLE}")
     parts = today.section_parts(logs)
     assert parts is not None and parts.summary in text
     assert (tmp_path / "results_charts" / "roofline.png").is_file()
