@@ -29,7 +29,7 @@ from benchmarks.work import WorkItem, item_command
 from benchmarks.workloads import WORKLOADS
 
 if TYPE_CHECKING:
-    from benchmarks.harness.turns import Turn
+    from benchmarks.harness.runner import CallbackFactory
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -197,11 +197,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(suite)
 
-    sub.add_parser(
-        "preloaded",
-        add_help=False,
-        help="import the framework once, then fork a fresh child per runner command (--run, repeatable)",
-    )
     sub.add_parser("list", help="list workloads and suites")
 
     fetch = sub.add_parser("fetch-data", help="download and check dataset files into the Keras cache")
@@ -234,22 +229,23 @@ def _overrides(args: argparse.Namespace) -> Overrides:
     )
 
 
-def main(argv: Sequence[str] | None = None, *, preloaded: bool = False, turn: Turn | None = None) -> int:
-    """`preloaded`: this process was forked from a parent that had imported the frameworks (benchmarks.preload);
-    `turn`: with its siblings at once, to wait after its first epoch for its turn on the device (staged)."""
+def main(
+    argv: Sequence[str] | None = None, *, design: str | None = None, callbacks: CallbackFactory | None = None
+) -> int:
+    """The runner's Python API, for a tool that starts runner processes its own way: `design` names that way in
+    each run's metadata (`process.design`, so the report never pools its runs with fresh processes' unasked);
+    `callbacks` adds Keras callbacks to each run `run` trains (benchmarks.harness.runner.CallbackFactory)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in WORKLOADS:  # `python -m benchmarks mnist_mlp --backend jax`: the image entrypoint
         argv = ["run", "--workload", argv[0], *argv[1:]]
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":
-            return cmd_run(args, preloaded, turn)
+            return cmd_run(args, design, callbacks)
         if args.command == "suite":
             return cmd_suite(args)
         if args.command == "fetch-data":
             return cmd_fetch(args)
-        if args.command == "preloaded":  # the entry point dispatches it before this parser (benchmarks/__main__.py)
-            return _usage_error("preloaded: run it as `python -m benchmarks preloaded --backend B --run ...`")
         return cmd_list()
     except SystemExit as exit_:
         return int(exit_.code or 0)
@@ -268,7 +264,7 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # `docker stop` sends SIGTERM: record the run as partial, like Ctrl-C
 
 
-def cmd_run(args: argparse.Namespace, preloaded: bool = False, turn: Turn | None = None) -> int:
+def cmd_run(args: argparse.Namespace, design: str | None = None, callbacks: CallbackFactory | None = None) -> int:
     names = _split(args.workload, WORKLOADS, "workload")
     if args.backend == "torch" and (args.steps_per_execution or 1) > 1:
         return _usage_error("--steps-per-execution must be 1 on the torch backend (Keras supports no other value)")
@@ -306,7 +302,7 @@ def cmd_run(args: argparse.Namespace, preloaded: bool = False, turn: Turn | None
         if args.repeat_index is not None
         else None,
         host_gc=args.host_gc,
-        turn=turn,
+        callbacks=callbacks,
     )
     notices: set[str] = set()
     failed = 0
@@ -315,7 +311,7 @@ def cmd_run(args: argparse.Namespace, preloaded: bool = False, turn: Turn | None
             workload_options = replace(
                 options,
                 dataset=args.dataset or _preferred(name, args.prefer_dataset),
-                process=ProcessPlace(position, len(names), preloaded, staged=turn is not None),
+                process=ProcessPlace(position, len(names), design),
             )
             print(f"wrote {run_workload(name, workload_options, notices)}", flush=True)
         except (BadRunArguments, DistributionError) as exc:

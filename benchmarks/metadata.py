@@ -77,7 +77,7 @@ class Timing:
     data_s: float | None = None
     build_s: float | None = None
     describe_s: float | None = None
-    # A staged child's wait after its first epoch for its turn on the device (benchmarks.harness.turns): outside
+    # A staged child's wait after its first epoch for its turn on the device (campaign.turns): outside
     # every timed epoch, but inside the run's span.
     turn_wait_s: float | None = None
 
@@ -126,13 +126,13 @@ class Settings:
 class ProcessPlace:
     """Where the run stood in its process. The runner may train several workloads in one process; only the first
     pays the process's own start-up (library handles, allocator pools) in its first epoch, so the first epochs of
-    the others are not pooled with it."""
+    the others are not pooled with it. `design` names how the process was started, in the words of whoever
+    started it through the runner's Python API (`benchmarks.cli.main(design=...)`); None: a process started as
+    `python -m benchmarks` starts one, fresh."""
 
     position: int  # 1: the process's first workload
     workloads: int  # how many the process was asked to train
-    preloaded: bool = False  # forked from a parent that had imported the frameworks, device untouched (preload)
-    # Forked with its siblings at once: its first epoch ran beside theirs, its steady epochs alone (preload --staged)
-    staged: bool = False
+    design: str | None = None
 
 
 @dataclass(frozen=True)
@@ -270,11 +270,21 @@ def _values(owner: type, raw: Mapping[str, Any], prefix: str) -> dict[str, Any]:
 
 
 def _block(kind: type, raw: Mapping[str, Any], where: str) -> Any:
+    if kind is ProcessPlace:
+        raw = _process_design(raw)
     values = _values(kind, raw, where + ".")
     required = [f.name for f in fields(kind) if f.default is MISSING and f.default_factory is MISSING]
     if missing := [name for name in required if name not in values]:
         raise MetadataError(f"field '{where}.{missing[0]}' is missing")
     return kind(**values)
+
+
+def _process_design(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Logs before `process.design` said `preloaded` (forked from a parent that had imported the frameworks) and
+    `staged` (forked with its siblings at once) as two flags: read as the designs those parents name."""
+    if "design" in raw or not (raw.get("preloaded") or raw.get("staged")):
+        return raw
+    return {**raw, "design": "staged" if raw.get("staged") else "preloaded"}
 
 
 def _checked(annotation: Any, value: Any, where: str) -> Any:

@@ -1,7 +1,7 @@
 """What a provider may offer beyond launching machines, each a small interface it implements or leaves out.
 
-A provider advertises a capability in `Provider.capabilities` (`orchestrate.provider.Capability`) and implements
-its interface here by inheriting it (dstack's compute mixins, SkyPilot's per-cloud packages):
+A provider has a capability by inheriting its interface here (dstack's compute mixins, SkyPilot's per-cloud
+packages); each interface names its capability in `provides`, and `Provider.capabilities` is derived from them:
 
 - `Capability.OBJECT_STORE` -> `ObjectStorage`: buckets for a detached run's spec, logs and status;
 - `Capability.BOOT_SCRIPT` -> `MachineIdentity`: the machine runs a boot script with an identity that may write
@@ -12,7 +12,7 @@ its interface here by inheriting it (dstack's compute mixins, SkyPilot's per-clo
   follows (`orchestrate.batch`).
 
 Detached runs, schedules and the sweep reach a cloud only through `offered` and `require` (and the typed accessors
-built on it), the one place that checks both the advertised capability and its interface.
+built on it).
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ class ObjectStore(Protocol):
 class ObjectStorage(abc.ABC):
     """Capability.OBJECT_STORE: the cloud's object storage, addressed as `<storage_scheme>://bucket/prefix`."""
 
+    provides: ClassVar[Capability] = Capability.OBJECT_STORE
+
     storage_scheme: ClassVar[str]
 
     @classmethod
@@ -80,6 +82,8 @@ class MachineIdentity(abc.ABC):
     """Capability.BOOT_SCRIPT: `launch` runs `LaunchRequest.boot_script` at first boot, as an identity that may
     write `LaunchRequest.storage_prefix` and delete its own machine, nothing else. The machine runs
     `orchestrate/machine_agent.py` with `agent_source` beside it."""
+
+    provides: ClassVar[Capability] = Capability.BOOT_SCRIPT
 
     boot_script_limit: ClassVar[int]  # bytes of boot script the cloud accepts
     ends_itself: ClassVar[bool]  # the cloud ends the machine at its max lifetime (else the script powers it off)
@@ -118,6 +122,8 @@ class Scheduler(Protocol):
 class CloudScheduler(abc.ABC):
     """Capability.SCHEDULER: the cloud's scheduler launches a `MachineIdentity` machine on a cron schedule."""
 
+    provides: ClassVar[Capability] = Capability.SCHEDULER
+
     default_disk_gb: ClassVar[float]  # the default image's root disk, billed where the profile sets none
     # The TOML file with this cloud's `[clouds.<name>]` prices of a scheduled run besides the machine (disk, scheduler,
     # storage, requests; orchestrate.schedule_cost); None: the project's own, orchestrate/schedule_prices.toml.
@@ -134,6 +140,8 @@ class SpotMarket(abc.ABC):
     price), and the cloud tells its reclaim from an end: `state` reports PREEMPTED where `was_preempted` holds, so
     an attached run relaunches and resumes, and `collect` resumes a detached one."""
 
+    provides: ClassVar[Capability] = Capability.SPOT
+
     @abc.abstractmethod
     def was_preempted(self, instance: Instance) -> bool:
         """Whether the cloud reclaimed this machine (a spot interruption, a preemption) rather than the run or the
@@ -143,6 +151,8 @@ class SpotMarket(abc.ABC):
 class BatchQueue(abc.ABC):
     """Capability.BATCH: `launch` queues `LaunchRequest.batch` as one job on a cluster's scheduler (the Instance is
     that job, `terminate` cancels all of it); the tasks write their logs to a folder the provider can read."""
+
+    provides: ClassVar[Capability] = Capability.BATCH
 
     @abc.abstractmethod
     def tasks(self, instance: Instance) -> builtins.list[TaskState]:
@@ -170,19 +180,15 @@ class BatchQueue(abc.ABC):
 
 
 INTERFACES: dict[Capability, type] = {
-    Capability.OBJECT_STORE: ObjectStorage,
-    Capability.BOOT_SCRIPT: MachineIdentity,
-    Capability.SCHEDULER: CloudScheduler,
-    Capability.SPOT: SpotMarket,
-    Capability.BATCH: BatchQueue,
+    interface.provides: interface
+    for interface in (ObjectStorage, MachineIdentity, CloudScheduler, SpotMarket, BatchQueue)
 }
 
 
 def offered(provider: Provider | type[Provider], capability: Capability) -> bool:
-    """Whether `provider` (a class or an instance) advertises `capability` and implements its interface."""
+    """Whether `provider` (a class or an instance) has `capability` (for one with an interface: implements it)."""
     cls = provider if isinstance(provider, type) else type(provider)
-    interface = INTERFACES.get(capability)
-    return capability in cls.capabilities and (interface is None or issubclass(cls, interface))
+    return capability in cls.capabilities
 
 
 def require(provider: Provider | type[Provider], capability: Capability) -> type[Provider]:

@@ -14,7 +14,7 @@ import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
     from records.catalog import Profile
@@ -53,8 +53,8 @@ class Capability(enum.StrEnum):
     LEFTOVERS = "leftovers"  # a crash can leave machines or per-run resources behind: the sweep asks this provider
     PERSISTENT_HOST = "persistent-host"  # the host outlives the run: the sweep recovers a dead run's containers
     RUNS_LOCALLY = "runs-locally"  # the machine is this one: commands run here instead of over SSH
-    # The optional capabilities below each come with an interface in orchestrate.capabilities, which the provider
-    # implements by inheriting it; orchestrate.capabilities.require is the one place that checks them.
+    # The optional capabilities below each come with an interface in orchestrate.capabilities (its `provides`):
+    # a provider has one by inheriting its interface, never by naming it (Provider.capabilities is derived).
     BOOT_SCRIPT = "boot-script"  # launch runs LaunchRequest.boot_script at first boot, with an identity that can
     # write LaunchRequest.storage_prefix and delete its own machine: detached runs (MachineIdentity)
     OBJECT_STORE = "object-store"  # buckets the machines write their logs to (ObjectStorage)
@@ -62,6 +62,10 @@ class Capability(enum.StrEnum):
     SPOT = "spot"  # spot or preemptible machines, and a reclaim told from an end (SpotMarket)
     BATCH = "batch"  # a batch scheduler runs the work items itself: launch queues LaunchRequest.batch as one job
     # (a Slurm job array), which the lifecycle follows instead of running containers over SSH (BatchQueue)
+
+
+# The capabilities that come with an interface (orchestrate.capabilities), so are derived from a provider's bases.
+WITH_INTERFACE = frozenset({Capability.BOOT_SCRIPT, Capability.OBJECT_STORE, Capability.SCHEDULER, Capability.SPOT})
 
 
 class InstanceState(enum.StrEnum):
@@ -169,13 +173,34 @@ class Provider(abc.ABC):
     """
 
     name: ClassVar[str]
-    # A cloud by default; hosts that exist anyway (ssh, local) declare PERSISTENT_HOST instead.
-    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+    # What the provider's machines are: the capabilities that come with no interface, declared here. A cloud by
+    # default; hosts that exist anyway (ssh, local) declare PERSISTENT_HOST instead.
+    host_capabilities: ClassVar[frozenset[Capability]] = frozenset(
         {Capability.BILLABLE, Capability.FRESH_HOST, Capability.LEFTOVERS}
     )
+    # Derived when the class is made (__init_subclass__), never declared: `host_capabilities` and the capability of
+    # each interface of orchestrate.capabilities the class inherits.
+    capabilities: ClassVar[frozenset[Capability]] = host_capabilities
     # The `--provider-setting` keys `from_settings` accepts, listed by `orchestrate providers`; declaring `host`,
     # `port` or `identity_file` lets the CLI's --host, --port, --identity reach this provider too.
     settings: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        implemented = frozenset(
+            k.__dict__["provides"] for k in cls.__mro__ if isinstance(k.__dict__.get("provides"), Capability)
+        )
+        declared = cls.__dict__.get("capabilities")
+        if declared is not None:  # a plug-in that declares the whole set, as plug-ins once did: it must agree
+            claimed = frozenset(declared) & WITH_INTERFACE
+            if claimed != implemented:
+                wrong = sorted(claimed ^ implemented)
+                raise TypeError(
+                    f"{cls.__name__}: capabilities {', '.join(wrong)} come from implementing their interfaces "
+                    "(orchestrate.capabilities), and its declared capabilities disagree with the interfaces it inherits"
+                )
+            cls.host_capabilities = frozenset(declared) - WITH_INTERFACE
+        cls.capabilities = cls.host_capabilities | implemented
 
     def has(self, capability: Capability) -> bool:
         return capability in self.capabilities

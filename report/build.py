@@ -12,6 +12,7 @@ import pandas as pd
 
 from benchmarks.logs import LogFormatError
 from report import format as fmt
+from report import roofline
 from report.backtest import committed_bands
 from report.buyable import estimated_rivals, load_buyable
 from report.charts import Bar, relative_chart
@@ -20,6 +21,7 @@ from report.estimate import profile_machine
 from report.estimate_model import fits, measured, published_observations
 from report.loading import REFERENCE_FOLDER, LoadResult, Run, Skipped, assign_variants, load_runs
 from report.machines import machine_table, read_ledger
+from report.model_costs import load_costs
 from report.owned import Owned, with_measured_rivals
 from report.reproducibility import (
     MachineCheck,
@@ -109,6 +111,7 @@ class Report:
     machines: pd.DataFrame = field(default_factory=pd.DataFrame)  # billed time per machine session
     ledger_note: str | None = None  # why no ledger figures, if none
     scaling: ScalingSection | None = None  # where some run trained on several devices
+    roofline: roofline.Section | None = None  # where some run trained on a GPU with a datasheet and a model cost
     summary: pd.DataFrame = field(default_factory=pd.DataFrame)  # fastest and cheapest per workload
     fingerprints: pd.DataFrame = field(default_factory=pd.DataFrame)
     reproducibility: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -203,6 +206,7 @@ def build(request: Request) -> Report:
             **buyable_against(results, request.prices, request.logdir, request.usd_per_kwh),
         },
         scaling=scaling_section(loaded.complete_runs, get_study(PUBLISHED_STUDY), request.prices.profiles),
+        roofline=roofline.section(loaded.complete_runs, load_costs(), roofline.load_datasheets()),
         trends=trend_section(loaded.complete_runs, request.prices.pricing),
         rented=rented_runs(results, request.prices.profiles),
         totals=_repeat_totals(groups),
@@ -313,6 +317,8 @@ def draw_charts(report: Report, out: Path, charts_dir: str = CHARTS_DIR) -> None
         report.study.figures = [_multi_gpu_figure(report.study, out, charts_dir)]
     if report.scaling is not None:
         draw_scaling_chart(report.scaling, out, charts_dir)
+    if report.roofline is not None:
+        roofline.draw_section_chart(report.roofline, out, charts_dir)
     if report.trends is not None:
         draw_trends(report.trends, out, charts_dir)
     if report.study is not None and not report.study.comparison.empty:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import NoReturn
 
 from records.catalog import Profile
-from report import roofline, today
 from report.backtest import main as backtest
 from report.build import Report, Request, build
 from report.costs import (
@@ -210,10 +209,6 @@ def _warn_unused_prices(prices: PriceBook, platforms: set[str]) -> None:
 def _write(report: Report, args: argparse.Namespace) -> int:
     if args.markdown is not None:
         preamble = args.preamble.read_text() if args.preamble is not None else ""
-        if args.study == today.STUDY and args.logdir is not None:  # the study on the measured H100 and H200
-            preamble = "\n\n".join(part for part in (preamble.rstrip(), today.section(args.logdir)) if part)
-            where = roofline.section(args.logdir, markdown=args.markdown)  # what bounds each of those runs
-            preamble = "\n\n".join(part for part in (preamble.rstrip(), where.rstrip()) if part)
         path = write_markdown(report, args.markdown, preamble)
         print(f"markdown: {path.resolve()}")
         return EXIT_OK

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -12,8 +11,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from report import format as fmt
-from report import roofline, today
-from report.build import CHARTS_DIR, Report, draw_charts, safe_name
+from report import roofline
+from report.build import Report, draw_charts, safe_name
 from report.buyable import catalog_table
 from report.claims import report_claims
 from report.owned import break_even_table, load_owned, machines_table
@@ -32,32 +31,8 @@ def write_report(report: Report, out: Path) -> Path:
     draw_charts(report, out)
     files = write_tables(report, out)
     page = out / PAGE
-    page.write_text(render_page(report, files, gpu_sections(report, out)))
+    page.write_text(render_page(report, files))
     return page
-
-
-@dataclass(frozen=True)
-class GpuSections:
-    """benchmark-gpus-2017-11 on the measured H100 and H200, and those runs on their rooflines (its chart drawn
-    into the report's charts folder): for a report of that study over a folder that holds the GPUs' runs, as the
-    markdown report carries them."""
-
-    today: today.Section | None = None
-    roofline: roofline.Section | None = None
-    roofline_chart: str | None = None  # relative to the page, without its suffix: drawn as .png and .svg
-
-
-def gpu_sections(report: Report, out: Path) -> GpuSections:
-    logdir = report.request.logdir
-    if report.study is None or report.study.study.name != today.STUDY or logdir is None:
-        return GpuSections()
-    where = roofline.section_parts(logdir)
-    chart = None
-    if where is not None:
-        (out / CHARTS_DIR).mkdir(parents=True, exist_ok=True)
-        roofline.chart(where.rows, roofline.load_datasheets(), out / CHARTS_DIR / "roofline")
-        chart = f"{CHARTS_DIR}/roofline"
-    return GpuSections(today.section_parts(logdir), where, chart)
 
 
 def _inline(text: str) -> Markup:
@@ -120,7 +95,7 @@ def _folded(table: pd.DataFrame, columns: list[str], uniform: str = "") -> dict[
     return {"table": folded, "note": " ".join(n for n in (said, note) if n)}
 
 
-def render_page(report: Report, files: list[str], gpus: GpuSections | None = None) -> str:
+def render_page(report: Report, files: list[str]) -> str:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(["html", "j2"]),
@@ -171,17 +146,9 @@ def render_page(report: Report, files: list[str], gpus: GpuSections | None = Non
         "machine_spread": _or_none(report.machine_spread),
         "trends": report.trends,
         "scaling": report.scaling,
-        "gpus": gpus or GpuSections(),
-        "notes": {
-            "times": today.TIMES_NOTE,
-            "costs": today.COSTS_NOTE,
-            "legend": today.FRAGILE_LEGEND,
-            "roofline": roofline.NOTE,
-            "headroom": roofline.HEADROOM_NOTE,
-            "headroom_missing": roofline.HEADROOM_MISSING,
-        },
+        "roofline": report.roofline,
         "roofline_title": roofline.TITLE,
-        "roofline_chart_title": roofline.CHART_TITLE,
+        "roofline_note": roofline.CONFIGURATION_NOTE,
     }
     return env.get_template("report.html.j2").render(**context)
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from benchmarks.harness import backends
 from benchmarks.logs import STATUS_COMPLETE, EpochLog, LogFormatError, find_logs, read_epoch_log
 from benchmarks.metadata import UNCACHED, Fingerprint, RunMetadata, Settings, StabilityLabel
-from report.designs import repeat_design
 
 RUN_ID_PATTERN = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{4}$")
 # A repeat's files carry its two-digit index: `<workload>_<backend>[_synthetic].r02.csv`.
@@ -28,11 +27,14 @@ KNOWN_BACKENDS = ("tensorflow", "jax", "torch", "cntk", "theano")
 SYNTHETIC_SUFFIX = "_synthetic"
 DATA_SOURCES = ("real", "synthetic")
 NO_RUN_ID = "-"
+# How a run's process differed from a fresh one of its own, as its label says it: by the design its starter
+# recorded (`process.design`, benchmarks.cli.main), the campaign's two in words; a repeat trained with other
+# workloads in one process (the runner's own repeats never are) is a round.
 PROCESS_VARIANTS = {
-    "round": "one process per round",
     "preloaded": "forked from a preloaded parent",
     "staged": "forked with its round, steady epochs in turn",
 }
+ROUND_VARIANT = "one process per round"
 UNRECORDED = RunMetadata.from_dict({})  # the metadata of a log without any (a published one): every field unknown
 
 
@@ -92,7 +94,7 @@ class Run:
     image: str | None = None
     precision: str | None = None
     compile_settings: str | None = None  # jit, steps per execution and LSTM kernel: each changes the times
-    process_variant: str = ""  # a GPU repeat not trained alone in a fresh process: how (report.designs)
+    process_variant: str = ""  # not trained alone in a fresh process: how (process_variant)
     measured: Measured = field(default_factory=Measured)
 
     @property
@@ -119,7 +121,7 @@ class Run:
     def first_epoch_s(self) -> float | None:
         """The compiling epoch of a fresh process; None where the run loaded its programs from a warm compile
         cache (that epoch measured a load) or followed another workload in its process (the process's start-up
-        was paid before it): such epochs are never pooled with fresh compiles, report.configurations shows
+        was paid before it): such epochs are never pooled with fresh compiles, campaign.configurations shows
         them apart."""
         first = self.log.first_epoch
         cache = self.metadata.settings.compile_cache
@@ -245,7 +247,7 @@ def _run_from_metadata(log: EpochLog, meta: RunMetadata) -> Run:
         image=_short_image_name(meta.container.image if meta.container else None),
         precision=meta.settings.dtype_policy,
         compile_settings=_compile_settings(meta),
-        process_variant=PROCESS_VARIANTS.get(repeat_design(meta) or "", ""),
+        process_variant=process_variant(meta),
         measured=_measured(meta),
     )
 
@@ -351,9 +353,8 @@ def _run_from_path(root: Path, log: EpochLog) -> Run:
 def assign_variants(runs: Iterable[Run]) -> list[Run]:
     """Name the image, precision and compile settings in a configuration only where runs of one platform+backend
     (for settings: of one workload) differ in them, so that they are never pooled and labels stay short otherwise.
-    GPU repeats trained in one process per round, or forked from a preloaded parent (one at a time or staged), are
-    always named apart from fresh processes' repeats, which stay unnamed (report.designs says why they are not
-    pooled); a suite's runs share a process by design and are not named for it."""
+    Runs whose process was not a fresh one of their own (`process_variant`) are always named apart from fresh
+    processes' runs, which stay unnamed; a suite's runs share a process by design and are not named for it."""
     runs = list(runs)
     images: dict[tuple[str, str], set[str | None]] = defaultdict(set)
     precisions: dict[tuple[str, str], set[str | None]] = defaultdict(set)
@@ -377,3 +378,14 @@ def assign_variants(runs: Iterable[Run]) -> list[Run]:
             parts.append(run.process_variant)
         named.append(replace(run, config=replace(run.config, variant=", ".join(parts))))
     return named
+
+
+def process_variant(meta: RunMetadata) -> str:
+    """How the run's process differed from a fresh process of its own, from its metadata alone ("" where it did
+    not): a design its starter named, or a repeat trained beside other workloads in one process."""
+    process = meta.process
+    if process is None:
+        return ""
+    if process.design is not None:
+        return PROCESS_VARIANTS.get(process.design, f"process design {process.design}")
+    return ROUND_VARIANT if meta.repeat is not None and process.workloads > 1 else ""

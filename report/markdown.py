@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from report import format as fmt
+from report import roofline
 from report.build import Chart, Report, draw_charts
 from report.buyable import catalog_table
 from report.claims import CLAIMS_NOTE, report_claims
@@ -68,6 +69,8 @@ def render_markdown(report: Report) -> str:
         parts += [_image(section.time_chart), _image(section.cost_chart), ""]
     if report.scaling is not None:
         parts += _scaling_markdown(report)
+    if report.roofline is not None:
+        parts += _roofline_markdown(report.roofline)
     if report.trends is not None:
         parts += _trends_markdown(report)
     if report.study is not None:
@@ -151,6 +154,24 @@ def _scaling_markdown(report: Report) -> list[str]:
         "",
         *_scaling_prices_markdown(report.scaling.prices),
         linked_image(*report.scaling.chart) if report.scaling.chart else "",
+        "",
+    ]
+
+
+def _roofline_markdown(section: roofline.Section) -> list[str]:
+    right = frozenset(section.table.columns) - roofline.TEXT_COLUMNS - {"configuration"}
+    chart = [linked_image(roofline.TITLE, f"{section.chart}.png"), ""] if section.chart else []
+    return [
+        f"## {roofline.TITLE}",
+        "",
+        roofline.CONFIGURATION_NOTE,
+        "",
+        *chart,
+        markdown_table(section.table, right),
+        "",
+        "Would a faster GPU help? Per workload, from the rows above:",
+        "",
+        *(f"- **{workload}**: {text}" for workload, text in section.advice),
         "",
     ]
 

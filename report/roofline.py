@@ -1,63 +1,38 @@
-"""Where the time goes: each H100 and H200 default run against its GPU's roofline.
+"""Where the time goes: a GPU run against its GPU's roofline, for whatever GPUs the runs name.
 
-Per run (the short suite's repeats of each backend's GPU defaults, as in report/today.py):
+A run's GPU is the datasheet (report/data/datasheet.toml) whose board names the GPU its metadata records
+(`hardware.gpus[0].name`), never its folder or run id; a run on a GPU without a datasheet is left out.
 
 - *flops per epoch*: the workload's model FLOPs per training sample (report/data/model_costs.toml: XLA's cost
-  analysis of the Keras train step, the program XLA would run on the CPU; see report/model_costs.py) times the
-  samples one device trains on per epoch (the training samples over the devices). The validation pass is in the
-  epoch's time but not in its flops, so every rate below is a lower bound. Bytes per epoch likewise, from XLA's
-  'bytes accessed'.
+  analysis of the Keras train step, report.model_costs) times the samples one device trains on per epoch. The
+  validation pass is in the epoch's time but not in its flops, so every rate is a lower bound. Bytes likewise.
 - *achieved TFLOP/s* = flops per epoch / steady epoch seconds (the median of the run's steady epochs), and its share
-  of the device's measured float32 GEMM peak (`fingerprint.gemm_tflops`, measured with the run's matmul precision:
-  TF32 on the defaults) and of its datasheet peak at that precision (report/data/datasheet.toml).
-- *memory traffic* = bytes per epoch / steady epoch seconds, against the measured device memory bandwidth.
-- *GPU busy*: 1 - the run's `stability.host_share`, the share of the steady epochs in which NVML saw a kernel
-  running. The compute floor (flops / measured peak) and the memory floor (bytes / measured bandwidth) are the
-  least GPU time the epoch's arithmetic and traffic need.
+  of the device's measured float32 GEMM peak (`fingerprint.gemm_tflops`) and of its datasheet peak at the run's
+  matmul precision.
+- *GPU busy*: 1 - the run's `stability.host_share`; the compute and memory floors are the least GPU time the
+  epoch's arithmetic and traffic need at the measured peak and bandwidth.
 
-Bound-by rule, per row (the median over its runs):
-1. *host*: the GPU sat idle more than half of the steady epochs (host_share > 0.5, as benchmarks.stability marks a
-   run host-bound): the framework's Python loop on the host sets the pace;
-2. otherwise *memory* when the arithmetic intensity (flops / bytes) lies below the measured ridge point
-   (measured GEMM peak / measured memory bandwidth), else *compute*.
-
-A faster GPU can save at most the busy share of an epoch (the rest is the host loop waiting on nothing the GPU
-does), and the compute floor says how little of that busy time the arithmetic itself needs.
-
-Headroom (`gpu_session --phase headroom`, benchmarks.headroom): the same model trained by one compiled program per
-epoch with its data on the device; over the Keras JAX steady epoch of the same slice it is the GPU's share of that
-epoch, the rest the framework's host loop.
-
-    python -m report.roofline logs/reference                 # the section, markdown
-    python -m report.roofline logs/reference --chart OUT     # and the roofline chart, OUT.png and OUT.svg
+Bound-by rule, per row (the median over its runs): *host* when the GPU sat idle more than half of the steady epochs
+(benchmarks.stability's host-bound share); otherwise *memory* when the arithmetic intensity (flops / bytes) lies
+below the measured ridge point (measured GEMM peak / measured memory bandwidth), else *compute*.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from benchmarks.metadata import RunMetadata
 from benchmarks.stability import HOST_BOUND_SHARE
 from report.charts import BACKEND_COLOURS, OTHER_COLOUR, save_figure
-from report.designs import fresh_repeat
-from report.format import markdown_table
-from report.model_costs import ModelCost, load_costs
-from report.today import GPUS, PLATFORMS, complete_runs
+from report.model_costs import ModelCost
 
 DATASHEET_FILE = Path(__file__).parent / "data" / "datasheet.toml"
 HOST, MEMORY, COMPUTE = "host", "memory", "compute"
-HEADROOM_COMMAND = "python3 -m orchestrate.gpu_session run --carry .carry --phase headroom --tag TAG --out OUT"
-HEADROOM_GLOB = "gpu-headroom-*/*.headroom.json"  # what that phase leaves, collected beside the runs
 
 
 @dataclass(frozen=True)
@@ -111,7 +86,7 @@ class Row:
     bound: str
 
 
-def _run(meta: RunMetadata, steady: Sequence[float]) -> Run:
+def run_of(meta: RunMetadata, steady: Sequence[float]) -> Run:
     devices = int((meta.distribution or {}).get("devices") or 1)
     fp = meta.fingerprint
     gpus = meta.hardware.get("gpus") or [{}]
@@ -126,82 +101,23 @@ def _run(meta: RunMetadata, steady: Sequence[float]) -> Run:
     )
 
 
-def measured(logs: Path) -> dict[tuple[str, str, str], list[Run]]:
-    """(gpu, workload, backend) -> the complete default repeats, each alone in its process, under each GPU's
-    platform folder."""
+def gpu_of(meta: RunMetadata, sheets: dict[str, Datasheet]) -> str | None:
+    """The datasheet key of the GPU the run's metadata names; None for a run on no GPU or on one without a sheet."""
+    gpus = meta.hardware.get("gpus") or []
+    name = str(gpus[0].get("name", "")) if gpus else ""
+    return next((key for key, sheet in sheets.items() if name and name in sheet.names), None)
+
+
+def measured(
+    runs: Iterable[tuple[RunMetadata, Sequence[float]]], sheets: dict[str, Datasheet]
+) -> dict[tuple[str, str, str], list[Run]]:
+    """(gpu, workload, backend) -> the runs (metadata, steady epoch seconds) on a GPU with a datasheet."""
     found: dict[tuple[str, str, str], list[Run]] = {}
-    for gpu, meta, steady in complete_runs(logs):
-        if fresh_repeat(meta) and meta.data.train_samples:
-            found.setdefault((gpu, meta.workload, meta.backend), []).append(_run(meta, steady))
+    for meta, steady in runs:
+        gpu = gpu_of(meta, sheets)
+        if gpu is not None and steady and meta.data.train_samples:
+            found.setdefault((gpu, meta.workload, meta.backend), []).append(run_of(meta, steady))
     return found
-
-
-@dataclass(frozen=True)
-class Headroom:
-    """One compiled-loop measurement (benchmarks.headroom): the GPU's time for the epoch's arithmetic alone."""
-
-    gpu: str
-    workload: str
-    steady_s: float
-    train_samples: int
-    val_samples: int
-    source: str
-
-
-def headroom(logs: Path) -> dict[tuple[str, str], list[Headroom]]:
-    """(gpu, workload) -> the headroom records collected under each GPU's platform folder."""
-    found: dict[tuple[str, str], list[Headroom]] = {}
-    for gpu, platform in PLATFORMS.items():
-        for path in sorted((logs / platform).glob(HEADROOM_GLOB)):
-            record = json.loads(path.read_text())
-            if record.get("steady_median_s") is None:
-                continue
-            found.setdefault((gpu, record["workload"]), []).append(
-                Headroom(
-                    gpu=gpu,
-                    workload=record["workload"],
-                    steady_s=float(record["steady_median_s"]),
-                    train_samples=int(record["train_samples"]),
-                    val_samples=int(record.get("val_samples_evaluated") or 0),
-                    source=str(record.get("source", "")),
-                )
-            )
-    return found
-
-
-HEADROOM_MISSING = (
-    "Headroom (the same Keras model trained by a compiled loop with its data on the device, "
-    f"`{HEADROOM_COMMAND}`, then `collect`) has not been measured on these GPUs."
-)
-HEADROOM_NOTE = (
-    "Headroom: the same Keras model, loss and optimizer trained by one compiled program per epoch with its "
-    "data on the device (JAX, `benchmarks.headroom`, on the short suite's slice, its validation pass "
-    "included). *compiled epoch*: the median of its steady epochs over the records; *GPU share*: compiled "
-    "over Keras's steady JAX epoch, what the GPU needs of that epoch; the rest is Keras's host loop "
-    "(callbacks, metrics, dispatch, data feeding)."
-)
-HEADROOM_FIGURES = frozenset({"Keras JAX epoch s", "compiled epoch s", "records", "GPU share", "host loop share"})
-
-
-def headroom_table(table: Sequence[Row], records: dict[tuple[str, str], list[Headroom]]) -> pd.DataFrame:
-    """Per workload and GPU: how much of the suite's JAX epoch the GPU's arithmetic needs when no host loop
-    drives it, and so how much is the framework's host loop (formatted cells)."""
-    keras_rows = {(r.gpu, r.workload): r for r in table if r.backend == "jax"}
-    out = []
-    for (gpu, workload), found in sorted(records.items()):
-        row = keras_rows.get((gpu, workload))
-        compiled = statistics.median(h.steady_s for h in found)
-        cells = {"workload": workload, "GPU": gpu}
-        if row is None or any(h.train_samples != round(row.samples) for h in found):
-            cells |= {"Keras JAX epoch s": "n/a", "compiled epoch s": f"{compiled:.3f}", "records": str(len(found)),
-                      "GPU share": "not the suite's slice", "host loop share": ""}  # fmt: skip
-        else:
-            share = compiled / row.epoch_s
-            cells |= {"Keras JAX epoch s": f"{row.epoch_s:.3f}", "compiled epoch s": f"{compiled:.3f}",
-                      "records": str(len(found)), "GPU share": _pct(share),
-                      "host loop share": _pct(max(0.0, 1 - share))}  # fmt: skip
-        out.append(cells)
-    return pd.DataFrame(out)
 
 
 def bound_by(host_share: float | None, intensity: float, ridge: float) -> str:
@@ -243,14 +159,6 @@ def make_row(gpu: str, workload: str, backend: str, runs: Sequence[Run], cost: M
     )
 
 
-def rows(
-    logs: Path, costs: dict[str, ModelCost] | None = None, sheets: dict[str, Datasheet] | None = None
-) -> list[Row]:
-    costs = load_costs() if costs is None else costs
-    sheets = load_datasheets() if sheets is None else sheets
-    return rows_of(measured(logs), costs, sheets)
-
-
 def rows_of(
     found: dict[tuple[str, str, str], list[Run]], costs: dict[str, ModelCost], sheets: dict[str, Datasheet]
 ) -> list[Row]:
@@ -258,25 +166,25 @@ def rows_of(
     out = []
     for (gpu, workload, backend), runs in sorted(found.items()):
         if workload in costs and gpu in sheets:
-            _check_board(sheets[gpu], runs)
+            check_board(sheets[gpu], runs)
             out.append(make_row(gpu, workload, backend, runs, costs[workload], sheets[gpu]))
     return out
 
 
-def _check_board(sheet: Datasheet, runs: Sequence[Run]) -> None:
+def check_board(sheet: Datasheet, runs: Sequence[Run]) -> None:
     """The datasheet must be the board the logs name (an H100 PCIe has other peaks than the SXM)."""
     other = {r.device_name for r in runs} - set(sheet.names)
     if other:
         raise ValueError(f"datasheet {sheet.gpu}: logs name {', '.join(sorted(other))}, not {sheet.board}")
 
 
-def _pct(share: float | None) -> str:
+def pct(share: float | None) -> str:
     if share is None:
         return "n/a"
     return f"{share * 100:.0f} %" if share >= 0.01 else f"{share * 100:.2f} %"
 
 
-def _rate(value: float) -> str:
+def rate(value: float) -> str:
     return f"{value:.3g}"
 
 
@@ -290,117 +198,42 @@ def advice(workload_rows: Sequence[Row]) -> str:
     if hosts * 2 > len(workload_rows):
         return (
             f"no: {hosts} of {len(workload_rows)} GPU and backend pairs are host-bound; the GPU is busy at most "
-            f"{_pct(most)} of an epoch, so even a GPU that took no time would save at most that (the arithmetic "
-            f"needs {_pct(floor)} or less at the measured peak, the traffic {_pct(memory)} or less). A faster host "
+            f"{pct(most)} of an epoch, so even a GPU that took no time would save at most that (the arithmetic "
+            f"needs {pct(floor)} or less at the measured peak, the traffic {pct(memory)} or less). A faster host "
             "loop (compiled epochs, more steps per execution) would."
         )
     if max(floor, memory) * 2 < most:
         return (
-            f"little: the GPU is busy up to {_pct(most)} of an epoch, but the arithmetic needs {_pct(floor)} or less "
-            f"of it at the measured GEMM peak and the traffic {_pct(memory)} or less at the measured bandwidth; the "
+            f"little: the GPU is busy up to {pct(most)} of an epoch, but the arithmetic needs {pct(floor)} or less "
+            f"of it at the measured GEMM peak and the traffic {pct(memory)} or less at the measured bandwidth; the "
             "rest of the busy time is many small kernels, which more FLOP/s or bandwidth barely shortens."
         )
     return (
-        f"yes, up to {_pct(most)} of an epoch: the GPU is busy that long and its floors (arithmetic {_pct(floor)}, "
-        f"traffic {_pct(memory)}) fill much of it, so a GPU with more {'bandwidth' if memory > floor else 'FLOP/s'} "
+        f"yes, up to {pct(most)} of an epoch: the GPU is busy that long and its floors (arithmetic {pct(floor)}, "
+        f"traffic {pct(memory)}) fill much of it, so a GPU with more {'bandwidth' if memory > floor else 'FLOP/s'} "
         "shortens the epoch."
     )
 
 
-TITLE = "Where the time goes: the H100 and H200 runs on a roofline"
-CHART_TITLE = "The H100 and H200 runs on their rooflines"
-NOTE = (
-    "Model FLOPs and bytes per training step are XLA's cost analysis of each workload's Keras train step "
-    "(`python -m report.model_costs`: the program XLA would run on the CPU, recurrent layers unrolled; the "
-    "validation pass is not counted, so the rates are lower bounds; the bytes are the CPU program's, whose "
-    "fusions differ from the GPU's, so a memory floor above the busy share overstates the GPU's traffic). "
-    "*achieved*: training FLOPs per steady "
-    "epoch over its seconds; *% measured*: of the run's float32 GEMM fingerprint (TF32, as the defaults "
-    "multiply); *% datasheet*: of the board's dense TF32 peak. *GPU busy*: the share of the steady epochs NVML "
-    "saw a kernel running; the rest is the framework's host loop. *compute floor* and *memory floor*: the "
-    "share of the epoch the arithmetic needs at the measured GEMM peak and the traffic at the measured memory "
-    "bandwidth. *bound by*: host when the GPU idled more than half the epoch, else memory or compute by the "
-    "arithmetic intensity against the measured ridge point (docs/statistics.md)."
-)
 TEXT_COLUMNS = frozenset({"workload", "backend", "GPU", "bound by"})
 
 
-@dataclass(frozen=True)
-class Section:
-    """The section's parts, for the markdown and the HTML report alike: the rows (to draw) and their table of
-    formatted cells, the advice per workload, the workloads left out, the headroom table (None: not measured)
-    and a line per datasheet."""
-
-    rows: list[Row]
-    table: pd.DataFrame
-    advice: list[tuple[str, str]]
-    missing: list[str]
-    headroom: pd.DataFrame | None
-    datasheets: list[str]
-
-
-def section_parts(logs: Path, costs: dict[str, ModelCost] | None = None) -> Section | None:
-    """None where no H100 or H200 run has a model cost."""
-    costs = load_costs() if costs is None else costs
-    sheets = load_datasheets()
-    found = measured(logs)
-    table = rows_of(found, costs, sheets)
-    if not table:
-        return None
-    records = headroom(logs)
-    return Section(
-        rows=table,
-        table=pd.DataFrame([_cells(r) for r in table]),
-        advice=[(w, advice([r for r in table if r.workload == w])) for w in sorted({r.workload for r in table})],
-        missing=sorted({w for _, w, _ in found} - set(costs)),
-        headroom=headroom_table(table, records) if records else None,
-        datasheets=[
-            f"{s.gpu} ({s.board}, logged as {', '.join(s.names)}): TF32 {s.tf32_tflops:g}, BF16 {s.bf16_tflops:g}, "
-            f"FP32 {s.fp32_tflops:g} TFLOP/s; memory {s.memory_tbps:g} TB/s ({s.source})"
-            for s in sheets.values()
-            if s.gpu in GPUS
-        ],
-    )
-
-
-def _cells(r: Row) -> dict[str, str]:
+def cells(r: Row) -> dict[str, str]:
     return {
         "workload": r.workload, "backend": r.backend, "GPU": r.gpu, "runs": str(r.runs),
-        "steady epoch s": f"{r.epoch_s:.2f}", "achieved TFLOP/s": _rate(r.tflops),
-        "% measured": _pct(r.tflops / r.gemm_tflops), "% datasheet": _pct(r.tflops / r.datasheet_tflops),
-        "flops/byte": f"{r.intensity:.1f}", "GB/s": f"{r.memory_gbps:.0f}", "GPU busy": _pct(r.busy),
-        "compute floor": _pct(r.compute_floor), "memory floor": _pct(r.memory_floor), "bound by": r.bound,
+        "steady epoch s": f"{r.epoch_s:.2f}", "achieved TFLOP/s": rate(r.tflops),
+        "% measured": pct(r.tflops / r.gemm_tflops), "% datasheet": pct(r.tflops / r.datasheet_tflops),
+        "flops/byte": f"{r.intensity:.1f}", "GB/s": f"{r.memory_gbps:.0f}", "GPU busy": pct(r.busy),
+        "compute floor": pct(r.compute_floor), "memory floor": pct(r.memory_floor), "bound by": r.bound,
     }  # fmt: skip
 
 
-def section(logs: Path, costs: dict[str, ModelCost] | None = None, markdown: Path | None = None) -> str:
-    """The section in markdown (section_parts); with `markdown` (the document's path) the roofline chart is drawn
-    into its charts folder (`<stem>_charts/`, where report.markdown puts the others) and shown."""
-    parts = section_parts(logs, costs)
-    if parts is None:
-        return ""
-    image = []
-    if markdown is not None:
-        folder = markdown.parent / f"{markdown.stem}_charts"
-        folder.mkdir(parents=True, exist_ok=True)
-        chart(parts.rows, load_datasheets(), folder / "roofline")
-        png, svg = f"{folder.name}/roofline.png", f"{folder.name}/roofline.svg"  # the PNG shown, linking the SVG
-        image = ["", f"[![{CHART_TITLE}]({png})]({svg})"]
-    right = frozenset(parts.table.columns) - TEXT_COLUMNS
-    lines = [f"## {TITLE}", "", NOTE, *image, "", markdown_table(parts.table, right)]
-    lines += ["", "Would a faster GPU help? Per workload, from the rows above:", ""]
-    lines += [f"- **{workload}**: {text}" for workload, text in parts.advice]
-    if parts.missing:
-        lines += ["", f"No model cost for {', '.join(parts.missing)}: left out."]
-    if parts.headroom is None:
-        lines += ["", HEADROOM_MISSING]
-    else:
-        lines += ["", HEADROOM_NOTE, "", markdown_table(parts.headroom, HEADROOM_FIGURES)]
-    lines += ["", "Datasheet peaks (dense, no sparsity):", "", *(f"- {line}" for line in parts.datasheets)]
-    return "\n".join(lines) + "\n"
-
-
-def chart(table: Sequence[Row], sheets: dict[str, Datasheet], out_stem: Path) -> list[Path]:
+def chart(
+    table: Sequence[Row],
+    sheets: dict[str, Datasheet],
+    out_stem: Path,
+    title: str = "Runs against their GPUs' rooflines",
+) -> list[Path]:
     """The roofline, log-log: arithmetic intensity on x, achieved TFLOP/s on y; each GPU's measured ceilings
     (solid) and datasheet ceilings (dashed). Writes `<out_stem>.png` and `.svg`."""
     import matplotlib.pyplot as plt
@@ -449,25 +282,70 @@ def chart(table: Sequence[Row], sheets: dict[str, Datasheet], out_stem: Path) ->
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity, model FLOPs per byte accessed (XLA cost analysis)", fontsize=10)
     ax.set_ylabel("achieved TFLOP/s (training FLOPs / steady epoch)", fontsize=10)
-    ax.set_title("Short-suite defaults on the H100 and H200 against their rooflines", loc="left", fontsize=11)
+    ax.set_title(title, loc="left", fontsize=11)
     ax.grid(which="major", color="#dddddd", linewidth=0.6)
     return save_figure(fig, out_stem)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m report.roofline", description=__doc__.splitlines()[0])
-    parser.add_argument("logs", type=Path, help="the folder that holds NVIDIA-H100 and NVIDIA-H200")
-    parser.add_argument("--chart", type=Path, help="also draw the roofline to CHART.png and CHART.svg")
-    args = parser.parse_args(argv)
-    if not any((args.logs / p).is_dir() for p in PLATFORMS.values()):
-        print(f"error: logs: {args.logs} holds no {' or '.join(PLATFORMS.values())} folder", file=sys.stderr)
-        return 2
-    print(section(args.logs), end="")
-    if args.chart:
-        for path in chart(rows(args.logs), load_datasheets(), args.chart):
-            print(path, file=sys.stderr)
-    return 0
+TITLE = "Where the time goes: each GPU configuration on its roofline"
+CONFIGURATION_NOTE = (
+    "Per configuration trained on a GPU with a datasheet (report/data/datasheet.toml) and a workload with a model "
+    "cost (report/data/model_costs.toml): XLA's count of the training step's FLOPs and bytes, so the rates are lower "
+    "bounds (the validation pass is in the epoch, not in its flops). *achieved*: training FLOPs per steady epoch "
+    "over its seconds (the median over the configuration's runs); *% measured*: of the run's float32 GEMM "
+    "fingerprint; *% datasheet*: of the board's dense peak at the run's matmul precision. *GPU busy*: the share of "
+    "the steady epochs NVML saw a kernel running. *compute floor* and *memory floor*: the share of the epoch the "
+    "arithmetic needs at the measured GEMM peak and the traffic at the measured memory bandwidth. *bound by*: host "
+    "when the GPU idled more than half the epoch, else memory or compute by the arithmetic intensity against the "
+    "measured ridge point."
+)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@dataclass
+class Section:
+    """The report's section: one row per (GPU, workload, configuration), its table of formatted cells (the
+    configuration's label in place of the backend), and the advice per workload."""
+
+    rows: list[Row]
+    table: Any  # pandas.DataFrame
+    advice: list[tuple[str, str]]
+    chart: str | None = None  # relative to the report, without its suffix: drawn as .png and .svg
+
+
+def draw_section_chart(section: Section, out: Path, charts_dir: str) -> None:
+    """The section's roofline into `out/<charts_dir>/gpu_roofline.{png,svg}`."""
+    (out / charts_dir).mkdir(parents=True, exist_ok=True)
+    chart(section.rows, load_datasheets(), out / charts_dir / "gpu_roofline")
+    section.chart = f"{charts_dir}/gpu_roofline"
+
+
+def configuration_rows(
+    runs: Iterable[Any], costs: dict[str, ModelCost], sheets: dict[str, Datasheet]
+) -> list[tuple[str, Row]]:
+    """(configuration label, row) for each configuration of report.loading runs trained on a GPU with a datasheet,
+    of a workload with a model cost: its complete runs with steady epochs, never pooled across configurations."""
+    by_config: dict[tuple[str, str], list[tuple[RunMetadata, list[float]]]] = {}
+    for run in runs:
+        steady = [e.elapsed for e in run.log.steady_epochs]
+        if run.complete and steady:
+            by_config.setdefault((run.config.name, run.workload), []).append((run.metadata, steady))
+    out = []
+    for (label, workload), found in sorted(by_config.items()):
+        for (gpu, _, backend), measured_runs in measured(found, sheets).items():
+            if workload in costs:
+                check_board(sheets[gpu], measured_runs)
+                out.append((label, make_row(gpu, workload, backend, measured_runs, costs[workload], sheets[gpu])))
+    return out
+
+
+def section(runs: Iterable[Any], costs: dict[str, ModelCost], sheets: dict[str, Datasheet]) -> Section | None:
+    """None where no run is on a GPU with a datasheet and a model cost."""
+    import pandas as pd
+
+    labelled = configuration_rows(runs, costs, sheets)
+    if not labelled:
+        return None
+    table = pd.DataFrame([{"configuration": label, **cells(row)} for label, row in labelled]).drop(columns="backend")
+    rows = [row for _, row in labelled]
+    workloads = sorted({row.workload for row in rows})
+    return Section(rows, table, [(w, advice([r for r in rows if r.workload == w])) for w in workloads])

@@ -9,13 +9,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "architecture.md"
-PACKAGES = ("benchmarks", "records", "report", "orchestrate")
+PACKAGES = ("benchmarks", "records", "report", "orchestrate", "campaign")
 MAP_HEADING = "## Module map"
 
 
 def code_modules() -> set[str]:
-    """Every module and subpackage of the product, as dotted names; the workloads as their registry (one module
-    each, all alike) and the entry points (`__main__`) left out."""
+    """Every module and subpackage of the product and the campaign's tools, as dotted names; the workloads as their
+    registry (one module each, all alike) and the entry points (`__main__`) left out."""
     found = set()
     for package in PACKAGES:
         for path in (REPO / package).rglob("*.py"):
@@ -60,4 +60,11 @@ def test_the_stated_layers_are_the_import_contract() -> None:
     contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     [layers] = [c["layers"] for c in contracts if c["type"] == "layers"]
     assert " > ".join(f"`{layer}`" for layer in layers) in DOC.read_text()
-    assert {c["type"] for c in contracts} >= {"layers", "acyclic_siblings"}
+    assert {c["type"] for c in contracts} >= {"layers", "acyclic_siblings", "forbidden"}
+
+
+def test_no_product_package_may_import_the_campaign() -> None:
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    [forbidden] = [c for c in contracts if c["type"] == "forbidden"]
+    assert set(forbidden["source_modules"]) == set(PACKAGES) - {"campaign"}
+    assert forbidden["forbidden_modules"] == ["campaign"]

@@ -12,7 +12,8 @@ import gc
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,19 @@ from benchmarks import metadata, stability, workloads
 from benchmarks.data.files import DatasetUnavailable, FileLocations
 from benchmarks.data.loaders import SYNTHETIC_NAME
 from benchmarks.data.types import SYNTHETIC, Data, DataRequest
-from benchmarks.harness import backends, compile_cache, distribution, sysinfo, turns
+from benchmarks.harness import backends, compile_cache, distribution, sysinfo
 from benchmarks.harness.fingerprint import fingerprint
 from benchmarks.harness.telemetry import Telemetry
 from benchmarks.harness.timing import EpochTimer
 from benchmarks.logs import EpochLogWriter, EpochRecord, write_metadata
 from benchmarks.metadata import RunMetadata, Status
+
+# The run's telemetry paused while the block runs: a callback that waits between epochs (for a shared device, say)
+# keeps its process from polling the driver while another process is timed.
+Quiet = Callable[[], AbstractContextManager[None]]
+# Extra Keras callbacks for a run, made from its `Quiet`; listed after the epoch timer, so an epoch's end is
+# recorded before they act. One that waits between timed epochs says how long in `waited_s` (timing.turn_wait_s).
+CallbackFactory = Callable[[Quiet], Sequence[Any]]
 
 
 class BadRunArguments(ValueError):
@@ -56,7 +64,7 @@ class RunOptions:
     repeat: metadata.Repeat | None = None  # set when this run is one of several repeats of a configuration
     process: metadata.ProcessPlace | None = None  # where this workload stands among those of its process
     host_gc: str = "on"  # Python's garbage collector during fit: on, frozen (gc.freeze first) or off
-    turn: turns.Turn | None = None  # a staged child's pipes: wait after the first epoch for a turn on the device
+    callbacks: CallbackFactory | None = None  # given through the Python API (benchmarks.cli.main), never the CLI
 
 
 @dataclass
@@ -187,18 +195,18 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
         spec.accuracy_key,
         probe=telemetry,
     )
+    hooks = list(options.callbacks(telemetry.paused)) if options.callbacks else []
     try:
         with telemetry, host_gc(options.host_gc):
-            callbacks = [timer, turns.WaitForTurn(options.turn, telemetry.paused)] if options.turn else [timer]
-            fit(model, data, spec, run_plan.epochs, callbacks, spread.global_batch_size)
-        extra = module.after_training(model, data) if hasattr(module, "after_training") else None
+            fit(model, data, spec, run_plan.epochs, [timer, *hooks], spread.global_batch_size)
+        after = module.after_training(model, data) if hasattr(module, "after_training") else None
     except BaseException as exc:
-        partial = _finish(meta, records, telemetry, timer, cache, Status.PARTIAL, options.turn, _describe(exc))
+        partial = _finish(meta, records, telemetry, timer, cache, Status.PARTIAL, hooks, _describe(exc))
         write_metadata(path, partial)
         raise
     finally:
         writer.close()
-    write_metadata(path, _finish(meta, records, telemetry, timer, cache, Status.COMPLETE, options.turn, extra=extra))
+    write_metadata(path, _finish(meta, records, telemetry, timer, cache, Status.COMPLETE, hooks, extra=after))
     return path
 
 
@@ -301,6 +309,12 @@ def host_gc(mode: str) -> Iterator[None]:
 HOST_GC = ("on", "frozen", "off")
 
 
+def _waited(hooks: Sequence[Any]) -> float | None:
+    """Seconds the extra callbacks held the loop between timed epochs; None where none waits."""
+    waits = [w for w in (getattr(hook, "waited_s", None) for hook in hooks) if w is not None]
+    return round(sum(waits), 3) if waits else None
+
+
 def _finish(
     meta: RunMetadata,
     records: list[EpochRecord],
@@ -308,7 +322,7 @@ def _finish(
     timer: EpochTimer,
     cache: compile_cache.Tracker | None,
     status: Status,
-    turn: turns.Turn | None = None,
+    hooks: Sequence[Any] = (),
     error: str | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -328,7 +342,7 @@ def _finish(
             steady_epochs=len(steady),
             total_s=sum(r.elapsed for r in records),
             harness_hook_s=timer.hook_seconds,
-            turn_wait_s=turn.waited_s if turn else None,
+            turn_wait_s=_waited(hooks),
         ),
         final=metadata.Final(
             loss=last.loss if last else None,

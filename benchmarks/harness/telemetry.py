@@ -216,7 +216,7 @@ class Telemetry:
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
-        """No samples meanwhile: a staged child waiting for its turn (benchmarks.harness.turns) must not poll the
+        """No samples meanwhile: a staged child waiting for its turn (campaign.turns) must not poll the
         driver while a sibling's epochs are timed, nor count the sibling's load as its own."""
         self._sampling.clear()
         try:

@@ -13,7 +13,9 @@ from orchestrate.provider import Capability, CredentialsError, Instance, Instanc
 
 class LocalProvider(Provider):
     name: ClassVar[str] = "local"
-    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.PERSISTENT_HOST, Capability.RUNS_LOCALLY})
+    host_capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.PERSISTENT_HOST, Capability.RUNS_LOCALLY}
+    )
 
     def describe(self) -> str:
         return f"this machine ({socket.gethostname()})"

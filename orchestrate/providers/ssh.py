@@ -48,7 +48,7 @@ def parse_target(host: str, port: str | int | None = None, identity_file: str | 
 
 class SSHProvider(Provider):
     name: ClassVar[str] = "ssh"
-    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.PERSISTENT_HOST})
+    host_capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.PERSISTENT_HOST})
     settings: ClassVar[tuple[str, ...]] = SETTINGS
 
     def __init__(self, target: SSHTarget) -> None:

@@ -21,12 +21,14 @@ def keras_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
-def run_benchmarks(args: list[str], keras_home: Path, timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    """`python -m benchmarks ARGS` in a fresh process, offline, with the pre-filled cache."""
+def run_benchmarks(
+    args: list[str], keras_home: Path, timeout: int = 900, module: str = "benchmarks"
+) -> subprocess.CompletedProcess[str]:
+    """`python -m MODULE ARGS` (the runner by default) in a fresh process, offline, with the pre-filled cache."""
     env = {**os.environ, "KERAS_HOME": str(keras_home), "BENCH_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     env.pop("BENCH_DATA_DIR", None)
     return subprocess.run(
-        [sys.executable, "-m", "benchmarks", *args],
+        [sys.executable, "-m", module, *args],
         cwd=REPO,
         env=env,
         capture_output=True,

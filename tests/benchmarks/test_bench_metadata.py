@@ -91,3 +91,17 @@ def test_the_documented_key_list_matches_the_schema() -> None:
             section = _block(listing, block)
             assert all(re.search(rf"\b{name}\b", section) for name in names), (block, names)
     assert SCHEMA_VERSION == 2 and "schema_version (2)" in listing
+
+
+def test_a_process_design_is_recorded_as_given_and_older_flags_read_as_designs() -> None:
+    """`process.design` is whatever the starter named; logs written before it said `preloaded`/`staged` as flags."""
+    given = RunMetadata.from_dict({"process": {"position": 1, "workloads": 1, "design": "warm-pool"}})
+    assert given.process is not None and given.process.design == "warm-pool"
+    assert given.to_dict()["process"] == {"position": 1, "workloads": 1, "design": "warm-pool"}
+    for flags, design in (
+        ({"preloaded": True, "staged": True}, "staged"),
+        ({"preloaded": True, "staged": False}, "preloaded"),
+        ({"preloaded": False, "staged": False}, None),
+    ):
+        old = RunMetadata.from_dict({"process": {"position": 2, "workloads": 3, **flags}})
+        assert old.process is not None and (old.process.position, old.process.design) == (2, design)

@@ -67,8 +67,7 @@ def test_every_workload_writes_a_valid_log(tiny_suite: tuple[Path, str], workloa
     assert meta["process"] == {
         "position": WORKLOADS.index(workload) + 1,
         "workloads": len(WORKLOADS),
-        "preloaded": False,
-        "staged": False,
+        "design": None,
     }
     assert meta["settings"]["lstm_kernel"] == ("generic" if spec(workload).uses_lstm else None)  # no GPU here
     # Synthetic data is never silent: the file name and the metadata both say so, with the reason.

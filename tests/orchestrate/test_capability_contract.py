@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrate.capabilities import ObjectStore
-from orchestrate.provider import Provider
+from orchestrate.capabilities import ObjectStorage, ObjectStore, SpotMarket, offered
+from orchestrate.provider import Capability, Provider
 from orchestrate.providers.aws import AWSProvider
 from orchestrate.providers.gce import GCEProvider
 from orchestrate.providers.local import LocalProvider
@@ -55,3 +55,40 @@ class TestHostCapabilities(CapabilityContract):
     @pytest.fixture(params=["local", "ssh"])
     def provider(self, request: pytest.FixtureRequest) -> Provider:
         return LocalProvider() if request.param == "local" else SSHProvider.from_settings({"host": "box"})
+
+
+def test_a_capability_with_an_interface_comes_from_implementing_it_alone() -> None:
+    """Each capability is declared once: by inheriting its interface (its `provides`), or in `host_capabilities`."""
+
+    class Buckets(Provider, ObjectStorage, SpotMarket):
+        name = "buckets"
+
+    class Host(Provider):
+        name = "host"
+        host_capabilities = frozenset({Capability.PERSISTENT_HOST})
+
+    assert Buckets.capabilities == Provider.host_capabilities | {Capability.OBJECT_STORE, Capability.SPOT}
+    assert offered(Buckets, Capability.SPOT) and not offered(Buckets, Capability.SCHEDULER)
+    assert Host.capabilities == {Capability.PERSISTENT_HOST} and not offered(Host, Capability.OBJECT_STORE)
+    assert AWSProvider.capabilities >= {Capability.BOOT_SCRIPT, Capability.OBJECT_STORE, Capability.SPOT}
+    assert LocalProvider.capabilities == {Capability.PERSISTENT_HOST, Capability.RUNS_LOCALLY}
+
+
+def test_a_plug_in_that_declares_the_whole_set_still_reads_and_must_agree_with_its_interfaces() -> None:
+    class Declared(Provider, ObjectStorage):
+        name = "declared"
+        capabilities = frozenset({Capability.BILLABLE, Capability.OBJECT_STORE})
+
+    assert Declared.capabilities == {Capability.BILLABLE, Capability.OBJECT_STORE}
+    assert Declared.host_capabilities == {Capability.BILLABLE}
+    with pytest.raises(TypeError, match="scheduler"):
+
+        class Claims(Provider, ObjectStorage):  # says SCHEDULER without implementing CloudScheduler
+            name = "claims"
+            capabilities = frozenset({Capability.OBJECT_STORE, Capability.SCHEDULER})
+
+    with pytest.raises(TypeError, match="object-store"):
+
+        class Omits(Provider, ObjectStorage):  # implements ObjectStorage without saying OBJECT_STORE
+            name = "omits"
+            capabilities = frozenset({Capability.BILLABLE})

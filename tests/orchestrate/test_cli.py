@@ -135,6 +135,8 @@ def test_an_unknown_spot_price_never_passes_as_zero(tmp_path: Path, args: list[s
     assert done.returncode == 2 and done.stderr.startswith(message) and done.stderr.count("\n") == 1, done.stderr
     assert "$0.00" not in done.stdout
     assert not (tmp_path / "ledger.jsonl").exists()
+
+
 BINARY = b"\xff\xfe\x00\x01 not text \x89PNG\r\n"
 LATIN_1 = '[profiles.box]\nprovider = "ssh"\ndescription = "caf\xe9"\n'.encode("latin-1")
 

@@ -138,6 +138,8 @@ def test_a_price_in_a_catalog_of_ones_own_lets_max_cost_be_checked(
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
     assert "$2.00" in rows["gce-t4-spot"]  # its cap: 240 min at the catalog's $0.50/h
     assert "worst case $" in rows["total"] and "unknown" not in rows["total"]
+
+
 def test_a_profile_with_runs_not_estimated_is_never_ranked_cheap(capsys: pytest.CaptureFixture[str]) -> None:
     """No JAX run on any CPU to estimate from: the CPU profile's figure is its start alone. It was listed at $0.03,
     above every GPU; now after them, "at least", and the total says it is a lower bound."""

@@ -46,7 +46,7 @@ PROFILE = Profile(
 class SpotDouble(SSHProvider):
     """Test double (see the module docstring): the test sshd as a spot 'cloud'."""
 
-    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+    host_capabilities: ClassVar[frozenset[Capability]] = frozenset(
         {Capability.BILLABLE, Capability.FRESH_HOST, Capability.LEFTOVERS}
     )
 

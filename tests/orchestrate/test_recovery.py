@@ -135,7 +135,7 @@ def test_teardown_stops_only_the_exact_run_ids_containers(image: str, tmp_path: 
 class BrokenTerminate(LocalProvider):
     """Test double: this machine as a billable one whose `terminate` fails with a bug, not a ProviderError."""
 
-    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+    host_capabilities: ClassVar[frozenset[Capability]] = frozenset(
         {Capability.BILLABLE, Capability.PERSISTENT_HOST, Capability.RUNS_LOCALLY}
     )
     released: ClassVar[list[str]] = []

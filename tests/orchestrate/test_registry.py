@@ -22,7 +22,7 @@ from orchestrate.provider import Capability, Instance, InstanceState, Provider
 
 class DemoProvider(Provider):
     name = "democloud"
-    capabilities = frozenset({Capability.PERSISTENT_HOST})
+    host_capabilities = frozenset({Capability.PERSISTENT_HOST})
 
     def check_credentials(self): pass
     def launch(self, request): return Instance(self.name, "demo-1", None, None)

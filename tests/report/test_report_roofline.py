@@ -1,178 +1,82 @@
-"""Where the time goes: the committed model costs recomputed from the models, an analytic check of one, and the
-roofline rows, verdicts, section and chart made from the committed H100 and H200 logs."""
+"""Where the time goes, for any runs: a run's GPU is the datasheet whose board its metadata names, never its folder."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import statistics
-import subprocess
-import sys
-import tomllib
 from pathlib import Path
+from typing import Any
 
-import pytest
-
-from benchmarks.logs import find_logs, read_epoch_log, read_metadata
+from benchmarks.metadata import RunMetadata
 from report import roofline
-from report.designs import fresh_repeat
+from report.cli import main
 from report.model_costs import load_costs
-from tests.support.datasets import prefill_keras_cache
 
-REPO = Path(__file__).resolve().parents[2]
-LOGS = REPO / "logs" / "reference"
-# XLA's count of mnist_mlp's train step against the dense layers' matmuls: the elementwise work (activations,
-# dropout, softmax, RMSprop's update of 670k weights) adds about 3.5 %.
-ANALYTIC_TOLERANCE = 0.05
+REFERENCE = Path(__file__).resolve().parents[2] / "logs" / "reference"
 
 
-@pytest.fixture(scope="module")
-def recomputed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, float]]:
-    # One fresh process: the cost analysis needs Keras on JAX, whatever backend this one imported.
-    home = tmp_path_factory.mktemp("keras-home")
-    prefill_keras_cache(home)
-    done = subprocess.run(
-        [sys.executable, "-m", "report.model_costs", "mnist_mlp", "imdb_fasttext", "--print"],
-        cwd=REPO,
-        env={**os.environ, "KERAS_BACKEND": "jax", "KERAS_HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=600,
+def _meta(gpu: str, platform: str, workload: str = "mnist_mlp", **extra: Any) -> RunMetadata:
+    return RunMetadata.from_dict(
+        {
+            "run_id": "20260101T000000Z-0001",
+            "workload": workload,
+            "backend": "jax",
+            "platform": platform,
+            "hardware": {"accelerator": "gpu", "gpus": [{"name": gpu}] if gpu else []},
+            "data": {"train_samples": 6000},
+            "settings": {"float32_matmul": "tf32"},
+            "stability": {"host_share": 0.2},
+            "fingerprint": {
+                "device": "gpu",
+                "backend": "jax",
+                "host_single_thread_score": 1.0,
+                "host_single_thread_unit": "x",
+                "seconds": 1.0,
+                "gemm_tflops": 300.0,
+                "device_memory_gbps": 3000.0,
+            },
+            **extra,
+        }
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return tomllib.loads(done.stdout)
 
 
-def test_the_committed_costs_are_what_the_models_give(recomputed: dict[str, dict[str, float]]) -> None:
-    committed = load_costs()
-    assert set(committed) == set(roofline_workloads())
-    for name, fresh in recomputed.items():
-        kept = committed[name]
-        assert fresh["batch_size"] == kept.batch_size and fresh["parameters"] == kept.parameters
-        assert fresh["flops_per_step"] == pytest.approx(kept.flops_per_step, rel=0.02)
-        assert fresh["bytes_per_step"] == pytest.approx(kept.bytes_per_step, rel=0.1)
-
-
-def test_each_costed_model_is_the_size_of_the_runs_model() -> None:
-    # The optimizer's work per step follows the model's size, which for fastText follows its data's vocabulary.
-    costs = load_costs()
-    for path in find_logs(LOGS):
-        meta = json.loads(path.with_suffix(".json").read_text())
-        if meta["run_id"].startswith("gpu-repeats-"):
-            assert costs[meta["workload"]].parameters == meta["parameters"], path
-
-
-def test_mnist_mlp_matches_its_matmuls(recomputed: dict[str, dict[str, float]]) -> None:
-    batch, layers = 128, [(784, 512), (512, 512), (512, 10)]
-    forward = sum(2 * batch * i * o for i, o in layers)
-    # Backward: a weight gradient per layer and an input gradient per layer but the first (nothing needs d/dx).
-    analytic = 3 * forward - 2 * batch * 784 * 512
-    xla = recomputed["mnist_mlp"]["flops_per_step"]
-    assert abs(xla - analytic) / analytic < ANALYTIC_TOLERANCE
-    assert xla < 3 * forward  # the textbook 3x overcounts by the unneeded input gradient
-
-
-def roofline_workloads() -> list[str]:
-    from benchmarks.workloads import WORKLOADS
-
-    return list(WORKLOADS)
-
-
-def test_a_row_is_its_runs_flops_over_their_steady_epochs() -> None:
-    table = roofline.rows(LOGS)
-    row = next(r for r in table if (r.gpu, r.workload, r.backend) == ("H200", "mnist_cnn", "jax"))
-    epochs: list[float] = []
-    samples: list[int] = []
-    idle: list[float] = []
-    for path in find_logs(LOGS / "NVIDIA-H200"):
-        meta = read_metadata(path)
-        assert meta is not None
-        if (meta.workload, meta.backend) != ("mnist_cnn", "jax") or not fresh_repeat(meta):
-            continue  # the report pools fresh-process repeats only; other designs are their own configurations
-        assert meta.stability is not None
-        assert meta.data.train_samples is not None and meta.stability.host_share is not None
-        epochs.append(statistics.median(e.elapsed for e in read_epoch_log(path).steady_epochs))
-        samples.append(meta.data.train_samples)
-        idle.append(meta.stability.host_share)
-    cost = load_costs()["mnist_cnn"]
-    flops = cost.flops_per_step / cost.batch_size * statistics.median(samples)
-    assert row.runs == len(epochs) >= 4
-    assert row.tflops == pytest.approx(flops / statistics.median(epochs) / 1e12)
-    assert row.busy == pytest.approx(1 - statistics.median(idle))
-    assert row.bound == roofline.HOST  # the GPU idled most of each epoch
-
-
-def test_the_bound_by_rule() -> None:
-    assert roofline.bound_by(0.6, intensity=1000, ridge=100) == roofline.HOST
-    assert roofline.bound_by(0.4, intensity=10, ridge=100) == roofline.MEMORY
-    assert roofline.bound_by(0.4, intensity=1000, ridge=100) == roofline.COMPUTE
-    assert roofline.bound_by(None, intensity=10, ridge=100) == roofline.MEMORY
-
-
-def test_the_datasheet_is_the_board_the_logs_name() -> None:
+def test_a_run_is_placed_on_the_gpu_its_metadata_names_whatever_its_folder() -> None:
     sheets = roofline.load_datasheets()
-    assert sheets["H100"].board.startswith("H100 SXM") and sheets["H100"].memory_tbps == 3.35
-    assert sheets["H200"].tf32_tflops == sheets["H100"].tf32_tflops and sheets["H200"].memory_tbps == 4.8
-    pcie = roofline.Run(1.0, 1.0, 0.5, 300.0, 2000.0, "tf32", "NVIDIA H100 PCIe")
-    with pytest.raises(ValueError, match="H100 PCIe"):
-        roofline._check_board(sheets["H100"], [pcie])
+    runs = [
+        (_meta("NVIDIA H100 80GB HBM3", "my-rented-box"), [1.0, 1.1]),
+        (_meta("NVIDIA H200", "gce-a3"), [0.9]),
+        (_meta("NVIDIA H200", "NVIDIA-H100"), [0.8]),  # a folder's name says nothing
+        (_meta("Tesla K80", "old-box"), [5.0]),  # no datasheet: left out
+        (_meta("", "laptop"), [3.0]),  # no GPU
+    ]
+    found = roofline.measured(runs, sheets)
+    assert {key: len(value) for key, value in found.items()} == {
+        ("H100", "mnist_mlp", "jax"): 1,
+        ("H200", "mnist_mlp", "jax"): 2,
+    }
+    table = roofline.rows_of(found, load_costs(), sheets)
+    [h200] = [row for row in table if row.gpu == "H200"]
+    assert h200.runs == 2 and round(h200.epoch_s, 9) == 0.85 and h200.bound in (roofline.MEMORY, roofline.COMPUTE)
+    cells = roofline.cells(h200)
+    assert cells["GPU"] == "H200" and cells["bound by"] == h200.bound
 
 
-def test_the_section_says_what_bounds_each_workload_and_whether_headroom_was_measured(tmp_path: Path) -> None:
-    markdown = tmp_path / "results.md"
-    text = roofline.section(LOGS, markdown=markdown)
-    table = roofline.rows(LOGS)
-    assert text.startswith("## Where the time goes")
-    assert text.count("| host |") == sum(r.bound == roofline.HOST for r in table)
-    for workload in {r.workload for r in table}:
-        assert f"- **{workload}**: " in text
-    assert "mnist_mlp**: no: " in text  # the H200's MLP runs leave the GPU idle most of each epoch
-    assert ("has not been measured on these GPUs" in text) == (not roofline.headroom(LOGS))
-    assert "![" in text and (tmp_path / "results_charts" / "roofline.svg").is_file()
-
-
-def test_the_chart_is_the_same_file_on_every_run(tmp_path: Path) -> None:
-    table, sheets = roofline.rows(LOGS), roofline.load_datasheets()
-    first = roofline.chart(table, sheets, tmp_path / "a")
-    second = roofline.chart(table, sheets, tmp_path / "b")
-    assert [p.suffix for p in first] == [".png", ".svg"]
-    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(first, second, strict=True))
-
-
-def test_a_folder_without_the_gpus_is_a_bad_input(tmp_path: Path) -> None:
-    assert roofline.main([str(tmp_path)]) == 2
-
-
-def test_the_studys_markdown_carries_the_section_after_todays_gpus(tmp_path: Path) -> None:
-    from report.cli import main
-    from report.today import PLATFORMS, STUDY
-
-    logs = tmp_path / "logs"
-    for platform in PLATFORMS.values():
-        shutil.copytree(LOGS / platform, logs / platform)
-    target = tmp_path / "results.md"
-    assert main([str(logs), "--study", STUDY, "--markdown", str(target)]) == 0
+def test_make_report_places_a_users_gpu_runs_on_their_rooflines_whatever_their_folder(tmp_path: Path) -> None:
+    """The product's report of the user's own runs carries the section, from the GPU the runs' metadata names: here
+    the committed H200 runs, copied under a platform folder of the user's naming."""
+    logs = tmp_path / "logs" / "my-gpu-box" / "run-1"
+    source = REFERENCE / "NVIDIA-H200" / "gpu-repeats-a"
+    logs.mkdir(parents=True)
+    for path in sorted(source.glob("mnist_mlp_*")):
+        shutil.copy(path, logs / path.name)
+        if path.suffix == ".json":  # a platform of the user's naming: nothing says H200 but the GPU's own name
+            meta = json.loads(path.read_text())
+            (logs / path.name).write_text(json.dumps({**meta, "platform": "my-gpu-box"}))
+    target = tmp_path / "out.md"
+    assert main([str(tmp_path / "logs"), "--markdown", str(target)]) == 0
     text = target.read_text()
-    assert text.index("on today's GPUs") < text.index("## Where the time goes") < text.index("# Benchmark results")
-    assert (tmp_path / "results_charts" / "roofline.png").is_file()
-
-
-def test_headroom_records_give_the_gpus_share_of_the_keras_epoch(tmp_path: Path) -> None:
-    """A collected headroom record of the suite's slice sets the GPU's share against the Keras JAX epoch's median;
-    one of another slice is shown but not divided."""
-    logs = tmp_path / "logs"
-    # The committed H200 headroom is left out: this test's records are the only ones.
-    shutil.copytree(LOGS / "NVIDIA-H200", logs / "NVIDIA-H200", ignore=shutil.ignore_patterns("gpu-headroom-*"))
-    keras_row = next(r for r in roofline.rows(logs) if (r.gpu, r.workload, r.backend) == ("H200", "mnist_mlp", "jax"))
-    folder = logs / "NVIDIA-H200" / "gpu-headroom-t"
-    folder.mkdir()
-    record = {"workload": "mnist_mlp", "steady_median_s": keras_row.epoch_s / 4, "train_samples": keras_row.samples,
-              "val_samples_evaluated": 9984, "source": "real"}  # fmt: skip
-    (folder / "mnist_mlp.headroom.json").write_text(json.dumps(record))
-    other = {**record, "workload": "mnist_cnn", "train_samples": 1000}
-    (folder / "mnist_cnn.headroom.json").write_text(json.dumps(other))
-    text = roofline.section(logs)
-    assert "has not been measured" not in text
-    assert f"| mnist_mlp | H200 | {keras_row.epoch_s:.3f} | {keras_row.epoch_s / 4:.3f} | 1 | 25 % | 75 % |" in text
-    assert "| mnist_cnn | H200 | n/a |" in text and "not the suite's slice" in text
+    assert f"## {roofline.TITLE}" in text and "| my-gpu-box-jax" in text
+    assert (tmp_path / "out_charts" / "gpu_roofline.png").is_file() and "- **mnist_mlp**:" in text
+    assert main([str(tmp_path / "logs"), "--out", str(tmp_path / "page")]) == 0
+    page = (tmp_path / "page" / "index.html").read_text()
+    assert '<h2 id="roofline">' in page and (tmp_path / "page" / "charts" / "gpu_roofline.png").is_file()

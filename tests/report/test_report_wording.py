@@ -76,4 +76,4 @@ def test_the_patterns_catch_what_they_name() -> None:
         'Source: the seed document "X" (000_f8d8b8f03bf3adfd.txt).',
     ):
         assert _hits(text), text
-    assert not _hits("python -m orchestrate.gpu_session run; the Keras session is reset; each speaker session")
+    assert not _hits("python -m campaign.gpu_session run; the Keras session is reset; each speaker session")

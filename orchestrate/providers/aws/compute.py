@@ -47,7 +47,6 @@ from orchestrate.capabilities import (
 )
 from orchestrate.provider import (
     PROJECT_TAG,
-    Capability,
     CapacityError,
     CredentialsError,
     Instance,
@@ -153,12 +152,6 @@ def _tag_dict(tags: list[dict[str, str]] | None) -> dict[str, str]:
 
 class AWSProvider(Provider, ObjectStorage, MachineIdentity, CloudScheduler, SpotMarket):
     name: ClassVar[str] = "aws"
-    capabilities: ClassVar[frozenset[Capability]] = Provider.capabilities | {
-        Capability.BOOT_SCRIPT,
-        Capability.OBJECT_STORE,
-        Capability.SCHEDULER,
-        Capability.SPOT,
-    }
     settings: ClassVar[tuple[str, ...]] = ("ssh_address",)
     storage_scheme: ClassVar[str] = "s3"
     boot_script_limit: ClassVar[int] = 16 * 1024  # bytes of user data, before base64 (RunInstances)

@@ -52,7 +52,6 @@ from orchestrate.capabilities import (
 )
 from orchestrate.provider import (
     PROJECT_TAG,
-    Capability,
     CapacityError,
     CredentialsError,
     Instance,
@@ -155,12 +154,6 @@ def _error_codes(error: api_exceptions.GoogleAPICallError) -> set[str]:
 
 class GCEProvider(Provider, ObjectStorage, MachineIdentity, CloudScheduler, SpotMarket):
     name: ClassVar[str] = "gce"
-    capabilities: ClassVar[frozenset[Capability]] = Provider.capabilities | {
-        Capability.BOOT_SCRIPT,
-        Capability.OBJECT_STORE,
-        Capability.SCHEDULER,
-        Capability.SPOT,
-    }
     settings: ClassVar[tuple[str, ...]] = ("ssh_address", "service_account", "self_delete_role")
     storage_scheme: ClassVar[str] = "gs"
     boot_script_limit: ClassVar[int] = 256 * 1024  # bytes of one metadata value (startup-script)

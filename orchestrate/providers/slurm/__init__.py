@@ -51,9 +51,7 @@ STOP_WAIT_S = 60.0  # after scancel: the tasks' containers stop (their grace) be
 
 class SlurmProvider(Provider, BatchQueue):
     name: ClassVar[str] = "slurm"
-    capabilities: ClassVar[frozenset[Capability]] = frozenset(
-        {Capability.BILLABLE, Capability.LEFTOVERS, Capability.BATCH}
-    )
+    host_capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.BILLABLE, Capability.LEFTOVERS})
     settings: ClassVar[tuple[str, ...]] = SETTINGS
 
     def __init__(

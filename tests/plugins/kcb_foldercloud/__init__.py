@@ -22,7 +22,6 @@ from typing import ClassVar, Self
 from orchestrate.capabilities import CloudScheduler, MachineIdentity, ObjectStorage, ObjectStore, Scheduler
 from orchestrate.provider import (
     PROJECT_TAG,
-    Capability,
     CredentialsError,
     Instance,
     InstanceState,
@@ -90,11 +89,6 @@ class FolderScheduler:
 
 class FolderCloudProvider(Provider, ObjectStorage, MachineIdentity, CloudScheduler):
     name: ClassVar[str] = "foldercloud"
-    capabilities: ClassVar[frozenset[Capability]] = Provider.capabilities | {
-        Capability.BOOT_SCRIPT,
-        Capability.OBJECT_STORE,
-        Capability.SCHEDULER,
-    }
     storage_scheme: ClassVar[str] = "folder"
     boot_script_limit: ClassVar[int] = 64 * 1024
     ends_itself: ClassVar[bool] = True

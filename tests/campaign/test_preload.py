@@ -1,4 +1,4 @@
-"""`python -m benchmarks preloaded`: one parent imports the framework, then forks a fresh child per runner command."""
+"""`python -m campaign.preload`: one parent imports the framework, then forks a fresh child per runner command."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import preload
+from campaign import preload
 from tests.benchmarks.conftest import REPO, run_benchmarks
 from tests.support.processes import running
 
@@ -65,7 +65,7 @@ def test_a_run_the_parent_cannot_fork_is_refused_before_anything_is_imported(
 def test_a_bad_run_exits_2_with_one_line_and_imports_no_framework(bad: list[str], tmp_path: Path) -> None:
     env = _env(BENCH_OFFLINE="1", KERAS_HOME=str(tmp_path))
     result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "benchmarks", "preloaded", *bad],
+        [sys.executable, "-X", "importtime", "-m", "campaign.preload", *bad],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -95,7 +95,7 @@ def test_the_jax_preload_leaves_the_device_untouched_and_a_started_backend_is_un
     """The check reads JAX's own record of started backends: after the imports there are none, after a device
     query there are."""
     script = (
-        "from benchmarks import preload\n"
+        "from campaign import preload\n"
         "preload.preload('jax')\n"
         "from benchmarks.harness import sysinfo\n"
         "print('cpu described once for all children:', sysinfo.cpu.cache_info().currsize)\n"
@@ -119,7 +119,7 @@ def test_the_torch_preload_holds_what_a_runner_imports_before_its_first_epoch(tm
     none of Inductor, functorch, networkx or Keras's torch optimizers again, and the device is still untouched."""
     script = (
         "import sys\n"
-        "from benchmarks import preload\n"
+        "from campaign import preload\n"
         "preload.preload('torch')\n"
         "before = set(sys.modules)\n"
         "import keras\n"
@@ -146,14 +146,14 @@ def test_each_child_trains_its_run_as_a_fresh_process_and_says_it_was_preloaded(
     monkeypatch.delenv("KERAS_BACKEND", raising=False)  # the parent sets it for the backend it preloads
     run = f"{RUN} --train-limit 256 --val-limit 64 --offline --allow-synthetic --dataset synthetic"
     run += f" --out {shlex.quote(str(tmp_path))} --run-id pre"
-    args = ["preloaded", "--backend", "jax", "--run", f"{run} --repeat-index 1", "--run", f"{run} --repeat-index 2"]
-    result = run_benchmarks(args, keras_home, timeout=300)
+    args = ["--backend", "jax", "--run", f"{run} --repeat-index 1", "--run", f"{run} --repeat-index 2"]
+    result = run_benchmarks(args, keras_home, timeout=300, module="campaign.preload")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert len(re.findall(r"^preloaded child: exit 0, ", result.stdout, flags=re.MULTILINE)) == 2
     for index in (1, 2):
         meta = json.loads((tmp_path / "local" / "pre" / f"mnist_mlp_jax_synthetic.r0{index}.json").read_text())
         assert (meta["status"], meta["backend"], meta["repeat"]["index"]) == ("complete", "jax", index)
-        assert meta["process"] == {"position": 1, "workloads": 1, "preloaded": True, "staged": False}
+        assert meta["process"] == {"position": 1, "workloads": 1, "design": "preloaded"}
 
 
 @pytest.mark.parametrize(("run", "children"), [("run_children", 1), ("run_staged", 2)])
@@ -163,7 +163,7 @@ def test_children_end_when_their_parent_is_killed_outright(tmp_path: Path, run: 
     pid_file = tmp_path / "pids"
     script = (
         "import os, time\n"
-        "from benchmarks import preload\n"
+        "from campaign import preload\n"
         "def train(argv, turn=None):\n"
         f"    open({str(pid_file)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
         "    time.sleep(120)\n"
@@ -190,7 +190,7 @@ def test_staged_children_start_together_and_take_their_turns_one_after_another(t
     events = tmp_path / "events"
     script = (
         "import os, sys, time\n"
-        "from benchmarks import preload\n"
+        "from campaign import preload\n"
         "def child(argv, turn):\n"
         "    name, first, code = argv\n"
         "    def note(what):\n"
@@ -224,21 +224,21 @@ def test_staged_torch_children_record_their_wait_and_a_first_epoch_that_shared_t
     keras_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from benchmarks.logs import read_metadata
-    from report.configurations import first_epoch_kind
+    from campaign.configurations import first_epoch_kind
 
     monkeypatch.delenv("KERAS_BACKEND", raising=False)
     run = "run --backend torch --suite short --epochs 2 --train-limit 256 --val-limit 64 --offline"
     run += f" --allow-synthetic --dataset synthetic --out {shlex.quote(str(tmp_path))} --run-id stg --repeat-index 1"
-    args = ["preloaded", "--backend", "torch", "--staged"]
+    args = ["--backend", "torch", "--staged"]
     args += ["--run", f"{run} --workload mnist_mlp", "--run", f"{run} --workload mnist_cnn"]
-    result = run_benchmarks(args, keras_home, timeout=300)
+    result = run_benchmarks(args, keras_home, timeout=300, module="campaign.preload")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert len(re.findall(r"^staged child: exit 0, ", result.stdout, flags=re.MULTILINE)) == 2
     for workload in ("mnist_mlp", "mnist_cnn"):
         path = tmp_path / "local" / "stg" / f"{workload}_torch_synthetic.r01.csv"
         meta = read_metadata(path)
         assert meta is not None and meta.status.value == "complete" and meta.process is not None
-        assert (meta.process.preloaded, meta.process.staged) == (True, True)
+        assert meta.process.design == "staged"
         assert meta.timing is not None and meta.timing.turn_wait_s is not None and meta.timing.steady_epochs == 1
         assert meta.settings is not None and first_epoch_kind(meta.settings, meta.process).endswith(
             "beside its round's first epochs"

@@ -1,4 +1,4 @@
-"""Taking turns on one device: the children of a staged parent (benchmarks.preload --staged) train their first
+"""Taking turns on one device: the children of a staged parent (campaign.preload --staged) train their first
 epochs side by side, then their steady epochs one at a time.
 
 A child says it is ready by writing one byte to its `ready` pipe once its first epoch is recorded, then waits for
@@ -35,6 +35,10 @@ class Turn:
         os.close(self.go_fd)
         self.waited_s = round(time.perf_counter() - started, 3)
 
+    def callbacks(self, quiet: Callable[[], AbstractContextManager[None]]) -> list[keras.callbacks.Callback]:
+        """The runner's extra callbacks for this child (benchmarks.harness.runner.CallbackFactory)."""
+        return [WaitForTurn(self, quiet)]
+
 
 class WaitForTurn(keras.callbacks.Callback):
     """After the first epoch's end is recorded (list it after the epoch timer), wait for this child's turn, inside
@@ -44,6 +48,11 @@ class WaitForTurn(keras.callbacks.Callback):
         super().__init__()
         self.turn = turn
         self.quiet = quiet
+
+    @property
+    def waited_s(self) -> float | None:
+        """What the runner records as the run's wait between timed epochs (timing.turn_wait_s)."""
+        return self.turn.waited_s
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if self.turn.waited_s is None:

@@ -8,10 +8,10 @@ cheaper at each cloud's price, is decided by benchmarks.stats.compare on the run
 several machines resampled by machine). A row whose runs were mostly host-bound compares the hosts the GPUs sat in,
 not the GPUs: it says so.
 
-    python -m report.today logs/reference              # the section, markdown
-    python -m report.today logs/reference --cache      # what the compile cache saved per round of the defaults
-    python -m report.today logs/reference --designs    # the verdicts again, the H100 side from round processes
-    python -m report.today logs/reference --epochs     # the verdicts again from each run's first steady epochs
+    python -m campaign.today logs/reference              # the section, markdown
+    python -m campaign.today logs/reference --cache      # what the compile cache saved per round of the defaults
+    python -m campaign.today logs/reference --designs    # the verdicts again, the H100 side from round processes
+    python -m campaign.today logs/reference --epochs     # the verdicts again from each run's first steady epochs
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import pandas as pd
 
 from benchmarks.metadata import RunMetadata
 from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate, within_machine_sd
-from report.designs import (
+from campaign.designs import (
     by_default_and_machine,
     cache_rounds,
     complete_runs_in,
@@ -94,7 +94,7 @@ def measured_runs(
     logs: Path, h100_design: Design = fresh_repeat
 ) -> tuple[dict[tuple[str, str, str], Measured], dict[str, int]]:
     """(gpu, workload, backend) -> the complete repeats of the defaults, each trained alone in its process, under
-    each GPU's platform folder (report.designs says why runs that shared one are kept apart; `h100_design` takes
+    each GPU's platform folder (campaign.designs says why runs that shared one are kept apart; `h100_design` takes
     the H100's from another design instead); and per workload the training samples of its published data (from any
     run that was not cut down)."""
     return _measured(complete_runs(logs), h100_design)
@@ -665,7 +665,7 @@ def _epoch_spread(runs: Sequence[tuple[str, RunMetadata, list[float]]]) -> dict[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m report.today", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m campaign.today", description=__doc__.splitlines()[0])
     parser.add_argument("logs", type=Path, help="the folder that holds NVIDIA-H100 and NVIDIA-H200")
     parser.add_argument("--cache", action="store_true", help="cold and warm compile-cache rounds of the H100 runs")
     parser.add_argument(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import headroom
+from campaign import headroom
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "KERAS_BACKEND": "jax", "BENCH_OFFLINE": "1"}
@@ -20,7 +20,7 @@ ENV = {**os.environ, "KERAS_BACKEND": "jax", "BENCH_OFFLINE": "1"}
 
 def headroom_command(*args: str, env: dict[str, str] = ENV) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "benchmarks.headroom", *args], cwd=REPO, env=env, capture_output=True, text=True,
+        [sys.executable, "-m", "campaign.headroom", *args], cwd=REPO, env=env, capture_output=True, text=True,
         timeout=600,
     )  # fmt: skip
 
@@ -73,7 +73,7 @@ def test_the_other_workloads_train_in_one_process() -> None:
     # One process for three models: importing Keras per workload is slow on this machine.
     script = (
         "import json\n"
-        "from benchmarks.headroom import train\n"
+        "from campaign.headroom import train\n"
         "out = {w: train(w, 3, n, 'synthetic', None) for w, n in "
         "(('mnist_cnn', 256), ('imdb_fasttext', 256), ('cifar10_cnn', 128))}\n"
         "print(json.dumps(out))\n"

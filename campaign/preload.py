@@ -9,18 +9,19 @@ workload built, Python's collector tracking the same objects. It then pays every
 refuses to fork once either framework has started its device runtime or a Python thread runs. The native thread
 pools numpy and scipy start on import (OpenBLAS) are rebuilt in the child by OpenBLAS's own fork handlers.
 
-    python -m benchmarks preloaded --backend torch \\
+    python -m campaign.preload --backend torch \\
         --run "run --workload mnist_mlp --backend torch --suite short" \\
         --run "run --workload mnist_cnn --backend torch --suite short"
 
-Each child's runs record `process.preloaded`, so the report can set them beside runs of truly fresh processes. A
-child ends with its parent, however the parent ends (the kernel's parent-death signal).
+Each child's runs record `process.design` "preloaded" (the runner's Python API, benchmarks.cli.main), so the
+report can set them beside runs of truly fresh processes. A child ends with its parent, however the parent ends
+(the kernel's parent-death signal).
 TensorFlow starts its thread pools on import, so it is not forked: its runs keep fresh processes.
 
 `--staged` forks every child at once. Their first epochs (on PyTorch mostly `torch.compile`'s host work, 34-57 s a
 compiled default on an H100 host against 2-6 s steady epochs) run side by side; each child then waits, and once all
 are ready the children train their steady epochs one at a time, in the order given, each alone on the device and
-the host but for its idle siblings (benchmarks.harness.turns). Their runs record `process.staged`: a first epoch
+the host but for its idle siblings (campaign.turns). Their runs record `process.design` "staged": a first epoch
 that shared the machine is never pooled with one that had it alone. PyTorch only: a JAX process takes 75 % of the
 device's memory when it starts, so JAX children side by side would each run on a smaller share than a fresh one.
 """
@@ -47,7 +48,7 @@ from typing import TYPE_CHECKING
 from benchmarks.harness.backends import prepare_process
 
 if TYPE_CHECKING:
-    from benchmarks.harness.turns import Turn
+    from campaign.turns import Turn
 
 BACKENDS = ("jax", "torch")
 STAGED_BACKENDS = ("torch",)
@@ -182,7 +183,7 @@ def run_staged(argvs: Sequence[Sequence[str]]) -> list[ChildResult]:
 
 
 def _fork_staged(argv: Sequence[str], siblings: Sequence[_Staged]) -> _Staged:
-    from benchmarks.harness.turns import Turn
+    from campaign.turns import Turn
 
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
@@ -259,7 +260,10 @@ def _child(argv: Sequence[str], turn: Turn | None = None) -> None:
     try:
         from benchmarks.cli import main
 
-        code = main(list(argv), preloaded=True, turn=turn)
+        if turn is None:
+            code = main(list(argv), design="preloaded")
+        else:
+            code = main(list(argv), design="staged", callbacks=turn.callbacks)
     finally:
         atexit._run_exitfuncs()
         sys.stdout.flush()
@@ -268,7 +272,7 @@ def _child(argv: Sequence[str], turn: Turn | None = None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks preloaded", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m campaign.preload", description=__doc__.splitlines()[0])
     parser.add_argument("--backend", required=True, help=f"one of {', '.join(BACKENDS)}")
     parser.add_argument("--run", action="append", default=[], help="a runner command for one child (repeatable)")
     parser.add_argument(
@@ -294,3 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     results = run_staged(argvs) if args.staged else run_children(argvs)
     return next((r.returncode for r in results if r.returncode != 0), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import headroom
 from benchmarks.cli import build_parser
 from benchmarks.logs import EpochLogWriter, EpochRecord, LogFormatError, write_metadata
 from benchmarks.repeats import fill_levels, round_order
 from benchmarks.workloads import WORKLOADS, spec
-from orchestrate import gpu_session
+from campaign import gpu_session, headroom
 from tests.support.processes import running
 
 
@@ -390,7 +389,7 @@ def test_the_headroom_phase_trains_the_supported_workloads_on_the_short_suites_d
     assert [e["workload"] for e in entries] == ["mnist_cnn", "mnist_mlp"]  # siamese_lstm has no compiled loop
     folder = tmp_path / "logs" / "NVIDIA-H100" / "gpu-headroom-c"
     assert commands[0][1:] == [
-        "-m", "benchmarks.headroom", "--workload", "mnist_cnn", "--cut", "short", "--allow-synthetic",
+        "-m", "campaign.headroom", "--workload", "mnist_cnn", "--cut", "short", "--allow-synthetic",
         "--out", str(folder / "mnist_cnn.headroom.json"), "--prefer-dataset", "fashion_mnist",
     ]  # fmt: skip
 
@@ -418,7 +417,7 @@ def test_a_preloaded_design_forks_a_child_per_workload_from_one_parent_per_backe
 ) -> None:
     """`--processes preloaded`: a round's processes are a round design's, but each is a preloaded parent whose
     --run, one per workload in the round's order, is a runner command of that one workload on its backend."""
-    from benchmarks import preload
+    from campaign import preload
 
     commands = recorded_commands(monkeypatch)
     entries = two_rounds_of_three_workloads(tmp_path, "preloaded")
@@ -426,9 +425,9 @@ def test_a_preloaded_design_forks_a_child_per_workload_from_one_parent_per_backe
         (1, "jax", "preloaded"), (1, "torch", "preloaded"), (2, "jax", "preloaded"), (2, "torch", "preloaded"),
     ]  # fmt: skip
     for entry, command in zip(entries, commands, strict=True):
-        assert command[1:7] == ["-m", "benchmarks", "preloaded", "--backend", entry["backend"], "--run"]
-        runs = command[7::2]
-        assert command[6::2] == ["--run"] * len(entry["workloads"]) == ["--run"] * 3
+        assert command[1:6] == ["-m", "campaign.preload", "--backend", entry["backend"], "--run"]
+        runs = command[6::2]
+        assert command[5::2] == ["--run"] * len(entry["workloads"]) == ["--run"] * 3
         children = preload.child_argvs(entry["backend"], runs)  # what the parent checks before it imports
         parsed = [build_parser().parse_args(argv) for argv in children]
         assert [(p.command, p.workload, p.backend) for p in parsed] == [
@@ -449,7 +448,8 @@ def test_a_repeat_argv_of_another_design_is_the_runner_command_itself(tmp_path: 
     jax_runner = functools.partial(runner, backend="jax")
 
     argv = gpu_session._repeat_argv("round", "jax", ("mnist_mlp", "mnist_cnn"), jax_runner)
-    parsed = build_parser().parse_args(argv)
+    assert argv[0] == "benchmarks"
+    parsed = build_parser().parse_args(argv[1:])
     assert (parsed.command, parsed.workload, parsed.backend, parsed.repeat_index) == (
         "run",
         "mnist_mlp,mnist_cnn",
@@ -457,18 +457,18 @@ def test_a_repeat_argv_of_another_design_is_the_runner_command_itself(tmp_path: 
         3,
     )
     argv = gpu_session._repeat_argv("preloaded", "jax", ("mnist_mlp",), jax_runner)
-    assert argv[:4] == ["preloaded", "--backend", "jax", "--run"] and len(argv) == 5
+    assert argv[:4] == ["campaign.preload", "--backend", "jax", "--run"] and len(argv) == 5
     assert build_parser().parse_args(shlex.split(argv[4])).workload == "mnist_mlp"
     torch_runner = functools.partial(runner, backend="torch")
     argv = gpu_session._repeat_argv("staged", "torch", ("mnist_mlp", "mnist_cnn"), torch_runner)
-    assert argv[:5] == ["preloaded", "--backend", "torch", "--staged", "--run"] and len(argv) == 8
+    assert argv[:5] == ["campaign.preload", "--backend", "torch", "--staged", "--run"] and len(argv) == 8
     assert [build_parser().parse_args(shlex.split(a)).workload for a in argv[5::2]] == ["mnist_mlp", "mnist_cnn"]
 
 
 def test_two_designs_alternate_whole_rounds_a_b_b_a(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--processes repeat,staged --repeats 2`: fresh processes, a staged parent, a staged parent, fresh processes;
     every workload in every round, numbered on from one round to the next whichever design ran it."""
-    from benchmarks import preload
+    from campaign import preload
 
     commands = recorded_commands(monkeypatch)
     flags = ("--repeats", "2", "--processes", "repeat,staged", "--epochs", "3")
@@ -479,8 +479,8 @@ def test_two_designs_alternate_whole_rounds_a_b_b_a(tmp_path: Path, monkeypatch:
         (3, "staged", ["mnist_mlp", "mnist_cnn"], 3),
         (4, "repeat", "mnist_cnn", 4), (4, "repeat", "mnist_mlp", 4),
     ]  # fmt: skip
-    assert commands[2][3:5] == ["preloaded", "--backend"] and "--staged" in commands[2]
-    staged = [build_parser().parse_args(a) for a in preload.child_argvs("torch", commands[2][8::2])]
+    assert commands[2][2:4] == ["campaign.preload", "--backend"] and "--staged" in commands[2]
+    staged = [build_parser().parse_args(a) for a in preload.child_argvs("torch", commands[2][7::2])]
     assert [(p.workload, p.repeat_index, p.epochs) for p in staged] == [("mnist_cnn", 2, 3), ("mnist_mlp", 2, 3)]
     assert build_parser().parse_args(commands[0][3:]).repeat_index == 1
 
@@ -509,13 +509,13 @@ def test_alternating_designs_refuse_existing_counts(tmp_path: Path) -> None:
 def test_epochs_reach_every_preloaded_child_and_the_manifest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--epochs 3`: each child trains 3 epochs of the short suite's slice, and the manifest says so, so that a round
     of fewer epochs is never costed as a round of the suite's 5."""
-    from benchmarks import preload
+    from campaign import preload
 
     commands = recorded_commands(monkeypatch)
     flags = ("--repeats", "1", "--processes", "preloaded", "--epochs", "3")
     entries = repeats_phase(tmp_path, ("jax",), ("mnist_mlp", "mnist_cnn"), *flags)
     assert [(e["design"], e["epochs"]) for e in entries] == [("preloaded", 3)]
-    children = preload.child_argvs("jax", commands[0][7::2])
+    children = preload.child_argvs("jax", commands[0][6::2])
     assert [(p.workload, p.epochs, p.suite) for p in map(build_parser().parse_args, children)] == [
         ("mnist_mlp", 3, "short"), ("mnist_cnn", 3, "short"),
     ]  # fmt: skip
@@ -639,7 +639,7 @@ def test_a_process_ends_when_the_session_that_started_it_is_killed_outright(tmp_
     worker = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
     session = (
         "import os, sys, time\n"
-        "from orchestrate import gpu_session\n"
+        "from campaign import gpu_session\n"
         f"with open({str(tmp_path / 'console.txt')!r}, 'w') as console:\n"
         f"    gpu_session._run_until([sys.executable, '-c', {worker!r}], dict(os.environ), console,\n"
         "                           time.monotonic() + 120, {}, 'stopped')\n"

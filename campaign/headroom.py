@@ -11,10 +11,10 @@ unaugmented arrays. Where the data have a validation split, each epoch also eval
 full batches, as `fit` does after each epoch, so the two epochs hold the same arithmetic. Epoch 1 includes
 compiling; the later epochs are steady.
 
-    python -m benchmarks.headroom --workload mnist_mlp --out headroom-mnist_mlp.json
-    python -m benchmarks.headroom --workload cifar10_cnn --synthetic --train-limit 20000 --out cifar.json
+    python -m campaign.headroom --workload mnist_mlp --out headroom-mnist_mlp.json
+    python -m campaign.headroom --workload cifar10_cnn --synthetic --train-limit 20000 --out cifar.json
     # the slice, epochs and data of the short suite's run, synthetic only where the real file is missing:
-    python -m benchmarks.headroom --workload imdb_fasttext --cut short --allow-synthetic --out imdb.json
+    python -m campaign.headroom --workload imdb_fasttext --cut short --allow-synthetic --out imdb.json
 
 On a GPU machine run it where the suite runs (JAX with CUDA installed; `jax.devices()` lists the GPU), with the
 same data folder as the suite (`--data-dir`, or `BENCH_DATA_DIR`).
@@ -183,7 +183,7 @@ CUTS = ("quick", "short", "bounded")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.headroom", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m campaign.headroom", description=__doc__.splitlines()[0])
     parser.add_argument("--workload", required=True, help=f"one of {', '.join(SUPPORTED)}")
     parser.add_argument("--cut", choices=CUTS, help="the epochs and slices of that suite's cut of the workload")
     parser.add_argument("--epochs", type=int, help="compiled epochs; the first compiles (default: the cut's, or 5)")

@@ -8,10 +8,8 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from markupsafe import escape
-
 from benchmarks.stats import Estimate
-from report import roofline, today
+from campaign import roofline, today
 from tests.report.report_helpers import write_run
 
 LOGS = Path(__file__).resolve().parents[2] / "logs" / "reference"
@@ -125,7 +123,10 @@ def test_a_folder_without_both_gpus_is_a_bad_input(tmp_path: Path) -> None:
     assert today.main([str(tmp_path)]) == 2
 
 
-def test_the_results_markdown_and_page_for_the_study_carry_the_section(tmp_path: Path) -> None:
+def test_the_results_markdown_is_the_report_first_then_the_campaigns_sections(tmp_path: Path) -> None:
+    """`python -m campaign.results`: the product's report of the logs (its summary first), then the study on the
+    measured GPUs and those runs on their rooflines; the product's own page carries neither."""
+    from campaign import results
     from report.cli import main
 
     logs = tmp_path / "logs"
@@ -133,23 +134,17 @@ def test_the_results_markdown_and_page_for_the_study_carry_the_section(tmp_path:
     for platform in today.PLATFORMS.values():
         shutil.copytree(LOGS / platform, logs / platform)
     target = tmp_path / "results.md"
-    assert main([str(logs), "--study", today.STUDY, "--markdown", str(target)]) == 0
+    assert results.main(["--logs", str(logs), "--out", str(target)]) == 0
     text = target.read_text()
-    assert text.startswith("## benchmark-gpus-2017-11 on today's GPUs") and "# Benchmark results" in text
+    assert text.startswith("# Benchmark results") and text.index("## Summary") < text.index("## cifar10_cnn")
+    assert text.index("# Benchmark results") < text.index("on today's GPUs") < text.index(f"## {roofline.TITLE}")
+    parts = today.section_parts(logs)
+    assert parts is not None and parts.summary in text
+    assert (tmp_path / "results_charts" / "roofline.png").is_file()
 
     assert main([str(logs), "--study", today.STUDY, "--out", str(tmp_path / "page")]) == 0
     page = (tmp_path / "page" / "index.html").read_text()
-    parts = today.section_parts(logs)
-    assert parts is not None and '<h3 id="today">' in page
-    assert f'<p id="today-summary">{escape(parts.summary)}</p>' in page
-    assert page.count(today.FRAGILE_MARK.strip()) >= 1 + sum(today.FRAGILE_MARK in c for c in parts.times["faster"])
-    # and what bounds those runs, with the roofline drawn beside the page's other charts
-    where = roofline.section_parts(logs)
-    assert where is not None and '<h3 id="roofline">' in page
-    assert (tmp_path / "page" / "charts" / "roofline.png").is_file() and 'src="charts/roofline.png"' in page
-    advice = page[page.index('<ul id="roofline-advice">') :].split("</ul>")[0]
-    assert advice.count("<li>") == len(where.advice) and f"<strong>{where.advice[0][0]}</strong>" in advice
-    assert "<code>benchmarks.headroom</code>" in page and "<em>GPU share</em>" in page  # the notes' markdown
+    assert '<h3 id="today">' not in page and '<h3 id="roofline">' not in page
 
 
 def _repeats(root: Path, gpu: str, machine: str, steady: list[float], preloaded: bool = False) -> None:

@@ -8,7 +8,7 @@ from statistics import median
 
 from benchmarks.logs import EpochLogWriter, EpochRecord, write_metadata
 from benchmarks.workloads import REFERENCE_WORKLOADS, WORKLOADS, spec
-from report import configurations
+from campaign import configurations
 from report.loading import load_runs
 
 

@@ -4,16 +4,16 @@ Such machines (a rented GPU box with a deep-learning image, a GPU machine withou
 PyTorch and CUDA but not Keras, and sometimes no route to PyPI or the dataset hosts. So:
 
     # here, with internet: wheels for the GPU machine's Python, and the real datasets from the Keras cache
-    python -m orchestrate.gpu_session pack .carry --python-version 3.12
+    python -m campaign.gpu_session pack .carry --python-version 3.12
     # on the GPU machine, one command per phase, each ending within --budget-s and leaving a tarball of logs
-    python3 -m orchestrate.gpu_session run --carry .carry --phase sweep --backends jax,torch --out OUT --budget-s 540
-    python3 -m orchestrate.gpu_session run --carry .carry --phase suite --backends jax --out OUT --budget-s 540
-    python3 -m orchestrate.gpu_session run --carry .carry --phase scaling --backends jax --device-counts 2 \
+    python3 -m campaign.gpu_session run --carry .carry --phase sweep --backends jax,torch --out OUT --budget-s 540
+    python3 -m campaign.gpu_session run --carry .carry --phase suite --backends jax --out OUT --budget-s 540
+    python3 -m campaign.gpu_session run --carry .carry --phase scaling --backends jax --device-counts 2 \
         --repeats 5 --platform NVIDIA-H200-x2 --existing logs/reference/NVIDIA-H200-x2 --out OUT --budget-s 560
     # here: unpack into logs/, check every log, and write the configuration table
-    python -m orchestrate.gpu_session collect OUT/logs-sweep.tar.gz OUT/logs-suite-jax.tar.gz --logs logs/reference
-    # the configuration table and the check that every default is the fastest (report/configurations.py)
-    python -m report.configurations table logs/reference/NVIDIA-H200
+    python -m campaign.gpu_session collect OUT/logs-sweep.tar.gz OUT/logs-suite-jax.tar.gz --logs logs/reference
+    # the configuration table and the check that every default is the fastest (campaign/configurations.py)
+    python -m campaign.configurations table logs/reference/NVIDIA-H200
 
 Phases: `scaling` runs the short suite data parallel (`--gpus`) at each device count of `--device-counts` under
 both batch policies, next to one device, in fresh processes interleaved round robin (docs/distribution.md);
@@ -24,11 +24,11 @@ process instead of one process per repeat, paying the framework's start-up once 
 imports the framework once a round and forks a fresh child per repeat; `--processes staged`, PyTorch only, forks
 them all at once, their first epochs side by side and their steady epochs one at a time; two designs, e.g.
 `--processes repeat,staged`, alternate whole rounds on the machine, A B B A ..., `--repeats` rounds each, so that
-report.designs' `same_machine` sets them side by side unconfounded by the machine's drift);
+campaign.designs' `same_machine` sets them side by side unconfounded by the machine's drift);
 `sweep` times each backend's configurations a careful user would try (jit on/off, torch.compile,
 steps_per_execution, cuDNN or generic LSTM) for 3 epochs on the bounded suite's data; `suite` runs the bounded
 suite (published epochs and hyperparameters) with each backend's default settings; `overhead` measures the
-harness's overhead on the GPU; `headroom` trains each workload benchmarks.headroom supports by one compiled program
+harness's overhead on the GPU; `headroom` trains each workload campaign.headroom supports by one compiled program
 per epoch, its data on the device, on the short suite's slice (`--tag` names the machine). `--compile-cache DIR`
 keeps compiled programs (JAX, torch.compile) in DIR across the phase's fresh processes; each run records whether
 its compile hit it (benchmarks.harness.compile_cache).
@@ -58,14 +58,14 @@ from benchmarks.command import RunnerCommand
 from benchmarks.harness.compile_cache import ENV as COMPILE_CACHE_ENV
 from benchmarks.logs import read_metadata
 from benchmarks.metadata import RunMetadata
-from benchmarks.preload import BACKENDS as PRELOADED_BACKENDS
-from benchmarks.preload import STAGED_BACKENDS, die_with_parent
 from benchmarks.repeats import fill_levels, round_order
 from benchmarks.suites import get_suite
 from benchmarks.workloads import LSTM_WORKLOADS as RECURRENT
 from benchmarks.workloads import WORKLOADS
-from report.designs import DESIGNS as PROCESS_DESIGNS
-from report.designs import FORKED, process_design
+from campaign.designs import DESIGNS as PROCESS_DESIGNS
+from campaign.designs import FORKED, process_design
+from campaign.preload import BACKENDS as PRELOADED_BACKENDS
+from campaign.preload import STAGED_BACKENDS, die_with_parent
 
 REPO = Path(__file__).resolve().parents[1]
 # Packages the GPU images commonly lack: Keras and its two small dependencies that ship no CUDA code.
@@ -320,7 +320,7 @@ def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console,
     (each workload's repeats still come from as many processes as rounds, so their spread between processes stays
     measured, and the process's start-up is paid once a round instead of once a workload); `--processes preloaded`
     one parent per backend per round that imports the framework once and forks a fresh child per workload
-    (benchmarks.preload); `--processes staged` such a parent forking them all at once, to compile side by side and
+    (campaign.preload); `--processes staged` such a parent forking them all at once, to compile side by side and
     measure their steady epochs one at a time. Two designs alternate whole rounds (repeat_rounds)."""
     items = [(w, b) for b in args.backends for w in args.workloads]
     alone = len(args.processes) == 1
@@ -384,7 +384,7 @@ def existing_repeats(
     logs: Path | None, items: Sequence[tuple[str, str]], design: str = "repeat"
 ) -> dict[tuple[str, str], int]:
     """Repeats already collected per (workload, backend) in this process design, over every machine's
-    gpu-repeats-* folder: the report pools neither design with the other (report.designs), so each counts its own."""
+    gpu-repeats-* folder: the report pools neither design with the other (campaign.designs), so each counts its own."""
 
     def in_design(path: Path) -> bool:
         meta = read_metadata(path)
@@ -417,20 +417,21 @@ def _repeat_process(
         entry["epochs"] = args.epochs
     planned = {"repeat_planned": args.repeats, "epochs": args.epochs}
     runner = functools.partial(_short_suite_repeat, args, logs, backend=backend, run_id=run_id, index=index, **planned)
-    command = [sys.executable, "-m", "benchmarks", *_repeat_argv(design, backend, workloads, runner)]
+    command = [sys.executable, "-m", *_repeat_argv(design, backend, workloads, runner)]
     return _run_until(command, env, console, deadline - 10, {**entry, "returncode": None}, "stopped at the time budget")
 
 
 def _repeat_argv(
     design: str, backend: str, workloads: tuple[str, ...], runner: Callable[[tuple[str, ...]], RunnerCommand]
 ) -> list[str]:
-    """`python -m benchmarks` arguments of one top-level process of `design` in the repeats phase, `runner` giving
-    the runner command that trains some of the workloads: all of them in one process, or one per forked child."""
+    """`python -m` arguments of one top-level process of `design` in the repeats phase, `runner` giving the runner
+    command that trains some of the workloads: all of them in one runner process, or one per child that
+    campaign.preload forks."""
     if design not in FORKED:
-        return runner(workloads).argv()
+        return ["benchmarks", *runner(workloads).argv()]
     staged = ["--staged"] if design == "staged" else []
     runs = (text for w in workloads for text in ("--run", shlex.join(runner((w,)).argv())))
-    return ["preloaded", "--backend", backend, *staged, *runs]
+    return ["campaign.preload", "--backend", backend, *staged, *runs]
 
 
 def _short_suite_repeat(
@@ -516,19 +517,19 @@ def _variance(args: argparse.Namespace, env: dict[str, str], logs: Path, console
     return entries
 
 
-# The workloads benchmarks.headroom trains (kept here: that module imports Keras, which this machine may lack).
+# The workloads campaign.headroom trains (kept here: that module imports Keras, which this machine may lack).
 HEADROOM_WORKLOADS = ("mnist_mlp", "mnist_cnn", "imdb_fasttext", "cifar10_cnn")
 HEADROOM_SUFFIX = ".headroom.json"
 
 
 def _headroom(args: argparse.Namespace, env: dict[str, str], logs: Path, console, deadline: float) -> list[dict]:
     """Each host-bound workload's model trained by one compiled program per epoch, data on the device, on the
-    short suite's slice and data (benchmarks.headroom): what the GPU needs for the epoch the suite times."""
+    short suite's slice and data (campaign.headroom): what the GPU needs for the epoch the suite times."""
     folder = logs / args.platform / f"gpu-headroom-{args.tag}"
     folder.mkdir(parents=True, exist_ok=True)
     entries = []
     for workload in (w for w in args.workloads if w in HEADROOM_WORKLOADS):
-        command = [sys.executable, "-m", "benchmarks.headroom", "--workload", workload, "--cut", "short"]
+        command = [sys.executable, "-m", "campaign.headroom", "--workload", workload, "--cut", "short"]
         command += ["--allow-synthetic", "--out", str(folder / f"{workload}{HEADROOM_SUFFIX}")]
         if dataset := _preferred_dataset(args.carry):
             command += ["--prefer-dataset", dataset]
@@ -713,7 +714,7 @@ def _free_repeat(target: Path, metadata: RunMetadata) -> tuple[Path, RunMetadata
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m orchestrate.gpu_session", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m campaign.gpu_session", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pack", help="collect wheels and datasets for the GPU machine")
     p.add_argument("dest", type=Path)
@@ -746,7 +747,7 @@ def _parser() -> argparse.ArgumentParser:
         "--epochs",
         type=int,
         help="repeats: epochs per run, the compiling one included (default: the short suite's 5); at least 2. "
-        "`python -m report.today LOGS --epochs` says how many steady epochs keep the verdicts",
+        "`python -m campaign.today LOGS --epochs` says how many steady epochs keep the verdicts",
     )
     p.add_argument("--tag", default="a", help="repeats, scaling, headroom: names this machine's run (gpu-PHASE-TAG)")
     p.add_argument("--device-counts", default="2", help="scaling: device counts beside one, e.g. 2,4")

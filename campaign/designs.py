@@ -6,7 +6,7 @@ workloads of a round in one process (`--processes round`), which pays the interp
 the device's set-up once a round instead of once a workload. That saving is worth having only where the shared
 process's runs agree with fresh ones; until they are shown to, the report keeps them apart (`fresh_repeat`).
 `--processes preloaded` pays only the import once a round: a parent imports the framework and forks a fresh child
-per workload (benchmarks.preload); its runs are set beside fresh ones the same way, and kept apart the same way.
+per workload (campaign.preload); its runs are set beside fresh ones the same way, and kept apart the same way.
 `--processes staged` (PyTorch) forks those children at once: their first epochs, mostly `torch.compile`'s host
 work, overlap, and their steady epochs run one child at a time; its runs too are kept apart and set beside fresh
 ones, and its first epochs, which shared the machine, are never pooled with anyone's.
@@ -14,7 +14,7 @@ A shared run is set beside the fresh runs of its own host and of hosts about as 
 single-thread score), because on these machines the host's speed moves the host-bound defaults more than the
 design does. What a round of the defaults costs per design, cold and warm compile cache, comes from the manifests.
 
-    python -m report.designs logs/reference/NVIDIA-H100     # JSON: start-up and cost per design, round runs vs fresh
+    python -m campaign.designs logs/reference/NVIDIA-H100     # JSON: start-up and cost per design, round runs vs fresh
 """
 
 from __future__ import annotations
@@ -51,13 +51,13 @@ FORKED = ("preloaded", "staged")  # designs whose parent forks a child per workl
 
 def process_design(meta: RunMetadata) -> str:
     """repeat: trained alone in a fresh process; round: with other workloads in one process; preloaded: alone in
-    a child forked from a parent that had imported the framework (benchmarks.preload); staged: such a child forked
+    a child forked from a parent that had imported the framework (campaign.preload); staged: such a child forked
     with its siblings at once, its first epoch beside theirs and its steady epochs alone."""
     if shared_process(meta):
         return "round"
-    if meta.process is None or not meta.process.preloaded:
+    if meta.process is None or meta.process.design not in FORKED:
         return "repeat"
-    return "staged" if meta.process.staged else "preloaded"
+    return meta.process.design
 
 
 def machine_of(meta: RunMetadata) -> str:
@@ -590,7 +590,7 @@ def same_machine_rounds(states: Sequence[tuple[dict, str]]) -> list[dict]:
 def cheapest_round(per_backend: dict[str, dict], shared: Iterable[str], before: float) -> dict | None:
     """Per backend, the design whose warm round (a forked design's mixed or unknown-cache one where it has no warm
     one) cost least, and their sum against `before`; a design need not serve every backend (staged serves PyTorch
-    alone). Whether that design keeps the verdicts is report.today's question. None unless each backend has one."""
+    alone). Whether that design keeps the verdicts is campaign.today's question. None unless each backend has one."""
     picks: dict[str, dict] = {}
     for backend, figures in per_backend.items():
         costs = [(*found, name) for name in shared if (found := _after_one(figures, name, _caches(name)))]
@@ -654,7 +654,7 @@ def designs(platform_dir: Path) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m report.designs", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m campaign.designs", description=__doc__.splitlines()[0])
     parser.add_argument("platform", type=Path, help="one GPU's folder of repeats, e.g. logs/reference/NVIDIA-H100")
     args = parser.parse_args(argv)
     if not args.platform.is_dir():

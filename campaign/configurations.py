@@ -8,8 +8,8 @@ loses only when another configuration is faster beyond noise by `benchmarks.stat
 bootstrap interval of the ratio of medians, outside the noise threshold); with too few repeats to tell, the check
 says so instead of ranking.
 
-    python -m report.configurations table logs/reference/NVIDIA-H200
-    python -m report.configurations check-defaults logs/reference/NVIDIA-H200
+    python -m campaign.configurations table logs/reference/NVIDIA-H200
+    python -m campaign.configurations check-defaults logs/reference/NVIDIA-H200
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def first_epoch_kind(settings: Settings, process: ProcessPlace | None = None) ->
     epochs of a staged round's other children."""
     cache = settings.compile_cache
     kind = COMPILED if cache is None or cache.state in UNCACHED else f"compile cache {cache.state}"
-    if process is not None and process.staged:
+    if process is not None and process.design == "staged":
         kind = f"{kind}, beside its round's first epochs"
     return kind if process is None or process.position == 1 else f"{kind}, not first in its process"
 
@@ -168,7 +168,7 @@ def first_epochs_text(first_epochs: dict[str, list[float]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m report.configurations", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m campaign.configurations", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("table", help="markdown table of the configurations measured under a log folder").add_argument(
         "logs", type=Path

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from report import designs, loading, today
+from campaign import designs, today
+from report import loading
 from tests.report.report_helpers import write_run
 
 LOGS = Path(__file__).resolve().parents[2] / "logs" / "reference"
@@ -137,7 +138,7 @@ def test_runs_of_a_shared_process_stand_apart_from_fresh_ones_everywhere(tmp_pat
     write_run(tmp_path, run_id="20260101T000000Z-0001", schema2={"process": {"position": 2, "workloads": 3}})
     runs = loading.load_runs(tmp_path).runs
     labels = {r.config.name for r in runs}
-    assert labels == {"NVIDIA-H100-jax", f"NVIDIA-H100-jax [{loading.PROCESS_VARIANTS['round']}]", "local-jax"}
+    assert labels == {"NVIDIA-H100-jax", f"NVIDIA-H100-jax [{loading.ROUND_VARIANT}]", "local-jax"}
 
 
 def test_runs_forked_from_a_preloaded_parent_stand_apart_from_fresh_and_round_ones(tmp_path: Path) -> None:
