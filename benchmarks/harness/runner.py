@@ -29,6 +29,7 @@ from benchmarks.harness.telemetry import Telemetry
 from benchmarks.harness.timing import EpochTimer
 from benchmarks.logs import EpochLogWriter, EpochRecord, write_metadata
 from benchmarks.metadata import RunMetadata, Status
+from benchmarks.workloads import plugins
 
 
 class BadRunArguments(ValueError):
@@ -248,6 +249,7 @@ def run_metadata(
         seed=options.seed,
         started_at=started_at,
         git_commit=sysinfo.git_commit(),
+        plugin=plugins.source_of(spec.name),
         hyperparameters={"epochs": run_plan.epochs, **spec.hyperparameters, **run_plan.distribution.trained()},
         distribution=run_plan.distribution.as_dict(),
         cut=options.cut,
