@@ -66,8 +66,10 @@ def checked_file(path: str | Path) -> Path:
     if file.suffix != ".py":
         raise BadWorkload(f"--workload-file {path}: expected a Python file (.py)")
     if file.stat().st_size > MAX_FILE_BYTES:
-        raise BadWorkload(f"--workload-file {path}: {file.stat().st_size} bytes; a workload file holds at most "
-                          f"{MAX_FILE_BYTES // 1024} KiB (put large data in --data-dir)")  # fmt: skip
+        raise BadWorkload(
+            f"--workload-file {path}: {file.stat().st_size} bytes; a workload file holds at most "
+            f"{MAX_FILE_BYTES // 1024} KiB (put large data in --data-dir)"
+        )
     return file
 
 
@@ -176,8 +178,10 @@ def check_contract(module: ModuleType, where: str) -> None:
     """Everything that can be checked without training: the names the runner calls and a complete SPEC."""
     missing = [name for name in REQUIRED if not hasattr(module, name)]
     if missing:
-        raise BadWorkload(f"{where}: missing {', '.join(missing)} (a workload defines SPEC, build_model, "
-                          "compile_args and load_data; docs/workloads.md)")  # fmt: skip
+        raise BadWorkload(
+            f"{where}: missing {', '.join(missing)} (a workload defines SPEC, build_model, "
+            "compile_args and load_data; docs/workloads.md)"
+        )
     for name in ("build_model", "compile_args", "load_data"):
         if hasattr(module, name) and not callable(getattr(module, name)):
             raise BadWorkload(f"{where}: {name} is not a function")
@@ -206,8 +210,9 @@ def check_spec(spec: WorkloadSpec, where: str, has_loader: bool) -> None:
         _check_shapes(spec.shapes, where)
     if not has_loader and spec.shapes is None:
         raise BadWorkload(f"{where}: no load_data and no SPEC.shapes: define one so the runs have data")
-    if has_loader and not (isinstance(spec.datasets, tuple) and spec.datasets and all(
-            isinstance(d, str) and d for d in spec.datasets)):  # fmt: skip
+    if has_loader and not (
+        isinstance(spec.datasets, tuple) and spec.datasets and all(isinstance(d, str) and d for d in spec.datasets)
+    ):
         raise BadWorkload(f"{where}: SPEC.datasets {spec.datasets!r}: expected a tuple of dataset names")
 
 
@@ -299,8 +304,10 @@ def _step(label: str, what: str, call: Callable[[], Any], *unavailable: type[Bas
     try:
         return call()
     except unavailable as exc:
-        raise BadWorkload(f"{label}: its data is unavailable here ({_first_line(exc)}); pass --data-dir, or declare "
-                          "SPEC.shapes to check and run on synthetic data") from exc  # fmt: skip
+        raise BadWorkload(
+            f"{label}: its data is unavailable here ({_first_line(exc)}); pass --data-dir, or declare "
+            "SPEC.shapes to check and run on synthetic data"
+        ) from exc
     except Exception as exc:  # broad on purpose: the user's code fails in one line naming the step
         raise BadWorkload(f"{label}: {what} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
 
@@ -342,12 +349,15 @@ def declared(path: str | Path) -> Declared:
             raise BadWorkload(f"{file.name}: SPEC = WorkloadSpec(...) has no {name}=")
         values[name] = _literal(keywords[name], f"{file.name}: SPEC.{name}")
     if not isinstance(values["name"], str) or not NAME_PATTERN.fullmatch(values["name"]):
-        raise BadWorkload(f"{file.name}: SPEC.name {values['name']!r}: use lower-case letters, digits and '_', "
-                          "a letter first")  # fmt: skip
+        raise BadWorkload(
+            f"{file.name}: SPEC.name {values['name']!r}: use lower-case letters, digits and '_', a letter first"
+        )
     if values["name"] in WORKLOADS:
         raise BadWorkload(f"{file.name}: SPEC.name {values['name']!r} is a built-in workload's; choose another name")
-    cuts: dict[str, Cut | None] = {name: _cut(keywords[name], f"{file.name}: SPEC.{name}") for name in ("quick", "short", "bounded")
-            if name in keywords}  # fmt: skip
+    cuts: dict[str, Cut | None] = {}
+    for name in ("quick", "short", "bounded"):
+        if name in keywords:
+            cuts[name] = _cut(keywords[name], f"{file.name}: SPEC.{name}")
     samples = None
     shapes = keywords.get("shapes")
     if isinstance(shapes, ast.Call):
