@@ -35,6 +35,7 @@ from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.provider import ProviderError
 from orchestrate.registry import load_provider_class
 from orchestrate.storage import StorageError, StorageURL
+from orchestrate.workload_files import CONTAINER_DIR
 
 AGENT_SOURCE = Path(__file__).with_name("machine_agent.py")
 CLOUD_MODULE = "cloud.py"  # the cloud's side of the agent, beside it (machine_agent.CLOUD_MODULE)
@@ -78,6 +79,9 @@ class DetachedSpec:
     # API endpoints the machine must use instead of the cloud's defaults; None: the ones this process is
     # redirected to (VPC / Private Service Connect endpoints, or the tests' doubles), so it reaches the same services
     endpoints: Mapping[str, str] | None = None
+    # the user's workload files (file name, source text): the agent writes them beside the logs and mounts them at
+    # /workloads in each container, so the image is not rebuilt for them
+    workload_files: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_plan(cls, plan: RunPlan, storage_url: str, image_source: str, **overrides: Any) -> DetachedSpec:
@@ -99,6 +103,7 @@ class DetachedSpec:
             repeats=plan.repeats,
             allow_synthetic=plan.allow_synthetic,
             max_lifetime_s=plan.max_lifetime_s,
+            workload_files=tuple((w.path.name, w.path.read_text()) for w in plan.workload_files),
             **overrides,
         )
 
@@ -124,6 +129,7 @@ class DetachedSpec:
             val_limit=self.val_limit,
             gpus=self.gpus,
             batch_policy=self.batch_policy,
+            workload_files=tuple(f"{CONTAINER_DIR}/{name}" for name, _ in self.workload_files),
         )
         return item_command(shared, item, self.repeats).argv(entrypoint=True)
 
@@ -155,6 +161,7 @@ class DetachedSpec:
             "endpoints": dict(self.machine_endpoints()),
             "install_docker": INSTALL_DOCKER,
             "install_nvidia_toolkit": INSTALL_NVIDIA_TOOLKIT if self.gpu_host else None,
+            "workload_files": dict(self.workload_files),
         }
 
     def machine_endpoints(self) -> Mapping[str, str]:
@@ -196,6 +203,7 @@ class DetachedSpec:
             **{key: runner[key] for key in ("epochs", "train_limit", "val_limit", "gpus", "batch_policy")},
             repeats=int(runner["repeats"]),
             allow_synthetic=bool(runner["allow_synthetic"]),
+            workload_files=tuple(data.get("workload_files", {}).items()),
         )
 
 
@@ -227,6 +235,9 @@ def validate(spec: DetachedSpec) -> type[MachineIdentity]:
         raise DetachedError("upload_interval_s and max_lifetime_s must be positive")
     if spec.run_id is not None and not _safe(spec.run_id):
         raise DetachedError(f"run_id {spec.run_id!r}: use letters, digits, '-', '_' and '.' only")
+    for name, _ in spec.workload_files:
+        if not _safe(name) or not name.endswith(".py"):
+            raise DetachedError(f"workload file {name!r}: a .py file name of letters, digits, '-', '_' and '.'")
     if not _safe(spec.platform):
         raise DetachedError(f"platform {spec.platform!r}: use letters, digits, '-', '_' and '.' only")
     return machine
@@ -290,6 +301,6 @@ python3 agent.py spec.json >> console.log 2>&1
     if len(script.encode()) > limit:
         raise DetachedError(
             f"the boot script is {len(script.encode())} bytes, over the {limit}-byte limit of {spec.provider}: "
-            "plan fewer items per run"
+            "plan fewer items per run" + (" or send a smaller workload file" if spec.workload_files else "")
         )
     return script

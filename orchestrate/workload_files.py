@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.suites import Suite
 from benchmarks.workloads.plugins import BadWorkload, Declared, declared
 
 CONTAINER_DIR = "/workloads"  # where a container sees the run's workload files
@@ -46,6 +47,17 @@ def read_workload_files(paths: Sequence[Path]) -> tuple[WorkloadFile, ...]:
         if repeated:
             raise BadWorkload(f"--workload-file: two files with the {what} {repeated[0]}; give each once")
     return files
+
+
+def suite_workloads(suite: Suite, chosen: str | None, plugins: Sequence[str]) -> list[str]:
+    """The workloads a run or a schedule plans: the suite's (UnknownSuite names one it lacks); with workload files,
+    theirs alone unless `chosen` (--workloads) names built-in ones too (and only those of them it names, if any)."""
+    if not plugins:
+        return suite.subset("workload", chosen)
+    names = [name.strip() for name in (chosen or "").split(",") if name.strip()]
+    built_in = [name for name in names if name not in plugins]
+    named = [name for name in names if name in plugins] or list(plugins)
+    return [*(suite.subset("workload", ",".join(built_in)) if built_in else []), *named]
 
 
 def check_workload_files(files: Sequence[WorkloadFile], backends: Sequence[str]) -> list[str]:

@@ -13,7 +13,7 @@ from benchmarks.cli import new_run_id
 from benchmarks.harness.backends import BACKENDS
 from benchmarks.harness.distribution import SINGLE_DEVICE_BACKENDS, TORCH_SINGLE_DEVICE
 from benchmarks.repeats import planned_rounds
-from benchmarks.suites import Suite, get_suite
+from benchmarks.suites import get_suite
 from benchmarks.work import WorkItem
 from orchestrate.capabilities import offered, offering
 from orchestrate.cli.common import UsageError, is_safe_name, key_value, owner_id, row
@@ -22,7 +22,7 @@ from orchestrate.images import default_build_spec, default_image_ref
 from orchestrate.plan import RunPlan
 from orchestrate.provider import Capability, Provider
 from orchestrate.registry import load_provider_class
-from orchestrate.workload_files import check_workload_files, read_workload_files
+from orchestrate.workload_files import check_workload_files, read_workload_files, suite_workloads
 from records.catalog import Profile, load_catalogs, retired_notice, runs_as
 from records.ledger import STATUS_COMPLETE, Ledger
 from report.workload_plan import add_plugin
@@ -67,7 +67,7 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunP
     files = read_workload_files(options.workload_file)
     for file in files:  # the estimate plans them as it plans the built-in workloads
         add_plugin(file.spec)
-    workloads = _workloads(suite, options.workloads, [f.name for f in files])
+    workloads = suite_workloads(suite, options.workloads, [f.name for f in files])
     spot = profile.use_spot if options.spot is None else options.spot
     if spot and not provider.has(Capability.BILLABLE):
         raise UsageError(f"--spot applies to rented machines; {profile.name} is a {profile.provider} host")
@@ -113,17 +113,6 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunP
         install_host_software=options.install_host_software,
         workload_files=files,
     )
-
-
-def _workloads(suite: Suite, chosen: str | None, plugins: Sequence[str]) -> list[str]:
-    """The suite's workloads; with workload files, theirs alone unless --workloads names others too."""
-    if not plugins:
-        return suite.subset("workload", chosen)
-    if chosen is None:
-        return list(plugins)
-    names = [name.strip() for name in chosen.split(",") if name.strip()]
-    built_in = [name for name in names if name not in plugins]
-    return [*suite.subset("workload", ",".join(built_in)), *(n for n in names if n in plugins)] if built_in else names
 
 
 def _check_limits(options: RunOptions, profile: Profile) -> None:
