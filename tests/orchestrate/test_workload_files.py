@@ -58,7 +58,8 @@ def test_a_workload_file_runs_in_the_cpu_image_on_this_machine_without_rebuildin
         remove_containers_of_run(run_id)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "tiny_mlp.py: workload tiny_mlp" in done.stdout and "trained on the CPU" in done.stdout  # the check
-    assert "workload files tiny_mlp.py" in done.stdout  # carried at the prepare stage
+    prepare = next(stage for stage in ws.run_record(run_id).stages if stage.name == "prepare")
+    assert "workload files tiny_mlp.py" in prepare.detail  # carried to the host at the prepare stage
     folder = ws.run_logs("local", run_id)
     log = read_epoch_log(folder / "tiny_mlp_torch_synthetic.csv")
     assert log.status == "complete" and len(log.epochs) == 2
