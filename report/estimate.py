@@ -164,7 +164,7 @@ def estimate_plugin_item(
     found = estimate_item(target, same_code, fitted, bands)
     if found.basis == "measured":
         return found
-    scaled = scaled_by_builtins(target, same_code, code)
+    scaled = scaled_by_builtins(target, same_code, code, bands.get("hardware"))
     if scaled is None:
         return found
     outside = outside_epochs_s(target.workload, target.backend, same_code)

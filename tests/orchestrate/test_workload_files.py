@@ -21,6 +21,7 @@ from orchestrate.cli import build_parser
 from orchestrate.cli.request import AttachedRun, Fanout, request_of
 from orchestrate.detached import DetachedSpec, boot_script
 from orchestrate.plan import WorkItem
+from report.backtest import Band
 from report.estimate_model import Observation, Target
 from report.plugin_estimate import scaled_by_builtins
 from tests.orchestrate.orchestrate_helpers import ROOT, TINY, Workspace, orchestrate, ssh_run_args
@@ -174,6 +175,15 @@ def test_the_estimate_scales_a_plugins_own_runs_by_the_builtins_measured_ratio()
     assert "from tiny_mlp's 2 runs of 1,000 samples on h100, scaled x1.20" in found.where
     assert "3 built-in workload x backend pairs measured on both (x1.10 to x1.30: the range)" in found.where
     assert scaled_by_builtins(replace_machine(target, "t4"), pool, code="abc") is None  # no built-in pair with t4
+    # one pair has no spread of its own: the backtest's cross-machine range stands in, and the estimate says so
+    one_pair = [o for o in pool if o.workload != "mnist_cnn" and o.workload != "imdb_fasttext"]
+    band = Band(0.5, 2.0, 40)
+    lone = scaled_by_builtins(target, one_pair, code="abc", one_pair_band=band)
+    assert lone is not None and math.isclose(lone.seconds, 2.0 + 3000 / (5000 * 1.1))
+    assert math.isclose(lone.low, lone.seconds * 0.5) and math.isclose(lone.high, lone.seconds * 2.0)
+    assert "one pair, no spread of its own: the range is the backtest's for scaling between machines" in lone.where
+    unbanded = scaled_by_builtins(target, one_pair, code="abc")
+    assert unbanded is not None and unbanded.low == unbanded.high and "no range" in unbanded.where
 
 
 def replace_machine(target: Target, machine: str) -> Target:
