@@ -313,8 +313,12 @@ def _step(label: str, what: str, call: Callable[[], Any], *unavailable: type[Bas
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else "(no message)"
+    """The line of an exception's message that says what is wrong (Keras heads its layer errors with a line that
+    names only the call)."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # Keras makes parts of its messages bold on a terminal
+    lines = [line.strip() for line in plain.splitlines() if line.strip()]
+    telling = [line for line in lines if not line.startswith("Exception encountered when calling")]
+    return (telling or lines or ["(no message)"])[0]
 
 
 # --- read without importing: the orchestrator and the report plan from these -------------------------------
