@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, NoReturn
 from benchmarks.command import RunnerCommand
 from benchmarks.harness.backends import BACKENDS, FLOAT32_MATMUL, Overrides
 from benchmarks.harness.distribution import BATCH_POLICIES, SAME_GLOBAL, DistributionError, check_request, parse_gpus
+from benchmarks.plugins import BadWorkload, declared, entry_point_names
 from benchmarks.suites import SUITES, get_suite
 from benchmarks.work import WorkItem, item_command
 from benchmarks.workloads import WORKLOADS
-from benchmarks.workloads.plugins import BadWorkload, declared, entry_point_names
 
 if TYPE_CHECKING:
     from benchmarks.harness.turns import Turn
@@ -259,6 +259,9 @@ def main(argv: Sequence[str] | None = None, *, preloaded: bool = False, turn: Tu
 
 def cmd_list() -> int:
     print("workloads:", ", ".join(WORKLOADS))
+    if entry_point_names():
+        print("installed workloads (entry points):", ", ".join(entry_point_names()))
+    print("your own workload: --workload-file FILE.py (docs/workloads.md)")
     print("backends: ", ", ".join(BACKENDS))
     print("suites:")
     for suite in SUITES.values():
@@ -278,13 +281,17 @@ def _plugin_names(files: Sequence[str]) -> list[str]:
         raise SystemExit(_usage_error(str(exc))) from None
 
 
-def _register_plugins(files: Sequence[str]) -> None:
-    """Import and register the plug-in files in this training process (KERAS_BACKEND is set)."""
-    from benchmarks.workloads.plugins import register_file
+def _register_plugins(files: Sequence[str], installed: Sequence[str]) -> None:
+    """Import and register the plug-in files and the installed workloads named, in this training process (after
+    KERAS_BACKEND is set)."""
+    from benchmarks.plugins import register_entry_point, register_file
 
     try:
         for file in files:
             register_file(file)
+        for name in installed:
+            if name not in _plugin_names(files):  # a file of that name was given: it wins, as the user said
+                register_entry_point(name)
     except BadWorkload as exc:
         raise SystemExit(_usage_error(str(exc))) from None
 
@@ -301,7 +308,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the check runs on the CPU, whatever this machine has
     os.environ["JAX_PLATFORMS"] = "cpu"
     from benchmarks.data.files import FileLocations
-    from benchmarks.workloads.plugins import register_entry_point, register_file, trial_step
+    from benchmarks.plugins import register_entry_point, register_file, trial_step
 
     where = FileLocations.from_env(args.data_dir, offline=True)
     try:
@@ -329,7 +336,7 @@ def cmd_run(args: argparse.Namespace, preloaded: bool = False, turn: Turn | None
         return _run_repeats(args, names, [args.backend], args.suite, args.allow_synthetic, set())
     os.environ["KERAS_BACKEND"] = args.backend
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    _register_plugins(args.workload_file)
+    _register_plugins(args.workload_file, [name for name in names if name in entry_point_names()])
     from benchmarks.data.files import DatasetUnavailable, FileLocations
     from benchmarks.harness.runner import BadRunArguments, RunOptions, run_workload
     from benchmarks.metadata import ProcessPlace, Repeat

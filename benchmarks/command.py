@@ -46,9 +46,7 @@ class RunnerCommand:
     host_gc: str | None = None  # on | frozen | off
     gpus: str | None = None  # a count, or "all"
     batch_policy: str | None = None  # one of BATCH_POLICIES
-    workload_files: tuple[
-        str, ...
-    ] = ()  # plug-in workload files (benchmarks.workloads.plugins), as this runner sees them
+    workload_files: tuple[str, ...] = ()  # plug-in workload files (benchmarks.plugins), as this runner sees them
 
     def __post_init__(self) -> None:
         if not self.workloads:

@@ -178,7 +178,7 @@ class Fingerprint:
 
 @dataclass(frozen=True)
 class WorkloadSource:
-    """Where a workload that is not built in came from (benchmarks.workloads.plugins): a file or an installed
+    """Where a workload that is not built in came from (benchmarks.plugins): a file or an installed
     package's entry point. None on a built-in workload's run."""
 
     kind: str  # "file" or "entry point"

@@ -1,6 +1,6 @@
 """A user's workload files (`run --workload-file`) on the orchestrator's side: read and checked here before anything
 is launched or paid for, then carried to the host beside the run's logs and mounted into each container read-only,
-so the image is used as it is (benchmarks.workloads.plugins is the runner's side).
+so the image is used as it is (benchmarks.plugins is the runner's side).
 
 The check imports the file, checks its SPEC, builds its model and trains one step on a tiny batch on the CPU, in a
 `python -m benchmarks check-workload` subprocess: the orchestrator itself imports no framework.
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.plugins import BadWorkload, Declared, declared
 from benchmarks.suites import Suite
-from benchmarks.workloads.plugins import BadWorkload, Declared, declared
 
 CONTAINER_DIR = "/workloads"  # where a container sees the run's workload files
 CHECK_TIMEOUT_S = 600

@@ -7,8 +7,9 @@ much faster or slower the built-in workloads measured on the target machine than
 The range is that of the built-in pairs' ratios (lowest to highest): how differently the two machines treat
 different models is how unsure the plug-in's scaled figure is. With a single pair there is no spread to measure:
 the range is then the one the estimator's backtest found for scaling a workload's runs from one machine to another
-(the hardware basis, `python -m report backtest`), and the estimate says so; without that either, it says no range. Only measured runs count (never a datasheet figure), the same backend's pairs first, and the
-plug-in's runs of the same file content (its sha256) where the planned file's hash is known.
+(the hardware basis, `python -m report backtest`), and the estimate says so; without that either, it says no range.
+Only measured runs count (never a datasheet figure), the same backend's pairs first, and the plug-in's runs of the
+same file content (its sha256) where the planned file's hash is known.
 """
 
 from __future__ import annotations

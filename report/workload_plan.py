@@ -3,7 +3,7 @@
 The workload modules import Keras at the top, and importing Keras imports (and logs from) TensorFlow, so a dry run
 must not import them. Their `SPEC = WorkloadSpec(...)` holds only literals where the estimate needs them (epochs,
 batch size, the cuts), so it is read from the module's source; the full data sizes are in data/estimate.toml.
-A user's workload file is read the same way (benchmarks.workloads.plugins.declared) once `add_plugin` is given it:
+A user's workload file is read the same way (benchmarks.plugins.declared) once `add_plugin` is given it:
 its full data size is the `SPEC.shapes.train_samples` it declares.
 """
 
@@ -18,9 +18,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from benchmarks.plugins import Declared
 from benchmarks.suites import get_suite
 from benchmarks.workloads import WORKLOADS, Cut, UnknownWorkload
-from benchmarks.workloads.plugins import Declared
 
 ESTIMATE_DATA = Path(__file__).parent / "data" / "estimate.toml"
 SPEC_FIELDS = ("epochs", "batch_size")

@@ -19,7 +19,7 @@ from typing import Any
 
 import keras
 
-from benchmarks import metadata, stability, workloads
+from benchmarks import metadata, plugins, stability, workloads
 from benchmarks.data.files import DatasetUnavailable, FileLocations
 from benchmarks.data.loaders import SYNTHETIC_NAME
 from benchmarks.data.types import SYNTHETIC, Data, DataRequest
@@ -29,7 +29,6 @@ from benchmarks.harness.telemetry import Telemetry
 from benchmarks.harness.timing import EpochTimer
 from benchmarks.logs import EpochLogWriter, EpochRecord, write_metadata
 from benchmarks.metadata import RunMetadata, Status
-from benchmarks.workloads import plugins
 
 
 class BadRunArguments(ValueError):

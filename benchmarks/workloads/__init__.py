@@ -7,7 +7,7 @@ A workload module defines:
 - `compile_args() -> dict` (optimizer, loss, metrics, ...: the harness adds jit and steps-per-execution);
 - optionally `after_training(model, data) -> dict`, run outside the timed epochs.
 
-A user's own workload keeps the same contract in a file or an installed package (benchmarks.workloads.plugins);
+A user's own workload keeps the same contract in a file or an installed package (benchmarks.plugins);
 `load` finds it once it is registered there.
 """
 
@@ -95,23 +95,21 @@ class UnknownWorkload(ValueError):
     pass
 
 
+# Plug-ins (a user's workload file or installed entry point), registered here by benchmarks.plugins once checked.
+_PLUGINS: dict[str, ModuleType] = {}
+
+
+def register(name: str, module: ModuleType) -> None:
+    _PLUGINS[name] = module
+
+
 def load(name: str) -> ModuleType:
-    """A built-in workload's module, or a registered plug-in's (benchmarks.workloads.plugins)."""
+    """A built-in workload's module, or a registered plug-in's (benchmarks.plugins)."""
     if name in WORKLOADS:
         return importlib.import_module(f"benchmarks.workloads.{name}")
-    from benchmarks.workloads import plugins
-
-    found = plugins.registered(name)
-    if found is None:
-        raise UnknownWorkload(f"unknown workload {name!r}; choose from {', '.join(known())}")
-    return found.module
-
-
-def known() -> tuple[str, ...]:
-    """The built-in workloads, then the plug-ins registered in this process and those installed as entry points."""
-    from benchmarks.workloads import plugins
-
-    return tuple(dict.fromkeys((*WORKLOADS, *plugins.names())))
+    if name in _PLUGINS:
+        return _PLUGINS[name]
+    raise UnknownWorkload(f"unknown workload {name!r}; choose from {', '.join((*WORKLOADS, *_PLUGINS))}")
 
 
 def spec(name: str) -> WorkloadSpec:

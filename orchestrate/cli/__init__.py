@@ -13,8 +13,8 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from benchmarks.plugins import BadWorkload
 from benchmarks.suites import UnknownSuite
-from benchmarks.workloads.plugins import BadWorkload
 from orchestrate.cli import collect, cost, profiles, providers, run, schedule, status, sweep
 from orchestrate.cli.common import EXIT_USAGE, Parser, UsageError, check_ledger_path, owner_id, silence_stdout
 from orchestrate.detached import DetachedError

@@ -1,4 +1,4 @@
-"""A user's workload as a plug-in (benchmarks.workloads.plugins): the check that refuses a bad one in one line, the
+"""A user's workload as a plug-in (benchmarks.plugins): the check that refuses a bad one in one line, the
 example trained end to end on the CPU through `python -m benchmarks`, an installed entry point, and what its runs
 record. None of them reads a Keras dataset: each process gets an empty KERAS_HOME."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks import plugins
 from benchmarks.data.files import FileLocations
 from benchmarks.metadata import RunMetadata, WorkloadSource
-from benchmarks.workloads import plugins
-from benchmarks.workloads.plugins import BadWorkload, declared, register_file, trial_step
+from benchmarks.plugins import BadWorkload, declared, register_file, trial_step
 from tests.benchmarks.conftest import REPO, run_benchmarks
 
 EXAMPLE = REPO / "examples" / "workloads" / "tiny_mlp.py"
@@ -80,7 +80,11 @@ BAD_CASES = [
         "compile_args failed: KeyError",
     ),
     ("loss", lambda t: t.replace('"sparse_categorical_crossentropy"', '"no_such_loss"'), "step failed: ValueError"),
-    ("step", lambda t: t.replace("keras.Input(shape=(6,))", "keras.Input(shape=(7,))"), "one training step failed: ValueError: Input 0"),
+    (
+        "step",
+        lambda t: t.replace("keras.Input(shape=(6,))", "keras.Input(shape=(7,))"),
+        "one training step failed: ValueError: Input 0",
+    ),
     (
         "nan",
         lambda t: t.replace(

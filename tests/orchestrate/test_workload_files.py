@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.logs import read_epoch_log
 from benchmarks.metadata import RunMetadata
-from benchmarks.workloads.plugins import sha256_of
+from benchmarks.plugins import sha256_of
 from orchestrate.cli import build_parser
 from orchestrate.cli.request import AttachedRun, Fanout, request_of
 from orchestrate.detached import DetachedSpec, boot_script

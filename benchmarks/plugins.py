@@ -29,6 +29,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from benchmarks import workloads
 from benchmarks.metadata import WorkloadSource
 from benchmarks.workloads import WORKLOADS, Cut, Shapes, WorkloadSpec
 
@@ -139,6 +140,7 @@ def _register(module: ModuleType, source: WorkloadSource) -> Plugin:
         raise BadWorkload(f"{source.file}: workload {spec.name!r} is already registered from {known.source.file}")
     plugin = Plugin(spec.name, module, source)
     _REGISTERED[spec.name] = plugin
+    workloads.register(spec.name, module)  # so that the runner loads it as it loads a built-in workload
     return plugin
 
 
