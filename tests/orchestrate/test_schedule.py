@@ -5,7 +5,10 @@ EventBridge Scheduler and EC2, the Cloud Scheduler fake) is in tests/clouds/test
 
 from __future__ import annotations
 
+import base64
+import random
 import re
+from pathlib import Path
 
 import pytest
 
@@ -176,3 +179,21 @@ def test_a_host_profile_or_a_schedule_firing_within_its_lifetime_is_refused() ->
         check_spec("x1", catalog["ssh"], "0 4 * * 1", "UTC", "quick", None, None, None, 60, "me")
     with pytest.raises(ScheduleError, match="fires 120 min apart, within --max-lifetime 240"):
         check_spec("x1", catalog["gce-t4"], "0 */2 * * *", "UTC", "quick", None, None, None, 240, "me")
+
+
+def test_a_schedule_carries_a_checked_workload_file_in_its_boot_script(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "workloads" / "tiny_mlp.py"
+    argv = ["schedule", "create", "--profile", "aws-g4dn.xlarge", "--cron", "0 4 * * 1", "--backends", "jax"]
+    argv += ["--image", "ghcr.io/me/keras-cloud-bench:gpu", "--logs", str(tmp_path), "--dry-run"]
+    assert main([*argv, "--workload-file", str(example)]) == 0
+    out = capsys.readouterr().out
+    assert "workload: tiny_mlp.py: workload tiny_mlp" in out and "trained on the CPU" in out
+    # a file that passes its check but does not fit EC2's 16 KB of user data: one line, nothing created
+    big = tmp_path / "big_model.py"
+    noise = base64.b64encode(random.Random(1).randbytes(30_000)).decode()
+    big.write_text(example.read_text().replace('name="tiny_mlp"', 'name="big_model"') + f'\nNOISE = "{noise}"\n')
+    assert main([*argv, "--workload-file", str(big)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "over the 16384-byte limit" in err and "a smaller workload file" in err, err
