@@ -167,7 +167,9 @@ def _loader(spec: WorkloadSpec, user_loader: Callable[..., Any] | None) -> Calla
     from benchmarks.data.loaders import SYNTHETIC_NAME
 
     def load_data(request: Any, where: Any) -> Any:
-        if request.dataset == SYNTHETIC_NAME and spec.shapes is not None:
+        if request.dataset == SYNTHETIC_NAME:
+            if spec.shapes is None:
+                raise BadWorkload(f"workload {spec.name} declares no SPEC.shapes: no synthetic data can stand in")
             return synthetic_data(spec.name, spec.shapes, request)
         if user_loader is None:
             raise BadWorkload(f"workload {spec.name} has no load_data: it runs on synthetic data of SPEC.shapes only")
