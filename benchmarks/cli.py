@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib.util
+import os
 import secrets
 import shlex
 import signal
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, NoReturn
 from benchmarks.command import RunnerCommand
 from benchmarks.harness.backends import BACKENDS, FLOAT32_MATMUL, Overrides, prepare_process
 from benchmarks.harness.distribution import BATCH_POLICIES, SAME_GLOBAL, DistributionError, check_request, parse_gpus
+from benchmarks.plugins import BadWorkload, declared, entry_point_names
 from benchmarks.suites import SUITES, get_suite
 from benchmarks.work import WorkItem, item_command
 from benchmarks.workloads import WORKLOADS
@@ -35,6 +37,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_DATA = 3
 EXIT_INTERRUPTED = 130
+SUBCOMMANDS = ("run", "suite", "preloaded", "list", "fetch-data", "check-workload")
 
 
 def new_run_id() -> str:
@@ -129,6 +132,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-limit", type=_positive, help="train on the first N samples only")
     parser.add_argument("--val-limit", type=_positive, help="validate on the first N samples only")
     parser.add_argument("--data-dir", help="offline folder searched first for dataset files (BENCH_DATA_DIR)")
+    _workload_file(parser)
     parser.add_argument("--offline", action="store_true", help="never download; fail if a file is missing")
     parser.add_argument("--seed", type=int, default=1337)
     parser.add_argument("--jit-compile", type=_jit, help="auto, on or off (default: the backend's measured best)")
@@ -165,6 +169,16 @@ def _common(parser: argparse.ArgumentParser) -> None:
     repeats.add_argument("--repeat-planned", type=_positive, help=argparse.SUPPRESS)
 
 
+def _workload_file(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workload-file",
+        action="append",
+        default=[],
+        metavar="FILE.py",
+        help="your own workload: a module with SPEC, load_data, build_model, compile_args (docs/workloads.md)",
+    )
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line instead of the usage block; exit 2: bad arguments
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
@@ -175,7 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="train workloads on one backend in this process")
-    run.add_argument("--workload", required=True, help=f"comma-separated: {', '.join(WORKLOADS)}")
+    run.add_argument(
+        "--workload", help=f"comma-separated: {', '.join(WORKLOADS)} (default with --workload-file: its workload)"
+    )
     run.add_argument("--backend", required=True, choices=BACKENDS)
     run.add_argument("--suite", choices=list(SUITES), help="take epochs and slices from this suite")
     run.add_argument("--dataset", help="a dataset every given workload accepts (e.g. fashion_mnist), or synthetic")
@@ -198,6 +214,14 @@ def build_parser() -> argparse.ArgumentParser:
     _common(suite)
 
     sub.add_parser("list", help="list workloads and suites")
+
+    check = sub.add_parser(
+        "check-workload", help="check a workload file: it imports, SPEC is complete, one step trains on the CPU"
+    )
+    check.add_argument("--backend", choices=BACKENDS, help="Keras backend for the check (default: one installed)")
+    check.add_argument("--data-dir", help="offline folder searched first for dataset files (BENCH_DATA_DIR)")
+    _workload_file(check)
+    check.add_argument("--workload", action="append", default=[], help="an installed workload (entry point) to check")
 
     fetch = sub.add_parser("fetch-data", help="download and check dataset files into the Keras cache")
     fetch.add_argument("--dataset", action="append", help="dataset name (default: all downloadable ones)")
@@ -236,7 +260,8 @@ def main(
     each run's metadata (`process.design`, so the report never pools its runs with fresh processes' unasked);
     `callbacks` adds Keras callbacks to each run `run` trains (benchmarks.harness.runner.CallbackFactory)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in WORKLOADS:  # `python -m benchmarks mnist_mlp --backend jax`: the image entrypoint
+    if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):  # `python -m benchmarks mnist_mlp
+        # --backend jax`: the image entrypoint, for a built-in workload or a plug-in's
         argv = ["run", "--workload", argv[0], *argv[1:]]
     args = build_parser().parse_args(argv)
     try:
@@ -246,6 +271,8 @@ def main(
             return cmd_suite(args)
         if args.command == "fetch-data":
             return cmd_fetch(args)
+        if args.command == "check-workload":
+            return cmd_check(args)
         return cmd_list()
     except SystemExit as exit_:
         return int(exit_.code or 0)
@@ -253,6 +280,9 @@ def main(
 
 def cmd_list() -> int:
     print("workloads:", ", ".join(WORKLOADS))
+    if entry_point_names():
+        print("installed workloads (entry points):", ", ".join(entry_point_names()))
+    print("your own workload: --workload-file FILE.py (docs/workloads.md)")
     print("backends: ", ", ".join(BACKENDS))
     print("suites:")
     for suite in SUITES.values():
@@ -264,8 +294,59 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # `docker stop` sends SIGTERM: record the run as partial, like Ctrl-C
 
 
+def _plugin_names(files: Sequence[str]) -> list[str]:
+    """The workload names the plug-in files declare, read without importing them (a usage error if unreadable)."""
+    try:
+        return [declared(file).name for file in files]
+    except BadWorkload as exc:
+        raise SystemExit(_usage_error(str(exc))) from None
+
+
+def _register_plugins(files: Sequence[str], installed: Sequence[str]) -> None:
+    """Import and register the plug-in files and the installed workloads named, in this training process (after
+    KERAS_BACKEND is set)."""
+    from benchmarks.plugins import register_entry_point, register_file
+
+    try:
+        for file in files:
+            register_file(file)
+        for name in installed:
+            if name not in _plugin_names(files):  # a file of that name was given: it wins, as the user said
+                register_entry_point(name)
+    except BadWorkload as exc:
+        raise SystemExit(_usage_error(str(exc))) from None
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Each plug-in imported, its SPEC checked, its model built and one step trained on a tiny batch, on the CPU;
+    one line each. Exit 2 at the first that fails, naming what is wrong."""
+    if not args.workload_file and not args.workload:
+        return _usage_error("check-workload: give --workload-file FILE.py or --workload NAME")
+    backend = args.backend or next((b for b in ("jax", "torch", "tensorflow") if importlib.util.find_spec(b)), None)
+    if backend is None:
+        return _usage_error("check-workload: no Keras backend (jax, torch or tensorflow) is installed here")
+    os.environ["KERAS_BACKEND"] = backend
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the check runs on the CPU, whatever this machine has
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    from benchmarks.data.files import FileLocations
+    from benchmarks.plugins import register_entry_point, register_file, trial_step
+
+    where = FileLocations.from_env(args.data_dir, offline=True)
+    try:
+        found = [register_file(f) for f in args.workload_file] + [register_entry_point(n) for n in args.workload]
+        for plugin in found:
+            print(f"ok: {trial_step(plugin, where)}", flush=True)
+    except BadWorkload as exc:
+        return _usage_error(str(exc))
+    return 0
+
+
 def cmd_run(args: argparse.Namespace, design: str | None = None, callbacks: CallbackFactory | None = None) -> int:
-    names = _split(args.workload, WORKLOADS, "workload")
+    plugin_names = _plugin_names(args.workload_file)
+    if args.workload is None and not plugin_names:
+        return _usage_error("run: give --workload NAME[,NAME...] or --workload-file FILE.py")
+    allowed = (*WORKLOADS, *plugin_names, *entry_point_names())
+    names = _split(args.workload or ",".join(plugin_names), allowed, "workload")
     if args.backend == "torch" and (args.steps_per_execution or 1) > 1:
         return _usage_error("--steps-per-execution must be 1 on the torch backend (Keras supports no other value)")
     try:
@@ -276,6 +357,7 @@ def cmd_run(args: argparse.Namespace, design: str | None = None, callbacks: Call
         return _run_repeats(args, names, [args.backend], args.suite, args.allow_synthetic, set())
     prepare_process(args.backend)
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    _register_plugins(args.workload_file, [name for name in names if name in entry_point_names()])
     from benchmarks.data.files import DatasetUnavailable, FileLocations
     from benchmarks.harness.runner import BadRunArguments, RunOptions, run_workload
     from benchmarks.metadata import ProcessPlace, Repeat
@@ -401,13 +483,16 @@ def _runner_command(
         host_gc=args.host_gc,
         gpus=str(args.gpus),
         batch_policy=args.batch_policy,
+        workload_files=tuple(args.workload_file),
     )
 
 
 def _preferred(workload: str, dataset: str | None) -> str | None:
-    """--prefer-dataset applies to the workloads that accept it; the others keep their default."""
+    """--prefer-dataset applies to the built-in workloads that accept it; the others keep their default."""
     from benchmarks.workloads import spec
 
+    if workload not in WORKLOADS:  # a plug-in: naming its datasets would import it (and Keras) here
+        return None
     return dataset if dataset is not None and dataset in spec(workload).datasets else None
 
 
@@ -416,7 +501,9 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
     suite = get_suite(args.suite)
     backends = _split(args.backends, BACKENDS, "backend") if args.backends else _installed(suite.backends)
-    names = _split(args.workloads, suite.workloads, "workload") if args.workloads else list(suite.workloads)
+    plugin_names = _plugin_names(args.workload_file)  # with a plug-in, the suite runs it alone unless --workloads
+    default = plugin_names or list(suite.workloads)
+    names = _split(args.workloads, (*suite.workloads, *plugin_names), "workload") if args.workloads else default
     try:  # refuse before any backend's process starts
         for backend in backends:
             check_request(backend, args.gpus, args.batch_policy)
@@ -448,7 +535,8 @@ def _fetch_once(args: argparse.Namespace, names: Sequence[str]) -> set[str]:
     from benchmarks.workloads import spec
 
     where = FileLocations.from_env(args.data_dir, offline=args.offline or None)
-    datasets = {_preferred(name, args.prefer_dataset) or spec(name).datasets[0] for name in names}
+    built_in = [name for name in names if name in WORKLOADS]  # a plug-in's loader finds its own files
+    datasets = {_preferred(name, args.prefer_dataset) or spec(name).datasets[0] for name in built_in}
     silenced: set[str] = set()
     for file in sorted({f for d in datasets & FILES.keys() for f in FILES[d]}, key=lambda f: f.relpath):
         try:

@@ -46,6 +46,7 @@ class RunnerCommand:
     host_gc: str | None = None  # on | frozen | off
     gpus: str | None = None  # a count, or "all"
     batch_policy: str | None = None  # one of BATCH_POLICIES
+    workload_files: tuple[str, ...] = ()  # plug-in workload files (benchmarks.plugins), as this runner sees them
 
     def __post_init__(self) -> None:
         if not self.workloads:
@@ -88,6 +89,7 @@ class RunnerCommand:
             ("--batch-policy", self.batch_policy),
         )
         options = [text for flag, value in valued if value is not None for text in (flag, str(value))]
+        options += [text for path in self.workload_files for text in ("--workload-file", path)]
         options += [
             flag for flag, on in (("--offline", self.offline), ("--allow-synthetic", self.allow_synthetic)) if on
         ]

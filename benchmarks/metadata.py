@@ -178,6 +178,18 @@ class Fingerprint:
 
 
 @dataclass(frozen=True)
+class WorkloadSource:
+    """Where a workload that is not built in came from (benchmarks.plugins): a file or an installed
+    package's entry point. None on a built-in workload's run."""
+
+    kind: str  # "file" or "entry point"
+    file: str  # the module file's name (its folder differs from machine to machine)
+    sha256: str  # of the file's bytes: two runs of one workload name with different hashes trained different code
+    entry_point: str | None = None  # "name = module" of an installed package
+    distribution: str | None = None  # "package version"
+
+
+@dataclass(frozen=True)
 class RunMetadata:
     run_id: str
     workload: str
@@ -215,6 +227,7 @@ class RunMetadata:
     after_training: dict[str, Any] | None = None
     error: str | None = None
     relabelled_from: dict[str, Any] | None = None
+    plugin: WorkloadSource | None = None  # None: a built-in workload
     extra: dict[str, Any] = field(default_factory=dict)  # keys this schema does not know (a newer writer's)
 
     def to_dict(self) -> dict[str, Any]:

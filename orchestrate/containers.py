@@ -7,6 +7,7 @@ Containers are found by their `project` and `run-id` labels, never by name: `run
 
 from __future__ import annotations
 
+import base64
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,9 +17,11 @@ from orchestrate.hostprep import HostInfo
 from orchestrate.images import ImageInfo
 from orchestrate.provider import PROJECT_TAG
 from orchestrate.remote import Host, RemoteError
+from orchestrate.workload_files import CONTAINER_DIR, WorkloadFile
 
 STOP_GRACE_S = 10  # `docker stop` waits this long for the runner to record a partial run
 DEFAULT_KERAS_HOME = "/data/keras"
+WRITE_CHUNK_BYTES = 48 * 1024  # of base64 per shell command: well under one argument's 128 KiB limit
 
 
 @dataclass(frozen=True)
@@ -57,10 +60,36 @@ def docker_run_command(spec: ContainerSpec, info: HostInfo, image: ImageInfo) ->
         "--label",
         f"run-id={spec.run_id}",
     ]
+    if spec.command.workload_files:  # the user's workload files, carried beside the logs: the image stays as it is
+        parts += ["-v", f"{workloads_dir(info, spec.run_id)}:{CONTAINER_DIR}:ro"]
     if spec.gpus:
         parts += ["--gpus", "all"]
     parts += [image.ref, *spec.command.argv(entrypoint=True)]
     return shlex.join(parts)
+
+
+def workloads_dir(info: HostInfo, run_id: str) -> str:
+    return f"{info.run_dir(run_id)}/workloads"
+
+
+def put_workload_files(host: Host, info: HostInfo, run_id: str, files: Sequence[WorkloadFile]) -> None:
+    """Each workload file into the run's folder on the host, its bytes checked there against the planned hash
+    (the runs record that hash), so what trains is what was checked here."""
+    folder = workloads_dir(info, run_id)
+    host.run(f"mkdir -p {host.quote(folder)}")
+    for file in files:
+        target = host.quote(f"{folder}/{file.path.name}")
+        encoded = base64.b64encode(file.path.read_bytes()).decode()
+        host.run(f": > {target}.b64")
+        for start in range(0, len(encoded), WRITE_CHUNK_BYTES):
+            host.run(f"printf %s {encoded[start : start + WRITE_CHUNK_BYTES]} >> {target}.b64")
+        host.run(f"base64 -d {target}.b64 > {target} && rm -f {target}.b64 && chmod a+r {target}")
+        found = host.run(f"sha256sum {target}").stdout.split(" ", 1)[0]
+        if found != file.spec.sha256:
+            raise RemoteError(
+                f"{file.path.name} arrived on {host.description} as sha256 {found[:12]}, "
+                f"not {file.spec.sha256[:12]}: it changed since it was checked"
+            )
 
 
 def seed_dataset_cache(host: Host, info: HostInfo, image: ImageInfo) -> None:

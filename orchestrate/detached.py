@@ -36,6 +36,7 @@ from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.provider import ProviderError
 from orchestrate.registry import load_provider_class
 from orchestrate.storage import StorageError, StorageURL
+from orchestrate.workload_files import CONTAINER_DIR
 
 AGENT_SOURCE = Path(__file__).with_name("machine_agent.py")
 CLOUD_MODULE = "cloud.py"  # the cloud's side of the agent, beside it (machine_agent.CLOUD_MODULE)
@@ -79,6 +80,9 @@ class DetachedSpec:
     # API endpoints the machine must use instead of the cloud's defaults; None: the ones this process is
     # redirected to (VPC / Private Service Connect endpoints, or the tests' doubles), so it reaches the same services
     endpoints: Mapping[str, str] | None = None
+    # the user's workload files (file name, source text): the agent writes them beside the logs and mounts them at
+    # /workloads in each container, so the image is not rebuilt for them
+    workload_files: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_plan(cls, plan: RunPlan, storage_url: str, image_source: str, **overrides: Any) -> DetachedSpec:
@@ -100,6 +104,7 @@ class DetachedSpec:
             repeats=plan.repeats,
             allow_synthetic=plan.allow_synthetic,
             max_lifetime_s=plan.max_lifetime_s,
+            workload_files=tuple((w.path.name, w.path.read_text()) for w in plan.workload_files),
             **overrides,
         )
 
@@ -125,6 +130,7 @@ class DetachedSpec:
             val_limit=self.val_limit,
             gpus=self.gpus,
             batch_policy=self.batch_policy,
+            workload_files=tuple(f"{CONTAINER_DIR}/{name}" for name, _ in self.workload_files),
         )
         return item_command(shared, item, self.repeats).argv(entrypoint=True)
 
@@ -156,6 +162,7 @@ class DetachedSpec:
             "endpoints": dict(self.machine_endpoints()),
             "install_docker": INSTALL_DOCKER,
             "install_nvidia_toolkit": INSTALL_NVIDIA_TOOLKIT if self.gpu_host else None,
+            "workload_files": dict(self.workload_files),
         }
 
     def machine_endpoints(self) -> Mapping[str, str]:
@@ -197,6 +204,7 @@ class DetachedSpec:
             **{key: runner[key] for key in ("epochs", "train_limit", "val_limit", "gpus", "batch_policy")},
             repeats=int(runner["repeats"]),
             allow_synthetic=bool(runner["allow_synthetic"]),
+            workload_files=tuple(data.get("workload_files", {}).items()),
         )
 
 
@@ -230,6 +238,9 @@ def validate(spec: DetachedSpec) -> type[MachineIdentity]:
         problem = name_error(what, name) if name is not None else None
         if problem is not None:
             raise DetachedError(problem)
+    for name, _ in spec.workload_files:
+        if name_error("workload file", name) is not None or not name.endswith(".py"):
+            raise DetachedError(f"workload file {name!r}: a .py file name of letters, digits, '-', '_' and '.'")
     return machine
 
 
@@ -287,6 +298,6 @@ python3 agent.py spec.json >> console.log 2>&1
     if len(script.encode()) > limit:
         raise DetachedError(
             f"the boot script is {len(script.encode())} bytes, over the {limit}-byte limit of {spec.provider}: "
-            "plan fewer items per run"
+            "plan fewer items per run" + (" or send a smaller workload file" if spec.workload_files else "")
         )
     return script

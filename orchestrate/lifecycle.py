@@ -32,6 +32,7 @@ from orchestrate.accounting import close_accounts
 from orchestrate.containers import (
     ContainerSpec,
     docker_run_command,
+    put_workload_files,
     run_containers,
     seed_dataset_cache,
     stop_containers,
@@ -220,6 +221,9 @@ class Lifecycle:
                 new_run=len(self.sessions) == 1,  # a relaunch after preemption finds its own folder on a kept host
             )
             detail.append(", ".join(f"installed {w}" for w in session.info.installed) or "ready")
+            if self.plan.workload_files:
+                put_workload_files(session.host, session.info, self.plan.run_id, self.plan.workload_files)
+                detail.append("workload files " + ", ".join(f.path.name for f in self.plan.workload_files))
             self._record_host(session)
         with self._stage("image") as detail:
             session.image = self._ensure_image(session)

@@ -96,6 +96,11 @@ class Run:
         self.cache = os.path.join(work, "cache", "keras")
         for folder in (os.path.join(self.run_dir, "orchestrate"), os.path.join(self.cache, "datasets")):
             os.makedirs(folder, exist_ok=True)
+        self.workloads = os.path.join(work, "workloads")  # the user's workload files, mounted at /workloads
+        for name, text in spec.get("workload_files", {}).items():
+            os.makedirs(self.workloads, exist_ok=True)
+            with open(os.path.join(self.workloads, os.path.basename(name)), "w") as handle:
+                handle.write(text)
         self.status: dict = {}
         self.attempt: dict = {}
         self.abort: str | None = None
@@ -249,6 +254,8 @@ class Run:
         labels = {"project": "keras-cloud-bench", "run-id": self.run_id, "machine": self.cloud.instance_id}
         for key, value in labels.items():
             command += ["--label", f"{key}={value}"]
+        if self.spec.get("workload_files"):
+            command += ["-v", f"{self.workloads}:/workloads:ro"]
         if self.spec.get("gpus"):
             command += ["--gpus", "all"]
         return [*command, self.spec["image"]["ref"], *argv]

@@ -10,6 +10,7 @@ from pathlib import Path
 from benchmarks.command import RunnerCommand
 from benchmarks.work import WorkItem, item_command
 from orchestrate.images import BuildSpec
+from orchestrate.workload_files import WorkloadFile
 from records.catalog import Profile
 
 
@@ -43,6 +44,7 @@ class RunPlan:
     max_preemptions: int = 3
     install_host_software: bool = False
     validated_at: tuple[float, float] | None = None  # (started, ended) of the CLI's validation
+    workload_files: tuple[WorkloadFile, ...] = ()  # the user's workloads, checked; mounted at /workloads
 
     @property
     def run_logs(self) -> Path:
@@ -67,5 +69,6 @@ class RunPlan:
             val_limit=self.val_limit,
             gpus=self.gpus,
             batch_policy=self.batch_policy,
+            workload_files=tuple(f.in_container for f in self.workload_files),
         )
         return item_command(shared, item, self.repeats)

@@ -60,9 +60,11 @@ from orchestrate.schedule_spec import (
     ScheduleSpec,
 )
 from orchestrate.storage import StorageError, StorageURL
+from orchestrate.workload_files import WorkloadFile, check_workload_files, read_workload_files, suite_workloads
 from records.catalog import Profile, get_profile, load_catalogs
 from records.ledger import Ledger
 from report.estimate import SuiteEstimate, estimate_suite, suite_lines
+from report.workload_plan import add_plugin
 
 NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,37}[a-z0-9]")  # "kcb-schedule-<name>-machine" fits IAM's 64 characters
 STALE_PRICE_DAYS = 365  # as `run`'s plan flags a price
@@ -87,6 +89,7 @@ def check_spec(
     spot: bool | None,
     max_lifetime_min: int,
     owner: str,
+    plugins: Sequence[str] = (),
 ) -> ScheduleSpec:
     """Every input of `schedule create`, checked before anything is created; ScheduleError names the bad one."""
     if not NAME_RE.fullmatch(name):
@@ -105,7 +108,8 @@ def check_spec(
         cron = parse_cron(cron_text)
         check_time_zone(time_zone)
         suite = get_suite(suite_name)
-        chosen_backends, chosen_workloads = suite.subset("backend", backends), suite.subset("workload", workloads)
+        chosen_backends = suite.subset("backend", backends)
+        chosen_workloads = suite_workloads(suite, workloads, plugins)
     except (CronError, UnknownSuite) as exc:
         raise ScheduleError(str(exc)) from None
     use_spot = profile.use_spot if spot is None else spot
@@ -295,6 +299,14 @@ def add_commands(parser: argparse.ArgumentParser, parser_class: type[argparse.Ar
     create.add_argument("--suite", default="quick", help="the suite each run runs (default: quick)")
     create.add_argument("--backends", help="comma-separated subset of the suite's backends")
     create.add_argument("--workloads", help="comma-separated subset of the suite's workloads")
+    create.add_argument(
+        "--workload-file",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE.py",
+        help="your own workload (docs/workloads.md): checked here on the CPU, carried in every run's boot script",
+    )
     market = create.add_mutually_exclusive_group()
     market.add_argument("--spot", dest="spot", action="store_true", default=None, help="spot/preemptible machines")
     market.add_argument("--on-demand", dest="spot", action="store_false", help="on-demand machines")
@@ -353,17 +365,22 @@ def _create(args: argparse.Namespace, owner: str) -> int:
     then the credentials, then that the name is free; only then is anything created."""
     profile = get_profile(load_catalogs(args.catalog), args.profile)
     name = args.name or default_name(profile.name, args.suite)
+    files = read_workload_files(args.workload_file)
     spec = check_spec(
         name, profile, args.cron, args.time_zone, args.suite, args.backends, args.workloads, args.spot,
-        args.max_lifetime, owner,
+        args.max_lifetime, owner, [f.name for f in files],
     )  # fmt: skip
+    for file in files:
+        add_plugin(file.spec)
+    for line in check_workload_files(files, spec.backends):  # on the CPU here, before anything is created
+        print(f"  workload: {line}")
     settings = dict(_key_value(text) for text in args.provider_setting)
     try:
         scheduler = make_scheduler(spec.provider, args.service_account, settings)
     except ProviderError as exc:
         raise ScheduleError(str(exc)) from None
     storage = _storage_url(args.bucket, spec.provider)
-    detached = _detached_spec(spec, args.image, args.image_source, storage or placeholder_bucket(spec.provider))
+    detached = _detached_spec(spec, args.image, args.image_source, storage or placeholder_bucket(spec.provider), files)
     _checked_boot_script(detached)  # its checks (image source, size limit) before anything else
     found = estimate(spec, args.logs, list(Ledger(args.ledger).runs().values()))
     _print_plan(spec, args, storage, scheduler.how(spec))
@@ -378,7 +395,7 @@ def _create(args: argparse.Namespace, owner: str) -> int:
         raise ScheduleError(f"schedule {spec.name} exists in {spec.region}: `schedule delete {spec.name}` first")
     bucket, region = _ready_bucket(args.bucket, spec)
     runs = schedule_storage(bucket, spec.name)
-    detached = replace(_detached_spec(spec, args.image, args.image_source, runs), storage_region=region)
+    detached = replace(_detached_spec(spec, args.image, args.image_source, runs, files), storage_region=region)
     script = _checked_boot_script(detached)
     created = scheduler.create(spec, script, runs)
     print(f"\nSchedule {spec.name} created: {spec.cron.text} ({spec.time_zone}); logs to {runs}runs/<run-id>/")
@@ -464,7 +481,9 @@ def _ready_bucket(bucket: str | None, spec: ScheduleSpec) -> tuple[StorageURL, s
     return url, region
 
 
-def _detached_spec(spec: ScheduleSpec, image: str, source: str, storage: StorageURL) -> Any:
+def _detached_spec(
+    spec: ScheduleSpec, image: str, source: str, storage: StorageURL, files: Sequence[WorkloadFile] = ()
+) -> Any:
     if source == "pull" and not is_registry_ref(image):
         raise ScheduleError(f"--image {image}: every run pulls it, so name a registry (REGISTRY/NAME:TAG)")
     return DetachedSpec(
@@ -478,6 +497,7 @@ def _detached_spec(spec: ScheduleSpec, image: str, source: str, storage: Storage
         run_id=None,  # named at boot by the machine: there is no orchestrator to name it
         gpu_host=spec.profile.has_gpu,
         max_lifetime_s=spec.max_lifetime_s,
+        workload_files=tuple((f.path.name, f.path.read_text()) for f in files),
     )
 
 

@@ -32,7 +32,9 @@ from report.estimate_model import (
     predict,
     published_observations,
 )
-from report.workload_plan import estimate_data, planned, planned_spec
+from report.plugin_estimate import BASIS as SCALED
+from report.plugin_estimate import scaled_by_builtins
+from report.workload_plan import UnknownSize, estimate_data, planned, planned_spec, plugin
 
 __all__ = [
     "Shape",
@@ -181,6 +183,31 @@ def estimate_item(
     )
 
 
+def estimate_plugin_item(
+    target: Target, pool: Sequence[Observation], fitted: dict[str, Fit], bands: dict[str, Band], code: str
+) -> ItemEstimate:
+    """A user's workload file: its runs of the same content measured on the target machine; else its own measured
+    throughput on another machine scaled by the built-ins' measured ratio (report.plugin_estimate); else the
+    estimator's other bases, as for a built-in workload."""
+    same_code = [o for o in pool if o.code == code or o.workload != target.workload]
+    found = estimate_item(target, same_code, fitted, bands)
+    if found.basis == "measured":
+        return found
+    scaled = scaled_by_builtins(target, same_code, code, bands.get("hardware"))
+    if scaled is None:
+        return found
+    outside = outside_epochs_s(target.workload, target.backend, same_code)
+    return ItemEstimate(
+        target.workload,
+        target.backend,
+        scaled.seconds + outside,
+        scaled.low + outside,
+        scaled.high + outside,
+        SCALED,
+        scaled.where,
+    )
+
+
 def estimate_suite(
     profile: Profile, suite: str, items: Sequence[tuple[str, str]], logs: Path, shape: Shape = Shape()
 ) -> SuiteEstimate:
@@ -198,10 +225,18 @@ def estimate_runs(
     counts = Counter(items)  # in plan order; a workload repeated N times is estimated once, counted N times
     estimates = []
     for (workload, backend), count in counts.items():
-        epochs, samples = planned(suite, workload, shape.epochs, shape.train_limit)
+        try:
+            epochs, samples = planned(suite, workload, shape.epochs, shape.train_limit)
+        except UnknownSize as exc:
+            estimates.append(ItemEstimate(workload, backend, None, None, None, f"not estimated: {exc}", count=count))
+            continue
         batch = shape.batch(planned_spec(workload).batch_size)
         target = Target(workload, backend, machine, batch, samples, epochs)
-        found = estimate_item(target, pool, fitted, bands)
+        declared = plugin(workload)
+        if declared is not None:
+            found = estimate_plugin_item(target, pool, fitted, bands, declared.sha256)
+        else:
+            found = estimate_item(target, pool, fitted, bands)
         estimates.append(replace(found, count=count))
     return tuple(estimates)
 

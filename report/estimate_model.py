@@ -107,6 +107,7 @@ class Observation:
     outside_s: float | None = None  # the run's time outside its epochs: data, model, fingerprint (measured runs)
     defaults: bool = True  # trained with the runner's default settings in a fresh process (Run.default_settings)
     cached_first: bool = False  # its first epoch loaded some programs from a compile cache instead of compiling
+    code: str = ""  # a plug-in workload's file sha256 ("" for a built-in one)
 
     @property
     def throughput(self) -> float:
@@ -149,7 +150,8 @@ def _observation(run: Run, origin_text: str) -> Observation | None:
     samples = run.metadata.data.train_samples
     if not run.complete or not steady or first is None or samples is None or samples <= 0:
         return None
-    if run.workload not in WORKLOADS:
+    source = run.metadata.plugin
+    if run.workload not in WORKLOADS and source is None:
         return None
     gpus = run.metadata.hardware.get("gpus") or []
     name = gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None
@@ -157,14 +159,18 @@ def _observation(run: Run, origin_text: str) -> Observation | None:
     devices = int(distribution.get("devices") or 1)
     machine = accelerator_model(name) if name else cpu_machine(run.config.platform)
     machine = f"{machine}x{devices}" if devices > 1 else machine
-    batch = int(distribution.get("global_batch_size") or planned_spec(run.workload).batch_size)
+    recorded = distribution.get("global_batch_size")
+    if recorded is None and source is not None:
+        return None  # a plug-in's batch is only what its run recorded
+    batch = int(recorded or planned_spec(run.workload).batch_size)
+    code = source.sha256 if source is not None else ""
     return Observation(
         workload=run.workload,
         backend=run.config.backend,
         machine=machine,
         batch=batch,
         origin="measured",
-        group=f"{run.workload}|{run.config.label}|{machine}|{batch}|{samples}|{run.epochs_planned}",
+        group=f"{run.workload}{code[:12]}|{run.config.label}|{machine}|{batch}|{samples}|{run.epochs_planned}",
         variant=run.config.variant,
         where=f"{origin_text} {run.config.label}",
         samples=samples,
@@ -175,6 +181,7 @@ def _observation(run: Run, origin_text: str) -> Observation | None:
         outside_s=_outside_s(run),
         defaults=run.default_settings,
         cached_first=_cached(run),
+        code=code,
     )
 
 

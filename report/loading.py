@@ -350,16 +350,25 @@ def _run_from_path(root: Path, log: EpochLog) -> Run:
     )
 
 
+def _code(run: Run) -> str | None:
+    """A plug-in workload's version: its file name and the start of its content hash (None: a built-in)."""
+    source = run.metadata.plugin
+    return f"{source.file} {source.sha256[:8]}" if source is not None else None
+
+
 def assign_variants(runs: Iterable[Run]) -> list[Run]:
     """Name the image, precision and compile settings in a configuration only where runs of one platform+backend
     (for settings: of one workload) differ in them, so that they are never pooled and labels stay short otherwise.
     Runs whose process was not a fresh one of their own (`process_variant`) are always named apart from fresh
-    processes' runs, which stay unnamed; a suite's runs share a process by design and are not named for it."""
+    processes' runs, which stay unnamed; a suite's runs share a process by design and are not named for it. A
+    user's workload file is named by its content hash where its runs trained more than one version of it."""
     runs = list(runs)
     images: dict[tuple[str, str], set[str | None]] = defaultdict(set)
     precisions: dict[tuple[str, str], set[str | None]] = defaultdict(set)
     compiled: dict[tuple[str, str, str], set[str | None]] = defaultdict(set)
+    codes: dict[str, set[str | None]] = defaultdict(set)
     for run in runs:
+        codes[run.workload].add(_code(run))
         key = (run.config.platform, run.config.backend)
         images[key].add(run.image)
         precisions[key].add(run.precision)
@@ -374,6 +383,8 @@ def assign_variants(runs: Iterable[Run]) -> list[Run]:
             parts.append(run.precision or "default precision")
         if len(compiled[(*key, run.workload)]) > 1:
             parts.append(run.compile_settings or "default settings")
+        if len(codes[run.workload]) > 1:
+            parts.append(_code(run) or "built in")
         if run.process_variant:
             parts.append(run.process_variant)
         named.append(replace(run, config=replace(run.config, variant=", ".join(parts))))

@@ -3,6 +3,8 @@
 The workload modules import Keras at the top, and importing Keras imports (and logs from) TensorFlow, so a dry run
 must not import them. Their `SPEC = WorkloadSpec(...)` holds only literals where the estimate needs them (epochs,
 batch size, the cuts), so it is read from the module's source; the full data sizes are in data/estimate.toml.
+A user's workload file is read the same way (benchmarks.plugins.declared) once `add_plugin` is given it:
+its full data size is the `SPEC.shapes.train_samples` it declares.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from benchmarks.plugins import Declared
 from benchmarks.suites import get_suite
 from benchmarks.workloads import WORKLOADS, Cut, UnknownWorkload
 
@@ -34,13 +37,36 @@ class PlannedSpec:
     cuts: dict[str, Cut | None]
 
 
+_PLUGINS: dict[str, Declared] = {}
+
+
+def add_plugin(spec: Declared) -> None:
+    """Plan a user's workload file as a built-in one (its SPEC literals, read without importing it)."""
+    _PLUGINS[spec.name] = spec
+
+
+def plugin(workload: str) -> Declared | None:
+    return _PLUGINS.get(workload)
+
+
+class UnknownSize(ValueError):
+    """A plug-in's training samples per epoch are unknown: it declares no SPEC.shapes and no cut limits them."""
+
+
 @cache
 def estimate_data() -> dict[str, Any]:
     return tomllib.loads(ESTIMATE_DATA.read_text())
 
 
-@cache
 def planned_spec(workload: str) -> PlannedSpec:
+    found = _PLUGINS.get(workload)
+    if found is not None:
+        return PlannedSpec(found.name, found.epochs, found.batch_size, found.cuts)
+    return _builtin_spec(workload)
+
+
+@cache
+def _builtin_spec(workload: str) -> PlannedSpec:
     if workload not in WORKLOADS:
         raise UnknownWorkload(f"unknown workload {workload!r}; choose from {', '.join(WORKLOADS)}")
     found = importlib.util.find_spec(f"benchmarks.workloads.{workload}")
@@ -73,6 +99,11 @@ def _cut(node: ast.expr) -> Cut | None:
 
 def train_samples(workload: str, limit: int | None = None) -> int:
     """Training samples of one epoch, the whole data set or its first `limit` samples (characters of text)."""
+    found = _PLUGINS.get(workload)
+    if found is not None:
+        if found.train_samples is None and not limit:
+            raise UnknownSize(f"{found.file} declares no SPEC.shapes.train_samples: its epoch's size is unknown")
+        return min(limit, found.train_samples or limit) if limit else int(found.train_samples or 0)
     entry = estimate_data()["workloads"][workload]
     if "characters" in entry:
         characters = min(limit, entry["characters"]) if limit else entry["characters"]

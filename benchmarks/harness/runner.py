@@ -20,7 +20,7 @@ from typing import Any
 
 import keras
 
-from benchmarks import metadata, stability, workloads
+from benchmarks import metadata, plugins, stability, workloads
 from benchmarks.data.files import DatasetUnavailable, FileLocations
 from benchmarks.data.loaders import SYNTHETIC_NAME
 from benchmarks.data.types import SYNTHETIC, Data, DataRequest
@@ -256,6 +256,7 @@ def run_metadata(
         seed=options.seed,
         started_at=started_at,
         git_commit=sysinfo.git_commit(),
+        plugin=plugins.source_of(spec.name),
         hyperparameters={"epochs": run_plan.epochs, **spec.hyperparameters, **run_plan.distribution.trained()},
         distribution=run_plan.distribution.as_dict(),
         cut=options.cut,

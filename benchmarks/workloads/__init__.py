@@ -6,6 +6,9 @@ A workload module defines:
 - `build_model(data: Data) -> keras.Model` (uncompiled);
 - `compile_args() -> dict` (optimizer, loss, metrics, ...: the harness adds jit and steps-per-execution);
 - optionally `after_training(model, data) -> dict`, run outside the timed epochs.
+
+A user's own workload keeps the same contract in a file or an installed package (benchmarks.plugins);
+`load` finds it once it is registered there.
 """
 
 from __future__ import annotations
@@ -53,6 +56,19 @@ class Cut:
 
 
 @dataclass(frozen=True)
+class Shapes:
+    """A workload's data as shapes: what labelled synthetic data of it is made of, and how many samples a full epoch
+    trains on. Plug-ins declare it (`WorkloadSpec.shapes`) to run without their files, or with none at all."""
+
+    inputs: tuple[int, ...]  # one sample's input shape, e.g. (28, 28, 1)
+    train_samples: int
+    val_samples: int = 0
+    classes: int | None = None  # integer labels in [0, classes); None: float targets of shape `targets`
+    targets: tuple[int, ...] = ()  # one sample's target shape (with classes: () for one label per sample)
+    vocabulary: int | None = None  # inputs are integer token ids below this; None: float inputs
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     name: str
     epochs: int  # as published
@@ -74,6 +90,7 @@ class WorkloadSpec:
     reference: str = ""  # where the published version of this workload is described
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    shapes: Shapes | None = None  # a plug-in's declared data shapes (None: its loader alone knows them)
 
     @property
     def uses_lstm(self) -> bool:
@@ -84,10 +101,21 @@ class UnknownWorkload(ValueError):
     pass
 
 
+# Plug-ins (a user's workload file or installed entry point), registered here by benchmarks.plugins once checked.
+_PLUGINS: dict[str, ModuleType] = {}
+
+
+def register(name: str, module: ModuleType) -> None:
+    _PLUGINS[name] = module
+
+
 def load(name: str) -> ModuleType:
-    if name not in WORKLOADS:
-        raise UnknownWorkload(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
-    return importlib.import_module(f"benchmarks.workloads.{name}")
+    """A built-in workload's module, or a registered plug-in's (benchmarks.plugins)."""
+    if name in WORKLOADS:
+        return importlib.import_module(f"benchmarks.workloads.{name}")
+    if name in _PLUGINS:
+        return _PLUGINS[name]
+    raise UnknownWorkload(f"unknown workload {name!r}; choose from {', '.join((*WORKLOADS, *_PLUGINS))}")
 
 
 def spec(name: str) -> WorkloadSpec:

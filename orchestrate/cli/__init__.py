@@ -13,6 +13,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from benchmarks.plugins import BadWorkload
 from benchmarks.suites import UnknownSuite
 from orchestrate.cli import collect, cost, profiles, providers, run, schedule, status, sweep
 from orchestrate.cli.common import EXIT_USAGE, Parser, UsageError, check_ledger_path, owner_id, silence_stdout
@@ -53,7 +54,16 @@ def _dispatch(argv: Sequence[str] | None) -> int:
             check_ledger_path(args.ledger)
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
-    except (UsageError, CatalogError, ProviderError, UnknownSuite, StorageError, DetachedError, ScheduleError) as exc:
+    except (
+        UsageError,
+        CatalogError,
+        ProviderError,
+        UnknownSuite,
+        StorageError,
+        DetachedError,
+        ScheduleError,
+        BadWorkload,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ScheduleFailure as exc:  # the cloud refused part of a create or delete; what was undone is said

@@ -25,9 +25,11 @@ from orchestrate.provider import Capability, Provider
 from orchestrate.providers.ssh import SSHProvider
 from orchestrate.registry import load_provider_class
 from orchestrate.remote import SSHHost
+from orchestrate.workload_files import check_workload_files, read_workload_files, suite_workloads
 from records.catalog import Profile, load_catalogs, retired_notice, runs_as
 from records.ledger import STATUS_COMPLETE, Ledger
 from report.estimate import estimate_suite, suite_lines
+from report.workload_plan import add_plugin
 
 STALE_PRICE_DAYS = 365
 # `--remote-dir`: `~`, `~/path` or `/path` of plain characters; it reaches a remote shell and `docker -v`.
@@ -74,7 +76,10 @@ def priced_per_task(profile: Profile, provider: Provider) -> Profile:
 def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunPlan:
     suite = get_suite(options.suite)
     backends = suite.subset("backend", options.backends)
-    workloads = suite.subset("workload", options.workloads)
+    files = read_workload_files(options.workload_file)
+    for file in files:  # the estimate plans them as it plans the built-in workloads
+        add_plugin(file.spec)
+    workloads = suite_workloads(suite, options.workloads, [f.name for f in files])
     spot = profile.use_spot if options.spot is None else options.spot
     if spot and not provider.has(Capability.BILLABLE):
         raise UsageError(f"--spot applies to rented machines; {profile.name} is a {profile.provider} host")
@@ -88,6 +93,8 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunP
     _check_limits(options, profile)
     _check_devices(options.gpus, profile, backends, exact_shape=provider.has(Capability.BILLABLE))
     image = options.image or default_image_ref(profile.docker_image)
+    for line in check_workload_files(files, backends):  # last: the slowest check, once every flag is known good
+        row("workload", line)
     return RunPlan(
         run_id=options.run_id or new_run_id(),
         profile=priced_per_task(profile, provider),
@@ -115,6 +122,7 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunP
         max_lifetime_s=options.max_lifetime * 60,
         max_preemptions=options.max_preemptions,
         install_host_software=options.install_host_software,
+        workload_files=files,
     )
 
 

@@ -41,6 +41,7 @@ class RunOptions:
     suite: str = "quick"
     backends: str | None = None
     workloads: str | None = None
+    workload_file: tuple[Path, ...] = ()
     dry_run: bool = False
     host: str | None = None
     port: str | None = None
@@ -73,7 +74,12 @@ class RunOptions:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunOptions:
         values = {f.name: getattr(args, f.name) for f in fields(cls)}
-        return cls(**values | {"catalog": tuple(args.catalog), "provider_setting": tuple(args.provider_setting)})
+        # a workload file's absolute path, so a fan-out's children find it from their own folder
+        files = tuple(Path(f).expanduser().absolute() for f in args.workload_file)
+        return cls(
+            **values
+            | {"catalog": tuple(args.catalog), "provider_setting": tuple(args.provider_setting), "workload_file": files}
+        )
 
     def argv(self) -> list[str]:
         """These options as `run`'s command line."""
@@ -177,6 +183,15 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--suite", default="quick", help=f"one of {', '.join(SUITES)} (default: quick)")
     run.add_argument("--backends", help=f"comma-separated subset of {', '.join(BACKENDS)} (default: the suite's)")
     run.add_argument("--workloads", help="comma-separated subset of the suite's workloads")
+    run.add_argument(
+        "--workload-file",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE.py",
+        help="your own workload (docs/workloads.md): checked here on the CPU, then carried to the machine; "
+        "the suite runs it alone unless --workloads names others too",
+    )
     run.add_argument("--dry-run", action="store_true", help="print the plan and cost estimate; launch nothing")
     run.add_argument("--host", help="ssh profiles: user@box or an ~/.ssh/config alias")
     run.add_argument("--port", help="ssh profiles: SSH port (default: ~/.ssh/config, else 22)")

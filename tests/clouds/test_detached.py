@@ -14,6 +14,7 @@ unfinished multipart upload aborted), or the upload refused (one line, run final
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import json
 import os
@@ -220,6 +221,28 @@ def test_aws_detached_run_end_to_end(aws_detached: Detached, aws: FaultyMotoServ
     assert "kcb-machine-role-secret" not in bench.consoles()  # credentials are never printed
     again = bench.collect(run_id)  # idempotent: nothing new to fetch, the ledger stays as it was
     assert again.returncode == 0 and "0 file(s) fetched" in again.stdout, again.stdout
+    assert_nothing_left_in_aws(run_id)
+
+
+def test_aws_detached_run_carries_a_workload_file_to_the_machine(aws_detached: Detached) -> None:
+    """The user's workload file rides in the boot script; the machine mounts it into the image's containers."""
+    bench, run_id = aws_detached, "20250101T000000Z-dtwf"
+    example = REPO / "examples" / "workloads" / "tiny_mlp.py"
+    try:
+        args = bench.run_args(run_id, "--workload-file", str(example))
+        launched = bench.call(["tiny_mlp" if a == "mnist_mlp" else a for a in args])  # --workloads: the file's alone
+        assert launched.returncode == 0, launched.stdout + launched.stderr
+        assert "tiny_mlp.py: workload tiny_mlp" in launched.stdout  # checked here before the launch
+        wait_for(lambda: not aws_live(), 600, "the machine to finish and delete itself", bench)
+        collected = bench.collect(run_id)
+        assert collected.returncode == 0, collected.stdout + collected.stderr
+    finally:
+        remove_containers_of_run(run_id)
+    assert bench.record(run_id).status == "complete", bench.record(run_id).message
+    meta = json.loads((bench.logs(run_id) / "tiny_mlp_jax_synthetic.json").read_text())
+    assert meta["status"] == "complete" and meta["data"]["source"] == "synthetic" and meta["epochs_completed"] == 1
+    assert meta["plugin"]["file"] == "tiny_mlp.py"
+    assert meta["plugin"]["sha256"] == hashlib.sha256(example.read_bytes()).hexdigest()
     assert_nothing_left_in_aws(run_id)
 
 

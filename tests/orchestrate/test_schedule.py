@@ -5,6 +5,8 @@ EventBridge Scheduler and EC2, the Cloud Scheduler fake) is in tests/clouds/test
 
 from __future__ import annotations
 
+import base64
+import random
 import re
 from pathlib import Path
 
@@ -208,3 +210,21 @@ def test_detached_and_scheduled_dry_runs_print_the_attached_runs_estimate(
     out = capsys.readouterr().out
     assert _estimate_block(out) == attached
     assert len(attached) == 2 + 4 + 2 and attached[-1].strip().startswith("about $")  # 4 items, each estimated
+
+
+def test_a_schedule_carries_a_checked_workload_file_in_its_boot_script(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "workloads" / "tiny_mlp.py"
+    argv = ["schedule", "create", "--profile", "aws-g4dn.xlarge", "--cron", "0 4 * * 1", "--backends", "jax"]
+    argv += ["--image", "ghcr.io/me/keras-cloud-bench:gpu", "--logs", str(tmp_path), "--dry-run"]
+    assert main([*argv, "--workload-file", str(example)]) == 0
+    out = capsys.readouterr().out
+    assert "workload: tiny_mlp.py: workload tiny_mlp" in out and "trained on the CPU" in out
+    # a file that passes its check but does not fit EC2's 16 KB of user data: one line, nothing created
+    big = tmp_path / "big_model.py"
+    noise = base64.b64encode(random.Random(1).randbytes(30_000)).decode()
+    big.write_text(example.read_text().replace('name="tiny_mlp"', 'name="big_model"') + f'\nNOISE = "{noise}"\n')
+    assert main([*argv, "--workload-file", str(big)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "over the 16384-byte limit" in err and "a smaller workload file" in err, err

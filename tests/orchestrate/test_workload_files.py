@@ -1,0 +1,190 @@
+"""A user's workload file through the orchestrator (`run --workload-file`): checked before anything launches,
+carried to the host and into the CPU image's containers without rebuilding it (this machine, and an SSH host on
+loopback), to a fan-out's children, and in a detached machine's boot script; and the estimate for a machine it has
+not run on, from its own runs scaled by the built-ins' measured ratio."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from benchmarks.logs import read_epoch_log
+from benchmarks.metadata import RunMetadata
+from benchmarks.plugins import sha256_of
+from orchestrate.cli import build_parser
+from orchestrate.cli.request import AttachedRun, Fanout, request_of
+from orchestrate.detached import DetachedSpec, boot_script
+from orchestrate.plan import WorkItem
+from report.backtest import Band
+from report.estimate_model import Observation, Target
+from report.plugin_estimate import scaled_by_builtins
+from tests.orchestrate.orchestrate_helpers import ROOT, TINY, Workspace, orchestrate, ssh_run_args
+from tests.support.docker import build_cpu_image, containers_of_run, image_id, remove_containers_of_run
+
+EXAMPLE = ROOT / "examples" / "workloads" / "tiny_mlp.py"
+
+
+def _local_args(ws: Workspace, run_id: str, *extra: str) -> list[str]:
+    return [
+        "run", "--profile", "local", "--logs", str(ws.logs), "--ledger", str(ws.ledger),
+        "--remote-dir", str(ws.remote_dir), "--run-id", run_id, "--plain", *extra,
+    ]  # fmt: skip
+
+
+def _metadata(folder: Path, stem: str) -> RunMetadata:
+    return RunMetadata.from_dict(json.loads((folder / f"{stem}.json").read_text()))
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_a_workload_file_runs_in_the_cpu_image_on_this_machine_without_rebuilding_it(tmp_path: Path) -> None:
+    image = build_cpu_image(tmp_path / "image-cpu.log")
+    built = image_id(image)
+    ws = Workspace(tmp_path)
+    mine = tmp_path / "mine" / "tiny_mlp.py"  # outside the checkout the image was built from
+    mine.parent.mkdir()
+    shutil.copy(EXAMPLE, mine)
+    run_id = "20260101T000000Z-plg0"
+    try:
+        done = orchestrate(
+            *_local_args(ws, run_id, "--workload-file", str(mine), "--backends", "torch", "--image", image, *TINY)
+        )
+    finally:
+        remove_containers_of_run(run_id)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "tiny_mlp.py: workload tiny_mlp" in done.stdout and "trained on the CPU" in done.stdout  # the check
+    prepare = next(stage for stage in ws.run_record(run_id).stages if stage.name == "prepare")
+    assert "workload files tiny_mlp.py" in prepare.detail  # carried to the host at the prepare stage
+    folder = ws.run_logs("local", run_id)
+    log = read_epoch_log(folder / "tiny_mlp_torch_synthetic.csv")
+    assert log.status == "complete" and len(log.epochs) == 2
+    meta = _metadata(folder, "tiny_mlp_torch_synthetic")
+    assert meta.plugin is not None and (meta.plugin.file, meta.plugin.sha256) == ("tiny_mlp.py", sha256_of(mine))
+    assert meta.container is not None and meta.container.image == image and meta.data.source == "synthetic"
+    assert image_id(image) == built  # the image it ran in is the one built before: nothing was rebuilt for it
+    assert containers_of_run(run_id) == [] and not (ws.remote_dir / "runs" / run_id).exists()
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+@pytest.mark.sshd
+def test_a_workload_file_reaches_an_ssh_host(tmp_path: Path) -> None:
+    from orchestrate.testing.sshd import start_sshd
+
+    image = build_cpu_image(tmp_path / "image-cpu.log")
+    server = start_sshd(tmp_path / "sshd")
+    ws = Workspace(tmp_path / "ws")
+    run_id = "20260101T000000Z-plg1"
+    try:
+        extra = ["--workload-file", str(EXAMPLE), "--backends", "jax", "--image", image, *TINY]
+        done = orchestrate(*ssh_run_args(server, ws, run_id, *extra))
+    finally:
+        server.stop()
+        remove_containers_of_run(run_id)
+    assert done.returncode == 0, done.stdout + done.stderr
+    meta = _metadata(ws.run_logs("ssh", run_id), "tiny_mlp_jax_synthetic")
+    assert meta.status == "complete" and meta.plugin is not None and meta.plugin.sha256 == sha256_of(EXAMPLE)
+
+
+def test_a_bad_workload_file_stops_the_run_before_anything_launches(tmp_path: Path) -> None:
+    bad = tmp_path / "broken_model.py"
+    bad.write_text(EXAMPLE.read_text().replace("keras.Input(shape=(32,))", "keras.Input(shape=(33,))"))
+    ws = Workspace(tmp_path)
+    done = orchestrate(*_local_args(ws, "20260101T000000Z-plg2", "--workload-file", str(bad), "--backends", "jax"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert (
+        done.stderr.strip().splitlines() == [done.stderr.strip().splitlines()[0]]
+        and "broken_model.py: one training step failed" in done.stderr
+    )
+    assert not ws.ledger.exists() and not ws.remote_dir.exists() and not ws.logs.exists()
+
+
+def test_a_workload_file_that_is_not_one_is_refused_without_importing_anything(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path)
+    bad = tmp_path / "mine.py"
+    bad.write_text("import keras\nSPEC = make_spec()\n")
+    done = orchestrate(*_local_args(ws, "20260101T000000Z-plg3", "--workload-file", str(bad), "--dry-run"))
+    assert done.returncode == 2 and "mine.py: SPEC = WorkloadSpec(...) has no name=" in done.stderr, done.stderr
+
+
+def test_fanout_children_get_the_workload_file_by_its_absolute_path(tmp_path: Path) -> None:
+    os.chdir(ROOT)  # the relative path the user typed, from the checkout
+    args = build_parser().parse_args(
+        ["run", "--profiles", "local,ssh", "--workload-file", "examples/workloads/tiny_mlp.py"]
+    )
+    request = request_of(args)
+    assert isinstance(request, Fanout)
+    child = request.child("local", request.options)
+    argv = child.argv()
+    assert argv[argv.index("--workload-file") + 1] == str(EXAMPLE)
+    assert request_of(build_parser().parse_args(["run", *argv])) == AttachedRun("local", request.options)
+
+
+def test_a_detached_machine_gets_the_workload_file_in_its_boot_script(tmp_path: Path) -> None:
+    from orchestrate import machine_agent
+
+    text = EXAMPLE.read_text()
+    items = (WorkItem("tiny_mlp", "jax"),)
+    spec = DetachedSpec(
+        "aws", "s3://bucket/p", "aws-e2e", "quick", items, "registry.example/kcb:cpu", run_id="r1", endpoints={},
+        workload_files=(("tiny_mlp.py", text),),
+    )  # fmt: skip
+    assert spec.runner_argv(items[0])[:1] == ["tiny_mlp"]
+    assert "--workload-file /workloads/tiny_mlp.py" in " ".join(spec.runner_argv(items[0]))
+    assert DetachedSpec.from_json(spec.to_json()) == spec
+    assert len(boot_script(spec)) < 16 * 1024  # EC2's user-data limit, with the file inside
+    # the agent on the machine: the file beside the logs, mounted read-only where the runner looks
+    run = machine_agent.Run(spec.to_json(), SimpleNamespace(instance_id="i-1"), str(tmp_path))
+    run.status = {"image_digest": "sha256:abc"}
+    command = run._docker_run(spec.to_json()["items"][0], {"keras_home": "/data/keras", "baked": False})
+    assert (tmp_path / "workloads" / "tiny_mlp.py").read_text() == text
+    mount = command[command.index(f"{tmp_path}/workloads:/workloads:ro") - 1]
+    assert mount == "-v" and command[command.index("--workload-file") + 1] == "/workloads/tiny_mlp.py"
+
+
+def _observation(workload: str, machine: str, throughput: float, code: str = "", samples: int = 1000) -> Observation:
+    steady = samples / throughput
+    return Observation(
+        workload, "jax", machine, 64, "measured", f"{workload}|{machine}", "", f"measured {machine}-jax", samples,
+        3, steady + 2.0, steady, 3 * steady + 2.0, code=code,
+    )  # fmt: skip
+
+
+def test_the_estimate_scales_a_plugins_own_runs_by_the_builtins_measured_ratio() -> None:
+    pool = [
+        _observation("tiny_mlp", "h100", 5000.0, code="abc"),
+        _observation("tiny_mlp", "h100", 5000.0, code="abc"),
+        _observation("tiny_mlp", "l4", 100.0, code="old"),  # another version of the file: not its basis
+        *(_observation(w, "h100", 1000.0) for w in ("mnist_mlp", "mnist_cnn", "imdb_fasttext")),
+        _observation("mnist_mlp", "h200", 1100.0),
+        _observation("mnist_cnn", "h200", 1300.0),
+        _observation("imdb_fasttext", "h200", 1200.0),
+    ]
+    target = Target("tiny_mlp", "jax", "h200", 64, 1000, 3)
+    found = scaled_by_builtins(target, pool, code="abc")
+    assert found is not None
+    # 2 s of compilation, then 3 epochs of 1000 samples at 5000/s x the median ratio 1.2 (range 1.1 to 1.3)
+    assert math.isclose(found.seconds, 2.0 + 3000 / (5000 * 1.2))
+    assert math.isclose(found.low, 2.0 + 3000 / (5000 * 1.3)) and math.isclose(found.high, 2.0 + 3000 / (5000 * 1.1))
+    assert "from tiny_mlp's 2 runs of 1,000 samples on h100, scaled x1.20" in found.where
+    assert "3 built-in workload x backend pairs measured on both (x1.10 to x1.30: the range)" in found.where
+    assert scaled_by_builtins(replace_machine(target, "t4"), pool, code="abc") is None  # no built-in pair with t4
+    # one pair has no spread of its own: the backtest's cross-machine range stands in, and the estimate says so
+    one_pair = [o for o in pool if o.workload != "mnist_cnn" and o.workload != "imdb_fasttext"]
+    band = Band(0.5, 2.0, 40)
+    lone = scaled_by_builtins(target, one_pair, code="abc", one_pair_band=band)
+    assert lone is not None and math.isclose(lone.seconds, 2.0 + 3000 / (5000 * 1.1))
+    assert math.isclose(lone.low, lone.seconds * 0.5) and math.isclose(lone.high, lone.seconds * 2.0)
+    assert "one pair, no spread of its own: the range is the backtest's for scaling between machines" in lone.where
+    unbanded = scaled_by_builtins(target, one_pair, code="abc")
+    assert unbanded is not None and unbanded.low == unbanded.high and "no range" in unbanded.where
+
+
+def replace_machine(target: Target, machine: str) -> Target:
+    return Target(target.workload, target.backend, machine, target.batch, target.samples, target.epochs)
