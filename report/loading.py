@@ -358,20 +358,21 @@ def _code(run: Run) -> str | None:
 
 def assign_variants(runs: Iterable[Run]) -> list[Run]:
     """Name the image, precision and compile settings in a configuration only where runs of one platform+backend
-    (for settings: of one workload) differ in them, so that they are never pooled and labels stay short otherwise.
+    (for precision and settings: of one workload, whose own model may set its precision) differ in them, so that
+    they are never pooled and labels stay short otherwise.
     Runs whose process was not a fresh one of their own (`process_variant`) are always named apart from fresh
     processes' runs, which stay unnamed; a suite's runs share a process by design and are not named for it. A
     user's workload file is named by its content hash where its runs trained more than one version of it."""
     runs = list(runs)
     images: dict[tuple[str, str], set[str | None]] = defaultdict(set)
-    precisions: dict[tuple[str, str], set[str | None]] = defaultdict(set)
+    precisions: dict[tuple[str, str, str], set[str | None]] = defaultdict(set)
     compiled: dict[tuple[str, str, str], set[str | None]] = defaultdict(set)
     codes: dict[str, set[str | None]] = defaultdict(set)
     for run in runs:
         codes[run.workload].add(_code(run))
         key = (run.config.platform, run.config.backend)
         images[key].add(run.image)
-        precisions[key].add(run.precision)
+        precisions[(*key, run.workload)].add(run.precision)
         compiled[(*key, run.workload)].add(run.compile_settings)
     named = []
     for run in runs:
@@ -379,7 +380,7 @@ def assign_variants(runs: Iterable[Run]) -> list[Run]:
         parts = []
         if len(images[key]) > 1:
             parts.append(run.image or "no image")
-        if len(precisions[key]) > 1:
+        if len(precisions[(*key, run.workload)]) > 1:
             parts.append(run.precision or "default precision")
         if len(compiled[(*key, run.workload)]) > 1:
             parts.append(run.compile_settings or "default settings")

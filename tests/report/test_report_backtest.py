@@ -71,7 +71,7 @@ def test_the_command_prints_the_error_distribution_and_coverage() -> None:
 
 # Where the docs quote the backtest: "median error 21.1 %" and "89 % of runs inside the stated range" in prose, and
 # the command's whole output in a code block that starts with its first line.
-QUOTING = ("docs/report.md", "README.md")
+QUOTING = ("README.md", *sorted(f"docs/{page.name}" for page in (REPO / "docs").glob("*.md")))
 MEDIAN_QUOTE = re.compile(r"median error (\d+(?:\.\d+)?) ?%")
 COVERAGE_QUOTE = re.compile(r"(\d+) ?% of runs inside the stated range")
 

@@ -38,3 +38,16 @@ def test_a_label_does_not_depend_on_what_else_was_loaded(logs: Path, tmp_path: P
     alone = _labels(logs)["alone"]
     write_run(logs, platform="box", run_id="20260101T000000Z-0001", repeat=1, schema2={"repeat": forked["repeat"]})
     assert _labels(logs)["alone"] == alone == f"box-jax [{loading.PROCESS_VARIANTS['staged']}]"
+
+
+def test_a_workload_whose_model_sets_its_precision_leaves_the_others_labels_alone(logs: Path) -> None:
+    """ResNet-50 trains in mixed precision on a GPU: the other workloads' float32 runs on the same platform and
+    backend keep their label, as they had before it was loaded."""
+    write_run(logs, platform="box", run_id="mlp", workload="mnist_mlp")
+    alone = _labels(logs)["mlp"]
+    mixed = {"settings": {"jit_compile": True, "steps_per_execution": 1, "dtype_policy": "mixed_float16"}}
+    write_run(logs, platform="box", run_id="resnet", workload="resnet50", schema2=mixed)
+    write_run(logs, platform="box", run_id="resnet-f32", workload="resnet50")
+    labels = _labels(logs)
+    assert labels["mlp"] == alone == "box-jax"
+    assert labels["resnet"] == "box-jax [mixed_float16]" and labels["resnet-f32"] == "box-jax [float32]"
