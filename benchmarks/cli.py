@@ -37,7 +37,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_DATA = 3
 EXIT_INTERRUPTED = 130
-SUBCOMMANDS = ("run", "suite", "preloaded", "list", "fetch-data", "check-workload")
+SUBCOMMANDS = ("run", "suite", "list", "fetch-data", "check-workload")
 
 
 def new_run_id() -> str:

@@ -18,7 +18,6 @@ from orchestrate.cli import main
 from orchestrate.schedule import check_spec, estimate, estimate_text
 from records.catalog import load_catalog
 from report.backtest import committed_bands
-from report.designs import fresh_repeat
 from report.estimate import Shape, estimate_lines, estimate_suite, machine_start
 from report.estimate_model import (
     COMMITTED_REFERENCE,
@@ -215,7 +214,7 @@ def _h100_default_medians() -> dict[tuple[str, str], tuple[float, int]]:
         shape = planned("short", run.workload, None, None)
         if (
             not run.default_settings
-            or not fresh_repeat(meta)
+            or meta.repeat is None  # a repeat trained alone in a fresh process (default_settings says how)
             or (meta.epochs_planned, meta.data.train_samples) != shape
         ):
             continue
