@@ -203,7 +203,8 @@ def _runs(side: Side) -> str:
 def time_cells(p: Pair) -> dict[str, str]:
     ea, eb = p.a.estimate(), p.b.estimate()
     return {
-        "workload": p.key.workload, "backend": p.key.backend, "data": f"{p.key.data_source}, {p.key.train_samples}",
+        "workload": p.key.workload, "backend": p.key.backend,
+        "data, samples": f"{p.key.data_source}, {p.key.train_samples}",
         "GPU A": short_name(p.a.gpu), "A epoch s": _seconds(ea), "A runs/machines": _runs(p.a),
         "GPU B": short_name(p.b.gpu), "B epoch s": _seconds(eb), "B runs/machines": _runs(p.b),
         "B/A": f"{eb.value / ea.value:.2f}", "faster": p.faster, "rests on": "; ".join(p.caveats) or "-",
@@ -258,11 +259,14 @@ def _cheaper_text(group: Sequence[Pair], names: tuple[str, str]) -> str:
         return "No catalog price for both GPUs: no cost compared."
     counts = [sum(c == name for _, c in verdicts) for name in names]
     fragile = sum(c in names and _thin(p) for p, c in verdicts)
+    hosts = sum(c in names and (p.a.mostly_host_bound or p.b.mostly_host_bound) for p, c in verdicts)
+    marks = [f"{fragile} on one run or one machine of a side"] if fragile else []
+    marks += [f"{hosts} host-bound"] if hosts else []
     text = (
         f"Cheaper per epoch beyond noise, over {len(verdicts)} pairings of offers: "
         f"{names[0]} in {counts[0]}, {names[1]} in {counts[1]}"
     )
-    return text + (f" ({fragile} of those on one run or one machine of a side)." if fragile else ".")
+    return text + (f" ({', '.join(marks)})." if marks else ".")
 
 
 NOTE = (
