@@ -86,6 +86,8 @@ def _glance(report: Report) -> list[str]:
     lines = []
     for fastest, cheapest in leaders(report.summary):
         lines.append(f"- **{fastest.workload}**: {bullet(fastest, cheapest)}")
+    if report.gpu_compare is not None:
+        lines.append(f"- **GPU against GPU**: {report.gpu_compare.summary}")
     return lines
 
 

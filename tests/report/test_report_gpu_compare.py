@@ -69,10 +69,12 @@ def test_the_report_carries_the_section_and_its_csv(user_logs: Path, tmp_path: P
     assert main([str(user_logs), "--markdown", str(target)]) == 0
     text = target.read_text()
     assert f"## {gpu_compare.TITLE}" in text and "| resnet50 | torch |" in text
+    assert "- **GPU against GPU**: H100 80GB HBM3 against H200" in text  # in the summary at the top
     assert main([str(user_logs), "--out", str(tmp_path / "page")]) == 0
     table = pd.read_csv(tmp_path / "page" / "gpu_compare.csv")
     assert list(table["faster"]) == ["H200", "H200"] and list(table["a_runs"]) == [4, 4]
-    assert 'id="gpu-compare"' in (tmp_path / "page" / "index.html").read_text()
+    page = (tmp_path / "page" / "index.html").read_text()
+    assert 'id="gpu-compare"' in page and "<strong>GPU against GPU</strong>: H100 80GB HBM3 against H200" in page
 
 
 def test_a_side_on_one_machine_is_said_so_and_never_crowned_silently(tmp_path: Path) -> None:
