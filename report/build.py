@@ -12,7 +12,7 @@ import pandas as pd
 
 from benchmarks.logs import LogFormatError
 from report import format as fmt
-from report import roofline
+from report import gpu_compare, roofline
 from report.backtest import committed_bands
 from report.buyable import estimated_rivals, load_buyable
 from report.charts import Bar, relative_chart
@@ -111,6 +111,7 @@ class Report:
     machines: pd.DataFrame = field(default_factory=pd.DataFrame)  # billed time per machine session
     ledger_note: str | None = None  # why no ledger figures, if none
     scaling: ScalingSection | None = None  # where some run trained on several devices
+    gpu_compare: gpu_compare.Section | None = None  # where two GPUs trained a workload and backend alike
     roofline: roofline.Section | None = None  # where some run trained on a GPU with a datasheet and a model cost
     summary: pd.DataFrame = field(default_factory=pd.DataFrame)  # fastest and cheapest per workload
     fingerprints: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -206,6 +207,7 @@ def build(request: Request) -> Report:
             **buyable_against(results, request.prices, request.logdir, request.usd_per_kwh),
         },
         scaling=scaling_section(loaded.complete_runs, get_study(PUBLISHED_STUDY), request.prices.profiles),
+        gpu_compare=gpu_compare.section(loaded.complete_runs, request.prices.profiles),
         roofline=roofline.section(loaded.complete_runs, load_costs(), roofline.load_datasheets()),
         trends=trend_section(loaded.complete_runs, request.prices.pricing),
         rented=rented_runs(results, request.prices.profiles),

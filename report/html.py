@@ -11,7 +11,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from report import format as fmt
-from report import roofline
+from report import gpu_compare, roofline
 from report.build import Report, draw_charts, safe_name
 from report.buyable import catalog_table
 from report.claims import report_claims
@@ -58,6 +58,8 @@ def write_tables(report: Report, out: Path) -> list[str]:
         tables["fingerprints.csv"] = report.fingerprints
         tables["reproducibility.csv"] = report.reproducibility
         tables["machine_spread.csv"] = report.machine_spread
+    if report.gpu_compare is not None:
+        tables["gpu_compare.csv"] = gpu_compare.csv_table(report.gpu_compare)
     if report.trends is not None:
         tables["trends.csv"] = report.trends.table
     if report.scaling is not None:
@@ -146,6 +148,10 @@ def render_page(report: Report, files: list[str]) -> str:
         "machine_spread": _or_none(report.machine_spread),
         "trends": report.trends,
         "scaling": report.scaling,
+        "gpu_compare": report.gpu_compare,
+        "gpu_compare_title": gpu_compare.TITLE,
+        "gpu_compare_note": gpu_compare.NOTE,
+        "gpu_compare_cost_note": gpu_compare.COST_NOTE,
         "roofline": report.roofline,
         "roofline_title": roofline.TITLE,
         "roofline_note": roofline.CONFIGURATION_NOTE,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from report import format as fmt
-from report import roofline
+from report import gpu_compare, roofline
 from report.build import Chart, Report, draw_charts
 from report.buyable import catalog_table
 from report.claims import CLAIMS_NOTE, report_claims
@@ -69,6 +69,8 @@ def render_markdown(report: Report) -> str:
         parts += [_image(section.time_chart), _image(section.cost_chart), ""]
     if report.scaling is not None:
         parts += _scaling_markdown(report)
+    if report.gpu_compare is not None:
+        parts += _gpu_compare_markdown(report.gpu_compare)
     if report.roofline is not None:
         parts += _roofline_markdown(report.roofline)
     if report.trends is not None:
@@ -84,6 +86,8 @@ def _glance(report: Report) -> list[str]:
     lines = []
     for fastest, cheapest in leaders(report.summary):
         lines.append(f"- **{fastest.workload}**: {bullet(fastest, cheapest)}")
+    if report.gpu_compare is not None:
+        lines.append(f"- **GPU against GPU**: {report.gpu_compare.summary}")
     return lines
 
 
@@ -156,6 +160,24 @@ def _scaling_markdown(report: Report) -> list[str]:
         linked_image(*report.scaling.chart) if report.scaling.chart else "",
         "",
     ]
+
+
+def _gpu_compare_markdown(section: gpu_compare.Section) -> list[str]:
+    parts = [
+        f"## {gpu_compare.TITLE}",
+        "",
+        section.summary,
+        "",
+        gpu_compare.NOTE,
+        "",
+        markdown_table(section.times),
+        "",
+    ]
+    if section.unpriced:
+        parts += [f"No catalog offer (no cost compared): {', '.join(section.unpriced)}.", ""]
+    if not section.costs.empty:
+        parts += [gpu_compare.COST_NOTE, "", markdown_table(section.costs), ""]
+    return parts
 
 
 def _roofline_markdown(section: roofline.Section) -> list[str]:
