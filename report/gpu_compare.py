@@ -8,8 +8,9 @@ ran, so the two epochs train the same samples the same way.
 - *steady epoch*: the median over a side's runs of each run's median steady epoch, with its interval
   (benchmarks.stats.median_estimate; machines, then runs, where the runs came from several machines).
 - *faster*: benchmarks.stats.compare on the two sides' run medians, the verdict the rest of the report uses.
-- *per dollar*: a GPU's offers are the catalog's one-GPU profiles whose accelerator names the same model (the
-  cheapest per provider, not retired, with an on-demand price); cost per epoch = steady epoch x that hourly price,
+- *per dollar*: a GPU's offers are the catalog's profiles whose accelerator names the same model (the cheapest GPU
+  hour per provider, not retired, with an on-demand price; a machine of N GPUs offers one GPU's share, its price over
+  N, as clouds that sell a GPU only in 8-GPU shapes do); cost per epoch = steady epoch x that hourly price,
   and *cheaper* is the same test on the runs' costs, for every offer of one GPU against every offer of the other.
 """
 
@@ -93,16 +94,18 @@ def comparable_runs(runs: Iterable[Any]) -> dict[tuple[str, Key], Side]:
 
 @dataclass(frozen=True)
 class Offer:
-    """One GPU hour of a model at one provider: the catalog's cheapest one-GPU profile there."""
+    """One GPU hour of a model at one provider: the catalog's cheapest there, a GPU's share of a machine of `gpus`."""
 
     provider: str
     profile: str
     usd_per_hour: float
     date: str
+    gpus: int = 1
 
     @property
     def text(self) -> str:
-        return f"{self.profile} ${self.usd_per_hour:.2f}/h ({self.date})"
+        share = f" per GPU, 1/{self.gpus} of the machine" if self.gpus > 1 else ""
+        return f"{self.profile} ${self.usd_per_hour:.2f}/h{share} ({self.date})"
 
 
 def offers_of(board: str, profiles: Mapping[str, Profile]) -> list[Offer]:
@@ -112,18 +115,21 @@ def offers_of(board: str, profiles: Mapping[str, Profile]) -> list[Offer]:
     cheapest: dict[str, Offer] = {}
     for p in profiles.values():
         price = p.on_demand
-        if (
-            p.retired
-            or p.accelerator_count != 1
-            or price is None
-            or not model
-            or model_of(p.accelerator or "") != model
-        ):
+        if p.retired or p.accelerator_count < 1 or price is None or not model or model_of(p.accelerator or "") != model:
             continue
-        offer = Offer(p.provider, p.name, price.usd_per_hour, price.date)
-        if p.provider not in cheapest or offer.usd_per_hour < cheapest[p.provider].usd_per_hour:
+        gpus = p.accelerator_count
+        offer = Offer(p.provider, p.name, price.usd_per_hour / gpus, price.date, gpus)
+        known = cheapest.get(p.provider)
+        if known is None or (offer.usd_per_hour, offer.gpus) < (known.usd_per_hour, known.gpus):  # ties: fewer GPUs
             cheapest[p.provider] = offer
     return sorted(cheapest.values(), key=lambda o: (o.provider, o.profile))
+
+
+def pairings(a: Sequence[Offer], b: Sequence[Offer]) -> list[tuple[Offer, Offer]]:
+    """The offers set side by side: at each provider that offers both GPUs, the two; where no provider offers both,
+    every offer of one against every offer of the other (each at its own provider)."""
+    same = [(oa, ob) for oa in a for ob in b if oa.provider == ob.provider]
+    return same or [(oa, ob) for oa in a for ob in b]
 
 
 def verdict(a: Side, b: Side, a_values: Sequence[float], b_values: Sequence[float]) -> str:
@@ -170,8 +176,7 @@ def pairs_of(found: Mapping[tuple[str, Key], Side], profiles: Mapping[str, Profi
                     ob,
                     verdict(a, b, [t * oa.usd_per_hour for t in a.steady], [t * ob.usd_per_hour for t in b.steady]),
                 )
-                for oa in offers_of(first, profiles)
-                for ob in offers_of(second, profiles)
+                for oa, ob in pairings(offers_of(first, profiles), offers_of(second, profiles))
             ]
             out.append(Pair(key, a, b, verdict(a, b, a.steady, b.steady), cheaper, caveats(a, b)))
     return out
@@ -277,9 +282,10 @@ NOTE = (
     "±5%). *rests on*: a side with one run or one machine, whose host cannot be told from its GPU."
 )
 COST_NOTE = (
-    "Cost per epoch at the catalog's dated on-demand prices: per GPU, the cheapest one-GPU profile of each provider "
-    "whose accelerator is that model. Every offer of one GPU is set against every offer of the other; where no "
-    "provider offers both, each GPU is priced at its own provider, as *prices* says. *cheaper*: the same test on "
+    "Cost per epoch at the catalog's dated on-demand prices: per GPU, the cheapest GPU hour of each provider "
+    "whose accelerator is that model (a machine of N GPUs: its price over N). At each provider that offers both GPUs "
+    "the two are set side by side; where none does, every offer of one against every offer of the other, each at its "
+    "own provider, as *prices* says. *cheaper*: the same test on "
     "the runs' costs."
 )
 

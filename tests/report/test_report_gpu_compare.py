@@ -54,12 +54,14 @@ def test_the_committed_resnet50_torch_runs_decide_h200_faster_and_cheaper_whatev
     assert (len(pair.a.steady), pair.a.machine_count, len(pair.b.steady), pair.b.machine_count) == (4, 2, 4, 2)
     assert pair.faster == "H200" and pair.caveats == []
     assert 0.80 < pair.b.estimate().value / pair.a.estimate().value < 0.88
-    # No provider in the catalog offers both: each H100 offer against RunPod's H200, and the H200 cheaper at both.
+    # Each provider that offers both is set side by side: one H200 GPU hour costs more than one H100's at AWS
+    # (its 8-GPU share) and RunPod, which the H200's speed just pays for; at Google Cloud the H200 is cheaper.
     assert [(a.profile, b.profile, c) for a, b, c in pair.cheaper] == [
-        ("aws-p5.4xlarge", "runpod-h200", "H200"),
-        ("gce-h100", "runpod-h200", "H200"),
+        ("aws-p5.4xlarge", "aws-p5en.48xlarge", gpu_compare.NEITHER),
+        ("gce-h100", "gce-a3-ultragpu-8g", "H200"),
+        ("runpod-h100", "runpod-h200", gpu_compare.NEITHER),
     ]
-    assert set(section.costs["prices"]) == {"each at its own provider"}
+    assert set(section.costs["prices"]) == {"same provider"}
     assert section.summary.startswith("H100 80GB HBM3 against H200, 1 (workload, backend) compared")
     assert "H200 faster beyond noise in 1;" in section.summary
 
@@ -72,7 +74,7 @@ def test_the_report_carries_the_section_and_its_csv(user_logs: Path, tmp_path: P
     assert "- **GPU against GPU**: H100 80GB HBM3 against H200" in text  # in the summary at the top
     assert main([str(user_logs), "--out", str(tmp_path / "page")]) == 0
     table = pd.read_csv(tmp_path / "page" / "gpu_compare.csv")
-    assert list(table["faster"]) == ["H200", "H200"] and list(table["a_runs"]) == [4, 4]
+    assert list(table["faster"]) == ["H200"] * 3 and list(table["a_runs"]) == [4] * 3
     page = (tmp_path / "page" / "index.html").read_text()
     assert 'id="gpu-compare"' in page and "<strong>GPU against GPU</strong>: H100 80GB HBM3 against H200" in page
 
@@ -99,11 +101,24 @@ def test_the_summary_says_when_a_win_rests_on_one_machine() -> None:
     assert "L4 faster beyond noise in 1 (1 on one run or one machine of a side)" in gpu_compare.summary_line([pair])
 
 
-def test_offers_are_the_catalogs_one_gpu_profiles_of_the_model_cheapest_per_provider() -> None:
+def test_offers_are_the_cheapest_gpu_hour_of_the_model_per_provider() -> None:
     catalog = load_catalog()
     assert gpu_compare.model_of("NVIDIA H100 80GB HBM3") == gpu_compare.model_of("nvidia-h100-80gb") == "h100"
     assert gpu_compare.model_of("Tesla T4") == gpu_compare.model_of("nvidia-tesla-t4") == "t4"
     h100 = gpu_compare.offers_of("NVIDIA H100 80GB HBM3", catalog)
-    assert [(o.provider, o.profile) for o in h100] == [("aws", "aws-p5.4xlarge"), ("gce", "gce-h100")]  # not 8 GPUs
-    assert [o.profile for o in gpu_compare.offers_of("NVIDIA H200", catalog)] == ["runpod-h200"]
+    # p5.48xlarge's GPU hour costs what p5.4xlarge's does: the one-GPU machine is offered
+    assert [(o.provider, o.profile) for o in h100] == [
+        ("aws", "aws-p5.4xlarge"),
+        ("gce", "gce-h100"),
+        ("ssh", "runpod-h100"),
+    ]
+    h200 = gpu_compare.offers_of("NVIDIA H200", catalog)
+    assert [(o.profile, o.gpus) for o in h200] == [
+        ("aws-p5en.48xlarge", 8),
+        ("gce-a3-ultragpu-8g", 8),
+        ("runpod-h200", 1),
+    ]
+    assert h200[0].usd_per_hour == catalog["aws-p5en.48xlarge"].on_demand.usd_per_hour / 8
+    pairs = gpu_compare.pairings(h100, h200)
+    assert [(a.provider, b.provider) for a, b in pairs] == [("aws", "aws"), ("gce", "gce"), ("ssh", "ssh")]
     assert gpu_compare.offers_of("Some Accelerator", catalog) == []
