@@ -181,16 +181,29 @@ def leaders(summary: pd.DataFrame) -> list[tuple[Leader, Leader | None]]:
     found = []
     for _, row in summary.iterrows():
         fastest = Leader(
-            str(row["workload"]), str(row["fastest"]), str(row["speed"]).split(" (")[0], "", row["fastest: rests on"]
-        )
+            str(row["workload"]), str(row["fastest"]), str(row["speed"]).split(" (")[0], "",
+            _with_lead(row["fastest: rests on"], row["fastest: verdict"]),
+        )  # fmt: skip
         cheapest = (
             Leader(str(row["workload"]), str(row["cheapest"]), str(row["cost"]), str(row["price"]),
-                   row["cheapest: rests on"])
+                   _with_lead(row["cheapest: rests on"], row["cheapest: verdict"]))
             if row["price"]
             else None
         )  # fmt: skip
         found.append((fastest, cheapest))
     return found
+
+
+def _with_lead(rests_on: str, verdict: object) -> str:
+    """What a leader rests on, and whether its lead over the runner-up is one: a bullet never crowns a tie or a lead
+    too few repeats can tell as if it were beyond noise."""
+    text = str(verdict or "")
+    lead = (
+        "too few repeats to tell it from the runner-up" if text.startswith("too few repeats")
+        else "a tie with the runner-up, not a lead" if "a tie, not a lead" in text
+        else ""
+    )  # fmt: skip
+    return "; ".join(p for p in (str(rests_on or ""), lead) if p)
 
 
 def bullet(fastest: Leader, cheapest: Leader | None) -> str:

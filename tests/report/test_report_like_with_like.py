@@ -182,3 +182,19 @@ def test_the_next_machine_interval_holds_the_committed_machines(committed_check)
     medians = [h.median for kind in committed_check.kinds for h in kind.held_out]
     inside = sum(n.low <= m <= n.high for n, m in zip(naive, medians, strict=True))
     assert inside / len(medians) < 0.7
+
+
+def test_a_bullet_never_crowns_a_tie_or_a_lead_too_few_repeats_can_tell() -> None:
+    """The H100's 2 runs of the GPT on JAX led the H200's 5 by 2 %: too few repeats to tell, and the bullet says so."""
+    from report.summary import bullet, leaders
+
+    row = {
+        "workload": "gpt_nietzsche", "fastest": "NVIDIA-H100-jax", "speed": "1,240 samples/s (steady epoch 2.58 s)",
+        "fastest: rests on": "", "fastest: verdict": "too few repeats †", "price": "$4.59/h",
+        "cheapest": "NVIDIA-H200-jax", "cost": "$1.05 per 1M training samples", "cheapest: rests on": "",
+        "cheapest: verdict": "it vs the runner-up X: no difference beyond noise (p=0.3): a tie, not a lead",
+    }  # fmt: skip
+    [(fastest, cheapest)] = leaders(pd.DataFrame([row]))
+    text = bullet(fastest, cheapest)
+    assert "1,240 samples/s; too few repeats to tell it from the runner-up" in text
+    assert "($1.05 per 1M training samples; a tie with the runner-up, not a lead)" in text
