@@ -8,7 +8,7 @@ comparable runs are, in this order of bases:
 1. measured: runs of the same workload, backend, machine and global batch in the user's logs/ and the committed
    logs/reference/ (those of the same configuration where the target names one, else of the configuration
    measured most, the default settings);
-2. published: the same, from the published studies' runs (report.studies);
+2. published: the same, from the published studies' figures (estimator.published);
 3. hardware: the same workload, backend and batch on the nearest machine of the same kind (GPU or CPU) with a
    speed figure in data/estimate.toml, its throughput scaled by (figure ratio) ^ exponent, the exponent fitted on
    the workloads that ran on two such machines (`fits`); a ratio wider than any fitted on is said to be
