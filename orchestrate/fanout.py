@@ -30,11 +30,11 @@ from pathlib import Path
 
 from benchmarks.suites import get_suite
 from benchmarks.workloads import spec
+from estimator.suite import Shape, estimate_suite
 from orchestrate.plan import RunPlan
 from records.catalog import CatalogError, Profile, get_profile, runs_as
 from records.ledger import STATUS_COMPLETE, RunRecord
-from report.estimate import Shape, estimate_suite
-from report.loading import Run, load_runs
+from records.loading import Run, load_runs
 
 SUMMARY = "fanout.md"
 TAIL_INTERVAL_S = 0.2

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.suites import UnknownSuite, get_suite
+from estimator.suite import SuiteEstimate, estimate_suite, suite_lines
+from estimator.workload_plan import add_plugin
 from orchestrate.capabilities import (
     CloudScheduler,
     Scheduler,
@@ -63,8 +65,6 @@ from orchestrate.storage import StorageError, StorageURL
 from orchestrate.workload_files import WorkloadFile, check_workload_files, read_workload_files, suite_workloads
 from records.catalog import Profile, get_profile, load_catalogs
 from records.ledger import Ledger
-from report.estimate import SuiteEstimate, estimate_suite, suite_lines
-from report.workload_plan import add_plugin
 
 NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,37}[a-z0-9]")  # "kcb-schedule-<name>-machine" fits IAM's 64 characters
 STALE_PRICE_DAYS = 365  # as `run`'s plan flags a price
@@ -176,13 +176,13 @@ class MonthlyEstimate:
     cap: float  # the total with every run reaching the max lifetime
     basis: str  # where the time per run came from
     high_s: float  # one run's machine time at the high end
-    suite: SuiteEstimate  # report.estimate's, itemised as every dry run prints it
+    suite: SuiteEstimate  # estimator.suite's, itemised as every dry run prints it
     from_ledger: bool  # the time per run is the median of earlier runs, not `suite`
 
 
 def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> MonthlyEstimate:
     """Today's monthly cost of `spec`: machine time per run from earlier complete runs of its suite on its profile
-    in the ledger, else report.estimate's: the runs from measured or published throughput, plus the machine's start."""
+    in the ledger, else estimator.suite's: the runs from measured or published throughput, plus the machine's start."""
     profile = spec.profile
     price = profile.hourly_price(spec.spot)
     assert price is not None, "check_spec refuses a profile without a price"

@@ -11,18 +11,20 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.logs import LogFormatError
+from estimator.backtest import committed_bands
+from estimator.buyable import load_buyable
+from estimator.model import fits, measured, published_observations
+from estimator.owned import Owned
+from estimator.suite import profile_machine
+from records.loading import REFERENCE_FOLDER, LoadResult, Run, Skipped, assign_variants, load_runs
 from report import format as fmt
 from report import gpu_compare, roofline
-from report.backtest import committed_bands
-from report.buyable import estimated_rivals, load_buyable
+from report.buyable import estimated_rivals
 from report.charts import Bar, relative_chart
 from report.costs import PriceBook
-from report.estimate import profile_machine
-from report.estimate_model import fits, measured, published_observations
-from report.loading import REFERENCE_FOLDER, LoadResult, Run, Skipped, assign_variants, load_runs
 from report.machines import machine_table, read_ledger
 from report.model_costs import load_costs
-from report.owned import Owned, with_measured_rivals
+from report.owned import with_measured_rivals
 from report.reproducibility import (
     MachineCheck,
     fingerprint_table,
@@ -523,7 +525,7 @@ def buyable_against(
     results: pd.DataFrame, prices: PriceBook, logdir: Path, usd_per_kwh: float | None = None
 ) -> dict[str, Owned]:
     """The machines of data/buyable.toml against each priced rented GPU platform measured in `results`, at the
-    speed report.estimate_model estimates for them from the runs in `logdir`, the committed and the published;
+    speed estimator.model estimates for them from the runs in `logdir`, the committed and the published;
     electricity at `usd_per_kwh` (--electricity-price) where given, the catalog's price otherwise."""
     rented = {}
     for platform in sorted(set(results["platform"])):

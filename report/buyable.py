@@ -1,184 +1,20 @@
-"""Machines one can buy today, each figure dated and sourced (data/buyable.toml), set against renting.
-
-For a workload, a rented machine and its hourly price, a bought machine's break-even is the days of use around the
-clock (as the 2018 home-server post counted it) after which buying has cost less than renting the same work:
-
-    speed-up = the rented machine's training time / the bought machine's (each measured, or estimated by
-               report.estimate_model: measured, published or scaled from related hardware, with the backtested range)
-    break-even days = purchase / (24 h x (rented price x speed-up - electricity per hour))
-
-through report.owned's arithmetic. The range of the break-even comes from the range of the bought machine's time.
-"""
+"""Machines one can buy today (estimator.buyable) against the rented GPU platforms of a user's runs: the speed-up
+of each from the estimate of the bought machine's steady epoch, and the tables of the report."""
 
 from __future__ import annotations
 
-import math
-import re
 import statistics
-import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
+from dataclasses import replace
 
 import pandas as pd
 
 from benchmarks.workloads import WORKLOADS
-from report.backtest import Band
-from report.estimate_model import Fit, Observation, Target, predict
-from report.owned import Owned, OwnedDataError, Rival
-from report.workload_plan import estimate_data, planned_spec
-
-BUYABLE_FILE = Path(__file__).parent / "data" / "buyable.toml"
-FIGURES = ("purchase_usd", "gpu_watts", "useful_life_years", "electricity_usd_per_kwh")
-DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")  # as precisely as the source dates it
-
-
-@dataclass(frozen=True)
-class Figure:
-    value: float | None  # None: no source was found, `source` says why
-    date: str | None
-    source: str
-
-    def text(self, unit: str) -> str:
-        if self.value is None:
-            return f"unknown ({self.source})"
-        if self.date is None:  # given by the user, not read from a source
-            return f"{self.value:,g} {unit} ({self.source})"
-        return f"{self.value:,g} {unit} ({self.date}; {self.source})"
-
-
-@dataclass(frozen=True)
-class Buyable:
-    name: str
-    title: str
-    gpu: str  # its key in data/estimate.toml [gpus]
-    figures: Mapping[str, Figure]
-
-    def value(self, field: str) -> float | None:
-        return self.figures[field].value
-
-    def with_electricity(self, usd_per_kwh: float | None) -> Buyable:
-        """The machine at the user's electricity price (`--electricity-price`), where one is given."""
-        if usd_per_kwh is None:
-            return self
-        given = Figure(usd_per_kwh, None, "--electricity-price")
-        return replace(self, figures={**self.figures, "electricity_usd_per_kwh": given})
-
-    def as_owned(self) -> Owned:
-        """The owned-machine arithmetic's view: used around the clock, the card's board power as its load."""
-        return Owned(
-            name=self.name,
-            title=self.title,
-            source="report/data/buyable.toml",
-            currency="USD",
-            purchase_price=self.value("purchase_usd"),
-            useful_life_years=self.value("useful_life_years"),
-            hours_per_day=24.0,
-            load_watts=self.value("gpu_watts"),
-            electricity_per_kwh=self.value("electricity_usd_per_kwh"),
-        )
-
-
-def load_buyable(path: Path = BUYABLE_FILE) -> dict[str, Buyable]:
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise OwnedDataError(f"{path}: cannot read ({exc})") from exc
-    defaults = data.pop("defaults", {})
-    gpus = estimate_data()["gpus"]
-    return {name: _buyable(path, name, entry, defaults, gpus) for name, entry in data.items()}
-
-
-def _buyable(path: Path, name: str, entry: Any, defaults: Mapping[str, Any], gpus: Mapping[str, Any]) -> Buyable:
-    where = f"{path}: machine {name!r}"
-    if not isinstance(entry, dict):
-        raise OwnedDataError(f"{where}: expected a table")
-    for field in ("title", "gpu"):
-        if not isinstance(entry.get(field), str) or not entry[field].strip():
-            raise OwnedDataError(f"{where}: field {field!r} must be a non-empty string")
-    if entry["gpu"] not in gpus:
-        raise OwnedDataError(f"{where}: field 'gpu': {entry['gpu']!r} has no speed figure in estimate.toml [gpus]")
-    unknown = sorted(set(entry) - {"title", "gpu", *FIGURES})
-    if unknown:
-        raise OwnedDataError(f"{where}: unknown field {unknown[0]!r}; fields: title, gpu, {', '.join(FIGURES)}")
-    figures = {}
-    for field in FIGURES:
-        raw = entry.get(field, defaults.get(field))
-        if raw is None:
-            raise OwnedDataError(f'{where}: field {field!r} is missing (give it, or {{ unknown = "why" }})')
-        figures[field] = _figure(f"{where}: field {field!r}", raw)
-    return Buyable(name, entry["title"], entry["gpu"], figures)
-
-
-def _figure(where: str, raw: Any) -> Figure:
-    if not isinstance(raw, dict):
-        raise OwnedDataError(f'{where}: expected {{ value, date, source }} or {{ unknown = "why" }}')
-    if set(raw) == {"unknown"} and isinstance(raw["unknown"], str) and raw["unknown"].strip():
-        return Figure(None, None, raw["unknown"])
-    if set(raw) != {"value", "date", "source"}:
-        raise OwnedDataError(f"{where}: expected exactly value, date and source, got {', '.join(sorted(raw))}")
-    value, date, source = raw["value"], raw["date"], raw["source"]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise OwnedDataError(f"{where}: value must be a number > 0, got {value!r}")
-    if not isinstance(date, str) or not DATE.match(date):
-        raise OwnedDataError(f"{where}: date must be YYYY, YYYY-MM or YYYY-MM-DD, got {date!r}")
-    if not isinstance(source, str) or not source.strip():
-        raise OwnedDataError(f"{where}: source must be a non-empty string")
-    return Figure(float(value), date, source)
-
-
-@dataclass(frozen=True)
-class BreakEven:
-    """Buying `machine` against renting at `price_per_hour`, for one workload's speed."""
-
-    machine: Buyable
-    rented: str
-    price_per_hour: float
-    speedup: float  # the bought machine's speed over the rented one's (2.0: twice as fast)
-    speedup_low: float
-    speedup_high: float
-    basis: str  # where the speeds came from (measured or estimated, and from what)
-
-    def days(self, speedup: float | None = None) -> float | None:
-        owned = self.machine.as_owned()
-        rival = Rival(self.rented, self.rented, "", self.price_per_hour, "", speedup or self.speedup, "", {})
-        return owned.break_even_days(rival)
-
-    @property
-    def days_range(self) -> tuple[float | None, float | None]:
-        """Fewest and most days: a faster bought machine pays back sooner."""
-        return self.days(self.speedup_high), self.days(self.speedup_low)
-
-
-def break_even(
-    machine: Buyable,
-    rented: str,
-    price_per_hour: float,
-    rented_seconds: float,
-    owned_seconds: tuple[float, float, float],
-    basis: str,
-) -> BreakEven:
-    """`owned_seconds`: the bought machine's time for the work (estimate, low, high); `rented_seconds`: the rented
-    machine's for the same work."""
-    point, low, high = owned_seconds
-    return BreakEven(machine, rented, price_per_hour, rented_seconds / point, rented_seconds / high,
-                     rented_seconds / low, basis)  # fmt: skip
-
-
-def days_text(result: BreakEven) -> str:
-    days, (fewest, most) = result.days(), result.days_range
-    if days is None:
-        return "unknown: no sourced purchase price (report/data/buyable.toml says what was found)"
-    if math.isinf(days):
-        return "never: renting costs less than the electricity"
-    spread = "" if fewest is None or most is None else f" ({_day(fewest)} to {_day(most)})"
-    electricity = "" if result.machine.value("electricity_usd_per_kwh") is not None else ", electricity not counted"
-    return f"{_day(days)} days around the clock{spread}{electricity}"
-
-
-def _day(days: float) -> str:
-    return "never" if math.isinf(days) else f"{days:,.0f}"
+from estimator.backtest import Band
+from estimator.buyable import BreakEven, Buyable, days_text, load_buyable
+from estimator.model import Fit, Observation, Target, predict
+from estimator.owned import Owned, Rival
+from estimator.workload_plan import planned_spec
 
 
 def estimated_rivals(

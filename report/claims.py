@@ -28,9 +28,11 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.stats import FASTER, TOO_FEW, Comparison, compare
+from estimator import DATA_DIR
+from estimator.published import load_studies
 from report.costs import load_catalog_profiles
 from report.owned import load_owned
-from report.studies import DATA_DIR, load_studies, published_results
+from report.studies import published_results
 
 CLAIMS_DIR = DATA_DIR / "claims"
 HOLDS, ROUNDED, NOT_FOLLOW, CONTRADICTED, UNTESTABLE = (

@@ -1,5 +1,5 @@
 """`python -m report LOGDIR [--base CONFIG] [--out DIR] [--price PLATFORM=USD] [--study NAME] [--markdown F]`;
-`python -m report backtest` checks the pre-rental estimate against the committed runs (report.backtest).
+`python -m report backtest` checks the pre-rental estimate against the committed runs (estimator.backtest).
 
 Exit codes: 0 written; 1 nothing to report (no readable complete run); 2 bad arguments. Errors are one line.
 Unreadable log files are skipped with a one-line reason each (stderr and the page); the rest is reported.
@@ -12,8 +12,10 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from estimator.backtest import main as backtest
+from estimator.owned import OwnedDataError
+from estimator.published import StudyDataError, load_studies
 from records.catalog import Profile
-from report.backtest import main as backtest
 from report.build import Report, Request, build
 from report.costs import (
     BILLING_RULES,
@@ -26,8 +28,8 @@ from report.costs import (
 )
 from report.html import write_report
 from report.markdown import write_markdown
-from report.owned import OwnedDataError, load_owned
-from report.studies import StudyDataError, get_study, load_studies
+from report.owned import load_owned
+from report.studies import get_study
 from report.tables import BadArgumentError, ReportError
 
 EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2

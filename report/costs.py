@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from estimator.owned import Owned
 from records.catalog import Profile, load_catalog
-from report.owned import Owned
 
 STAND_INS_FILE = Path(__file__).parent / "data" / "platforms.toml"
 PROFILE_BILLING = "profile"

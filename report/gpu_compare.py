@@ -74,7 +74,7 @@ class Side:
 
 
 def comparable_runs(runs: Iterable[Any]) -> dict[tuple[str, Key], Side]:
-    """(board, key) -> its side, from report.loading runs."""
+    """(board, key) -> its side, from records.loading runs."""
     found: dict[tuple[str, Key], Side] = {}
     for run in runs:
         meta = run.metadata

@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from records.ledger import LedgerError, RunRecord, default_ledger_path, read_runs
+from records.loading import NO_RUN_ID, Run
 from report.costs import Pricing, Unpriced
-from report.loading import NO_RUN_ID, Run
 from report.tables import PricingLookup
 
 MACHINE_COLUMNS = ["platform", "run_id", "runs", "training_s", "billed_s", "overhead_s", "cost_usd", "source"]

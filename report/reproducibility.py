@@ -32,7 +32,7 @@ from benchmarks.stats import (
     median_estimate,
     next_machine_interval,
 )
-from report.loading import Run
+from records.loading import Run
 from report.tables import Group
 
 AGREE_WITHIN = 0.05  # the target of issue 11: two machines' medians within 5 % of each other

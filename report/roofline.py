@@ -322,7 +322,7 @@ def draw_section_chart(section: Section, out: Path, charts_dir: str) -> None:
 def configuration_rows(
     runs: Iterable[Any], costs: dict[str, ModelCost], sheets: dict[str, Datasheet]
 ) -> list[tuple[str, Row]]:
-    """(configuration label, row) for each configuration of report.loading runs trained on a GPU with a datasheet,
+    """(configuration label, row) for each configuration of records.loading runs trained on a GPU with a datasheet,
     of a workload with a model cost: its complete runs with steady epochs, never pooled across configurations."""
     by_config: dict[tuple[str, str], list[tuple[RunMetadata, list[float]]]] = {}
     for run in runs:

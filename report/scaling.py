@@ -20,11 +20,11 @@ from typing import Any
 import pandas as pd
 
 from benchmarks.stats import Comparison, Estimate, compare, median_estimate
+from estimator.published import PUBLISHED_DIR, Study
 from records.catalog import Profile
+from records.loading import Run
 from report import format as fmt
 from report.charts import Bar, relative_chart
-from report.loading import Run
-from report.studies import PUBLISHED_DIR, Study
 
 PUBLISHED_STUDY = "gpu-providers-2018"
 ONE_DEVICE = "one device"  # the base's batch policy: with one device the policies coincide

@@ -8,133 +8,28 @@ not copied. The provider table of 2018 has totals only; its relative figures are
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from benchmarks.logs import EpochLog, EpochRecord, LogFormatError, read_epoch_log
+from benchmarks.logs import EpochLog
+from estimator.published import (
+    PUBLISHED_DIR,
+    PUBLISHED_RUN_ID,
+    PublishedConfig,
+    Study,
+    StudyDataError,
+    epoch_log,
+    load_studies,
+    provider_label,
+    table_epoch_logs,
+)
+from records.loading import Configuration, Run
 from report.costs import TRAINING_TIME, Pricing, Unpriced
-from report.loading import Configuration, Run
 from report.tables import RESULT_COLUMNS, BadArgumentError, group_runs, resolve_base, summarize
-
-DATA_DIR = Path(__file__).parent / "data"
-PUBLISHED_DIR = DATA_DIR / "published"
-STUDIES_FILE = DATA_DIR / "studies.toml"
-KINDS = ("epoch-logs", "epoch-table", "provider-table")
-PUBLISHED_RUN_ID = "published"
-
-
-class StudyDataError(ValueError):
-    """The bundled study data is inconsistent; the message names the study and the field or file."""
-
-
-@dataclass(frozen=True)
-class PublishedConfig:
-    name: str
-    backends: tuple[str, ...]
-    hardware: str
-    software: Mapping[str, str]  # by backend
-    usd_per_hour: float | None = None
-    logs: str | None = None  # epoch-logs: folder of <workload>_<backend>.csv
-    rows: str | None = None  # epoch-table: value of the table's `config` column
-    matches: tuple[str, ...] = ()  # catalog profiles whose runs reproduce this configuration
-    wall_seconds: float | None = None  # a whole-run time the study published (`time`), which beats summed epochs
-
-    def label(self, backend: str) -> str:
-        return Configuration(self.name, backend).label
-
-
-@dataclass(frozen=True)
-class Study:
-    name: str
-    title: str
-    author: str
-    date: str
-    url: str
-    source: str
-    kind: str
-    base: str
-    price_note: str
-    notes: tuple[str, ...]
-    workloads: Mapping[str, int]  # workload -> published epochs
-    configs: tuple[PublishedConfig, ...] = ()
-    table: str | None = None
-    raw: Mapping[str, Any] = field(default_factory=dict)  # kind-specific keys (provider-table)
-
-    def matching_label(self, platform: str, backend: str) -> str | None:
-        """The published configuration a measured platform+backend reproduces, if the study names one."""
-        for config in self.configs:
-            if platform in config.matches and backend in config.backends:
-                return config.label(backend)
-        for label, profiles in self.raw.get("matches", {}).items():
-            if platform in profiles and backend == self.raw.get("backend"):
-                return label
-        return None
-
-
-def load_studies(path: Path = STUDIES_FILE) -> dict[str, Study]:
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise StudyDataError(f"{path}: cannot read ({exc})") from exc
-    return {name: _study(path, name, entry) for name, entry in data.items()}
-
-
-def _study(path: Path, name: str, entry: Mapping[str, Any]) -> Study:
-    def text(key: str, required: bool = True) -> str:
-        value = entry.get(key, None if required else "")
-        if not isinstance(value, str):
-            raise StudyDataError(f"{path}: study {name!r}: field {key!r} must be a string")
-        return value
-
-    kind = text("kind")
-    if kind not in KINDS:
-        raise StudyDataError(f"{path}: study {name!r}: kind {kind!r} is not one of {', '.join(KINDS)}")
-    if kind == "provider-table":
-        workloads = {text("workload"): int(entry["epochs"])}
-    else:
-        workloads = {str(w): int(e) for w, e in dict(entry.get("workloads", {})).items()}
-    if not workloads:
-        raise StudyDataError(f"{path}: study {name!r}: no workloads")
-    return Study(
-        name=name,
-        title=text("title"),
-        author=text("author"),
-        date=text("date"),
-        url=text("url"),
-        source=text("source"),
-        kind=kind,
-        base=text("base"),
-        price_note=text("price_note"),
-        notes=tuple(entry.get("notes", ())),
-        workloads=workloads,
-        configs=tuple(_config(path, name, c) for c in entry.get("configs", ())),
-        table=entry.get("table"),
-        raw=entry,
-    )
-
-
-def _config(path: Path, study: str, entry: Mapping[str, Any]) -> PublishedConfig:
-    try:
-        backends = tuple(entry["backends"])
-        software = entry["software"]
-        return PublishedConfig(
-            name=entry["name"],
-            backends=backends,
-            hardware=entry["hardware"],
-            software=software if isinstance(software, dict) else dict.fromkeys(backends, software),
-            usd_per_hour=entry.get("usd_per_hour"),
-            logs=entry.get("logs"),
-            rows=entry.get("rows"),
-            matches=tuple(entry.get("matches", ())),
-            wall_seconds=entry.get("wall_seconds"),
-        )
-    except KeyError as exc:
-        raise StudyDataError(f"{path}: study {study!r}: a configuration lacks field {exc}") from None
 
 
 @dataclass
@@ -208,43 +103,19 @@ def _published_run(workload: str, config: PublishedConfig, backend: str, log: Ep
 
 
 def _epoch_log_runs(study: Study, root: Path) -> list[Run]:
-    runs = []
-    for config in study.configs:
-        for backend in config.backends:
-            for workload in study.workloads:
-                path = root / str(config.logs) / f"{workload}_{backend}.csv"
-                try:
-                    log = read_epoch_log(path, with_metadata=False)
-                except LogFormatError as exc:
-                    raise StudyDataError(f"study {study.name!r}: bundled log unreadable: {exc}") from exc
-                runs.append(_published_run(workload, config, backend, log))
-    return runs
+    return [
+        _published_run(workload, config, backend, epoch_log(study, config, workload, backend, root))
+        for config in study.configs
+        for backend in config.backends
+        for workload in study.workloads
+    ]
 
 
 def _epoch_table_runs(study: Study, root: Path) -> list[Run]:
     """The transcribed per-epoch table (several configurations in one CSV) as one run per configuration."""
-    path = root / str(study.table)
-    table = pd.read_csv(path)
     (workload,) = study.workloads
-    runs: list[Run] = []
-    for config in study.configs:
-        rows = table[table["config"] == config.rows]
-        if rows.empty:
-            raise StudyDataError(f"{path}: no rows with config {config.rows!r} (study {study.name!r})")
-        epochs = [
-            EpochRecord(
-                epoch=int(r.epoch),
-                elapsed=float(r.elapsed),
-                loss=float(r.loss),
-                acc=float(r.acc),
-                val_loss=float(r.val_loss),
-                val_acc=float(r.val_acc),
-            )
-            for r in rows.itertuples()
-        ]
-        log = EpochLog(path=path, epochs=epochs, columns=tuple(table.columns))
-        runs.extend(_published_run(workload, config, backend, log) for backend in config.backends)
-    return runs
+    logs = table_epoch_logs(study, root)
+    return [_published_run(workload, c, backend, logs[c.name]) for c in study.configs for backend in c.backends]
 
 
 def _setups(study: Study) -> pd.DataFrame:
@@ -261,14 +132,9 @@ def _setups(study: Study) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["config", "hardware", "software", "usd_per_hour"])
 
 
-def _provider_label(row: Any) -> str:
-    label = f"{row.provider} {row.gpu}"
-    return f"{label} x{row.gpus_used}" if row.gpus_used > 1 else label
-
-
 def _provider_table(study: Study, root: Path) -> pd.DataFrame:
     table = pd.read_csv(root / str(study.table), keep_default_na=False)
-    return table.assign(config=[_provider_label(r) for r in table.itertuples()])
+    return table.assign(config=[provider_label(r.provider, r.gpu, int(r.gpus_used)) for r in table.itertuples()])
 
 
 def _provider_results(study: Study, root: Path) -> pd.DataFrame:

@@ -18,8 +18,8 @@ import pandas as pd
 
 from benchmarks.metadata import StabilityLabel
 from benchmarks.stats import Comparison, Estimate, compare, median_estimate, ratio_of_medians
+from records.loading import Configuration, Run
 from report.costs import Pricing, Unpriced
-from report.loading import Configuration, Run
 
 PricingLookup = Callable[[str], Pricing | Unpriced]
 

@@ -28,9 +28,9 @@ import matplotlib.ticker
 import pandas as pd
 
 from benchmarks.stats import Estimate, median_estimate
+from records.loading import Run
 from report.charts import save_figure
 from report.costs import Pricing, Unpriced
-from report.loading import Run
 
 RUN_ID_DATE = re.compile(r"^(\d{8})T\d{6}Z")
 COLUMNS = [

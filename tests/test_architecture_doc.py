@@ -9,7 +9,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "architecture.md"
-PACKAGES = ("benchmarks", "records", "report", "orchestrate", "campaign")
+PACKAGES = ("benchmarks", "records", "estimator", "report", "orchestrate", "campaign")
 MAP_HEADING = "## Module map"
 
 

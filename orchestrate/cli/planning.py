@@ -15,6 +15,8 @@ from benchmarks.harness.distribution import SINGLE_DEVICE_BACKENDS, TORCH_SINGLE
 from benchmarks.repeats import planned_rounds
 from benchmarks.suites import get_suite
 from benchmarks.work import WorkItem
+from estimator.suite import estimate_suite, suite_lines
+from estimator.workload_plan import add_plugin
 from orchestrate.capabilities import BatchQueue, offered, offering
 from orchestrate.cli.common import UsageError, check_name, credentials, key_value, owner_id, row
 from orchestrate.cli.request import MAX_LIFETIME_MIN, MAX_REPEATS, RunOptions
@@ -28,8 +30,6 @@ from orchestrate.remote import SSHHost
 from orchestrate.workload_files import check_workload_files, read_workload_files, suite_workloads
 from records.catalog import Profile, load_catalogs, retired_notice, runs_as
 from records.ledger import STATUS_COMPLETE, Ledger
-from report.estimate import estimate_suite, suite_lines
-from report.workload_plan import add_plugin
 
 STALE_PRICE_DAYS = 365
 # `--remote-dir`: `~`, `~/path` or `/path` of plain characters; it reaches a remote shell and `docker -v`.

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from benchmarks.cli import new_run_id
+from estimator.published import load_studies
 from orchestrate.cli.common import UsageError, check_name, key_value
 from orchestrate.cli.planning import SSH_FLAGS, make_plan, make_provider, readiness, refuse_existing_run
 from orchestrate.cli.request import AttachedRun, DetachedRun, Fanout
@@ -43,7 +44,6 @@ from orchestrate.provider import Capability
 from orchestrate.registry import load_provider_class
 from records.catalog import load_catalogs
 from records.ledger import Ledger, RunRecord
-from report.studies import load_studies
 
 
 @dataclass(frozen=True)

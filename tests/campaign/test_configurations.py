@@ -9,7 +9,7 @@ from statistics import median
 from benchmarks.logs import EpochLogWriter, EpochRecord, write_metadata
 from benchmarks.workloads import REFERENCE_WORKLOADS, WORKLOADS, spec
 from campaign import configurations
-from report.loading import load_runs
+from records.loading import load_runs
 
 
 def _write_timed(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from campaign import designs, today
-from report import loading
+from records import loading
 from tests.report.report_helpers import write_run
 
 LOGS = Path(__file__).resolve().parents[2] / "logs" / "reference"

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from estimator.suite import machine_start
 from orchestrate.cli import main
 from orchestrate.cron import CronError, check_time_zone, parse_cron
 from orchestrate.providers.aws.iam import schedule_machine_policy, scheduler_policy
 from orchestrate.schedule import NO_FUNCTIONS_NOTE, ScheduleError, check_spec, estimate
 from orchestrate.schedule_cost import ITEMS, load_study, study_cost, total
 from records.catalog import load_catalogs
-from report.estimate import machine_start
 
 
 @pytest.mark.parametrize(

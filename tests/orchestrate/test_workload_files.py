@@ -17,13 +17,13 @@ import pytest
 from benchmarks.logs import read_epoch_log
 from benchmarks.metadata import RunMetadata
 from benchmarks.plugins import sha256_of
+from estimator.backtest import Band
+from estimator.model import Observation, Target
+from estimator.plugin_scaling import scaled_by_builtins
 from orchestrate.cli import build_parser
 from orchestrate.cli.request import AttachedRun, Fanout, request_of
 from orchestrate.detached import DetachedSpec, boot_script
 from orchestrate.plan import WorkItem
-from report.backtest import Band
-from report.estimate_model import Observation, Target
-from report.plugin_estimate import scaled_by_builtins
 from tests.orchestrate.orchestrate_helpers import ROOT, TINY, Workspace, orchestrate, ssh_run_args
 from tests.support.docker import build_cpu_image, containers_of_run, image_id, remove_containers_of_run
 

@@ -10,8 +10,8 @@ from collections import Counter
 
 from report_helpers import REPO
 
-from report.backtest import WORST, backtest, committed_outcomes, covered, report_lines, summaries, worst_lines
-from report.estimate_model import COMMITTED_REFERENCE, published_observations, reference_observations
+from estimator.backtest import WORST, backtest, committed_outcomes, covered, report_lines, summaries, worst_lines
+from estimator.model import COMMITTED_REFERENCE, published_observations, reference_observations
 
 MAX_MEDIAN_ABS_PCT = 25.0
 MIN_COVERAGE = 0.80

@@ -8,19 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from estimator.buyable import FIGURES, BreakEven, Buyable, Figure, break_even, days_text, load_buyable
+from estimator.owned import OwnedDataError
+from estimator.suite import estimate_lines
 from records.catalog import load_catalog
-from report.buyable import (
-    FIGURES,
-    BreakEven,
-    Buyable,
-    Figure,
-    break_even,
-    days_text,
-    estimated_rivals,
-    load_buyable,
-)
-from report.estimate import estimate_lines
-from report.owned import OwnedDataError, published_method_days
+from report.buyable import estimated_rivals
+from report.owned import published_method_days
 
 SOURCE = 'source = "a shop page"'
 
@@ -151,8 +144,8 @@ def test_the_report_sets_each_machine_against_each_measured_rented_platform() ->
     4.87 s on it; the backtested band [0.8, 1.25] of the estimate gives 0.99x to 1.54x."""
     import pandas as pd
 
-    from report.backtest import Band
-    from report.estimate_model import Fit, Observation
+    from estimator.backtest import Band
+    from estimator.model import Fit, Observation
 
     h100 = Observation("mnist_mlp", "jax", "h100", 128, "measured", "g", "", "H100 runs", 60_000, 5, 9.0, 6.0, 33.0)
     results = pd.DataFrame(

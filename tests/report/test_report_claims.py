@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from report_helpers import compiled_and_pip_runs, write_run
 
+from estimator.published import load_studies
 from report.claims import (
     CLAIMS_DIR,
     CONTRADICTED,
@@ -28,7 +29,6 @@ from report.claims import (
     load_claims,
 )
 from report.cli import main
-from report.studies import load_studies
 
 STUDY_PAGES = (
     "cpu-or-gpu-2017-07",

@@ -14,12 +14,8 @@ import pytest
 from report_helpers import REPO, write_run
 
 from benchmarks.suites import get_suite
-from orchestrate.cli import main
-from orchestrate.schedule import check_spec, estimate, estimate_text
-from records.catalog import load_catalog
-from report.backtest import committed_bands
-from report.estimate import Shape, estimate_lines, estimate_suite, machine_start
-from report.estimate_model import (
+from estimator.backtest import committed_bands
+from estimator.model import (
     COMMITTED_REFERENCE,
     Fit,
     Observation,
@@ -28,8 +24,12 @@ from report.estimate_model import (
     cpu_machine,
     predict,
 )
-from report.loading import load_runs
-from report.workload_plan import planned
+from estimator.suite import Shape, estimate_lines, estimate_suite, machine_start
+from estimator.workload_plan import planned
+from orchestrate.cli import main
+from orchestrate.schedule import check_spec, estimate, estimate_text
+from records.catalog import load_catalog
+from records.loading import load_runs
 
 FIT = Fit(exponent=1.0, pairs=1, widest=2.0)
 B200 = {"hardware": {"cpu_model": "Xeon", "accelerator": "gpu", "gpus": [{"name": "NVIDIA B200"}]}}

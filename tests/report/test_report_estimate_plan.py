@@ -10,7 +10,7 @@ from report_helpers import REPO
 
 from benchmarks.data import loaders, voxceleb
 from benchmarks.workloads import WORKLOADS, UnknownWorkload, spec
-from report.workload_plan import planned, planned_spec, train_samples
+from estimator.workload_plan import planned, planned_spec, train_samples
 
 
 @pytest.mark.parametrize("workload", WORKLOADS)

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from records.catalog import load_catalog
+from records.loading import load_runs
 from report import gpu_compare
 from report.cli import main
-from report.loading import load_runs
 
 REFERENCE = Path(__file__).resolve().parents[2] / "logs" / "reference"
 H100_DIRS = ("NVIDIA-H100/gpu-repeats-h100-1c83db", "NVIDIA-H100/gpu-repeats-h100-a1bed2")

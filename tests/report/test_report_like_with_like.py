@@ -12,10 +12,10 @@ import pytest
 from report_helpers import REPO, write_run
 
 from benchmarks.stats import next_machine_interval
+from records.loading import load_runs
 from report.cli import main
 from report.format import FOLD_NOTE
 from report.html import PRICE_HINT
-from report.loading import load_runs
 from report.reproducibility import TARGET_COVERAGE, machine_check, machine_spread_table
 from report.tables import PER_SAMPLE, group_runs
 

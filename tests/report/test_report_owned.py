@@ -9,16 +9,9 @@ import pandas as pd
 import pytest
 from report_helpers import write_run
 
+from estimator.owned import Owned, OwnedDataError, Rival
 from report.cli import main
-from report.owned import (
-    Owned,
-    OwnedDataError,
-    Rival,
-    break_even_table,
-    load_owned,
-    machines_table,
-    published_method_days,
-)
+from report.owned import break_even_table, load_owned, machines_table, published_method_days
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from report.loading import load_runs
+from records.loading import load_runs
 from tests.report.report_helpers import write_run
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from report import loading
+from records import loading
 from tests.report.report_helpers import write_run
 
 

@@ -13,10 +13,11 @@ import pandas as pd
 import pytest
 from report_helpers import REFERENCE
 
+from estimator.published import PUBLISHED_DIR, load_studies
 from report.build import Request, build, multi_gpu_bars
 from report.cli import main
 from report.costs import PriceBook
-from report.studies import PUBLISHED_DIR, get_study, load_studies, published_results
+from report.studies import get_study, published_results
 
 DERIVED = REFERENCE / "derived_totals.csv"
 # column in derived_totals.csv -> (column in results.csv, decimals printed in derived_totals.csv)

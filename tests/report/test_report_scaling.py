@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from records.catalog import Price, Profile
+from records.loading import load_runs
 from report import cli
-from report.loading import load_runs
 from report.markdown import markdown_table
 from report.scaling import (
     measured_bars,

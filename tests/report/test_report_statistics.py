@@ -14,8 +14,8 @@ from report_helpers import write_run
 
 from benchmarks.harness.energy import integrate_power, watt_hours
 from benchmarks.stats import compare
+from records.loading import load_runs
 from report.cli import main
-from report.loading import load_runs
 
 FAST = [(5.0, 1.00, 1.02), (5.1, 1.01, 1.00), (4.9, 0.99, 1.01), (5.2, 1.02, 0.98), (5.0, 1.00, 1.00)]
 SLOW = [(9.0, 2.00, 2.04), (9.2, 2.02, 2.00), (8.8, 1.98, 2.02), (9.1, 2.04, 1.96), (9.0, 2.00, 2.00)]

@@ -10,8 +10,9 @@ import pytest
 from report_helpers import write_run
 
 from benchmarks.suites import SUITES
+from estimator.published import load_studies
 from report.cli import main
-from report.studies import load_studies, published_results
+from report.studies import published_results
 
 K80_MNIST_MLP_TOTAL = 64.546  # benchmark-gpus-2017-11, k80-tensorflow, mnist_mlp (20 epochs)
 

@@ -1,6 +1,6 @@
 """How long a suite will take on a machine profile, and what it will cost, before renting it.
 
-Each planned workload x backend is one run: its training time (report.estimate_model: measured throughput scaled
+Each planned workload x backend is one run: its training time (estimator.model: measured throughput scaled
 to the planned samples and epochs, the first epoch's compilation apart; from measured, published or related
 hardware runs, in that order), plus the time the same runs spent outside their epochs (data, model). Its
 range is the 5th to 95th percentile of actual / predicted that `python -m report backtest` finds for the basis
@@ -16,10 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from records.catalog import Profile
-from report.backtest import Band, committed_bands
-from report.buyable import break_even, days_text, load_buyable
-from report.estimate_model import (
+from estimator.backtest import Band, committed_bands
+from estimator.buyable import break_even, days_text, load_buyable
+from estimator.model import (
     Fit,
     Observation,
     Target,
@@ -32,9 +31,10 @@ from report.estimate_model import (
     predict,
     published_observations,
 )
-from report.plugin_estimate import BASIS as SCALED
-from report.plugin_estimate import scaled_by_builtins
-from report.workload_plan import UnknownSize, estimate_data, planned, planned_spec, plugin
+from estimator.plugin_scaling import BASIS as SCALED
+from estimator.plugin_scaling import scaled_by_builtins
+from estimator.workload_plan import UnknownSize, estimate_data, planned, planned_spec, plugin
+from records.catalog import Profile
 
 __all__ = [
     "Shape",
@@ -187,7 +187,7 @@ def estimate_plugin_item(
     target: Target, pool: Sequence[Observation], fitted: dict[str, Fit], bands: dict[str, Band], code: str
 ) -> ItemEstimate:
     """A user's workload file: its runs of the same content measured on the target machine; else its own measured
-    throughput on another machine scaled by the built-ins' measured ratio (report.plugin_estimate); else the
+    throughput on another machine scaled by the built-ins' measured ratio (estimator.plugin_scaling); else the
     estimator's other bases, as for a built-in workload."""
     same_code = [o for o in pool if o.code == code or o.workload != target.workload]
     found = estimate_item(target, same_code, fitted, bands)

@@ -21,8 +21,9 @@ from typing import Any
 from benchmarks.plugins import Declared
 from benchmarks.suites import get_suite
 from benchmarks.workloads import WORKLOADS, Cut, UnknownWorkload
+from estimator import DATA_DIR
 
-ESTIMATE_DATA = Path(__file__).parent / "data" / "estimate.toml"
+ESTIMATE_DATA = DATA_DIR / "estimate.toml"
 SPEC_FIELDS = ("epochs", "batch_size")
 CUTS = ("quick", "short", "bounded")
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from report.estimate_model import (
+from estimator.model import (
     BASES,
     COMMITTED_REFERENCE,
     Observation,

@@ -8,7 +8,7 @@ comparable runs are, in this order of bases:
 1. measured: runs of the same workload, backend, machine and global batch in the user's logs/ and the committed
    logs/reference/ (those of the same configuration where the target names one, else of the configuration
    measured most, the default settings);
-2. published: the same, from the published studies' runs (report.studies);
+2. published: the same, from the published studies' figures (estimator.published);
 3. hardware: the same workload, backend and batch on the nearest machine of the same kind (GPU or CPU) with a
    speed figure in data/estimate.toml, its throughput scaled by (figure ratio) ^ exponent, the exponent fitted on
    the workloads that ran on two such machines (`fits`); a ratio wider than any fitted on is said to be
@@ -30,13 +30,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from benchmarks.metadata import UNCACHED
 from benchmarks.workloads import WORKLOADS
-from report.loading import REFERENCE_FOLDER, Run, load_runs
-from report.studies import Study, load_studies, published_results
-from report.workload_plan import estimate_data, planned_spec, train_samples
+from estimator.published import Figures, Study, load_studies, published_figures
+from estimator.workload_plan import estimate_data, planned_spec, train_samples
+from records.loading import REFERENCE_FOLDER, Run, load_runs
 
 BASES = ("measured", "published", "hardware")
 # h200, k80, p100, a10g, l4, l40s, t4, b200, m60, p6000; not "80gb", and not the machine families n1, e2 or c2
@@ -237,7 +236,7 @@ def published_observations() -> tuple[Observation, ...]:
     found: list[Observation] = []
     groups: dict[tuple[str, str, str, float, float, float], str] = {}
     for study in load_studies().values():
-        for row in published_results(study).results.itertuples():
+        for row in published_figures(study):
             o = _published(study, row)
             if o is None:
                 continue
@@ -248,27 +247,27 @@ def published_observations() -> tuple[Observation, ...]:
     return tuple(found)
 
 
-def _published(study: Study, row: Any) -> Observation | None:
-    workload, config = str(row.workload), str(row.config)
+def _published(study: Study, row: Figures) -> Observation | None:
+    workload, config = row.workload, row.config
     if workload not in WORKLOADS:
         return None
     if study.kind == "provider-table":
         if " x" in config:  # trained on several GPUs with multi_gpu_model
             return None
         machine = accelerator_model(config)
-        steady = first = float(row.total_s) / int(row.epochs)  # totals only: no first epoch apart
-        total = float(row.total_s)
+        steady = first = row.total_s / row.epochs  # totals only: no first epoch apart
+        total = row.total_s
     else:
-        published = next(c for c in study.configs if c.name == str(row.platform))
+        published = next(c for c in study.configs if c.name == row.platform)
         machine = _published_machine(published.hardware)
-        steady, first = float(row.steady_epoch_s), float(row.first_epoch_s)
-        if math.isnan(steady):  # a single-epoch log
+        if row.steady_epoch_s is None or row.first_epoch_s is None:  # a single-epoch log
             return None
+        steady, first = row.steady_epoch_s, row.first_epoch_s
         # Where the study published whole-run times (data loading included), the epochs are the training.
-        total = float(row.total_s) if published.wall_seconds is None else first + (row.epochs - 1) * steady
+        total = row.total_s if published.wall_seconds is None else first + (row.epochs - 1) * steady
     return Observation(
         workload=workload,
-        backend=str(row.backend),
+        backend=row.backend,
         machine=machine,
         batch=planned_spec(workload).batch_size,
         origin="published",
@@ -276,7 +275,7 @@ def _published(study: Study, row: Any) -> Observation | None:
         variant="",
         where=f"published {config} ({study.name})",
         samples=train_samples(workload),
-        epochs=int(row.epochs),
+        epochs=row.epochs,
         first_s=first,
         steady_s=steady,
         total_s=total,

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchmarks.workloads import WORKLOADS
-from report.backtest import Band
-from report.estimate_model import Observation, Target
+from estimator.backtest import Band
+from estimator.model import Observation, Target
 
 BASIS = "scaled"
 
