@@ -125,7 +125,7 @@ def test_the_committed_h100_runs_name_their_cache_state() -> None:
     warm = [c for c in defaults if "compile cache warm" in c.first_epochs]
     # JAX's first epochs take less time once every program loads from the cache than when most compile.
     jax_warm = [c for c in warm if c.backend == "jax" and "compile cache mixed" in c.first_epochs]
-    assert len(jax_warm) == 9
+    assert len([c for c in jax_warm if c.workload not in REFERENCE_WORKLOADS]) == 9  # the 2017-2018 scripts
     assert all(
         median(c.first_epochs["compile cache warm"]) < median(c.first_epochs["compile cache mixed"]) for c in jax_warm
     )

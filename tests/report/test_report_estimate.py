@@ -14,6 +14,7 @@ import pytest
 from report_helpers import REPO, write_run
 
 from benchmarks.suites import get_suite
+from benchmarks.workloads import REFERENCE_WORKLOADS
 from estimator.backtest import committed_bands
 from estimator.model import (
     COMMITTED_REFERENCE,
@@ -224,8 +225,10 @@ def _h100_default_medians() -> dict[tuple[str, str], tuple[float, int]]:
 
 
 def test_a_p5_is_estimated_from_the_h100s_default_repeats_and_its_ranges_cover_their_medians(tmp_path: Path) -> None:
-    medians = _h100_default_medians()
-    items = [(w, b) for w in get_suite("short").workloads for b in ("jax", "torch")]
+    # The 18 JAX and PyTorch items of the nine 2017-2018 scripts, each with at least 5 committed H100 repeats (the
+    # reference workloads' H100 runs are fewer, and are judged by the backtest like any other).
+    items = [(w, b) for w in get_suite("short").workloads if w not in REFERENCE_WORKLOADS for b in ("jax", "torch")]
+    medians = {key: value for key, value in _h100_default_medians().items() if key in items}
     assert sorted(medians) == sorted(items) and min(n for _, n in medians.values()) >= 5
     found = estimate_suite(load_catalog()["aws-p5.4xlarge"], "short", items, tmp_path / "no-logs")
     by_item = {(i.workload, i.backend): i for i in found.items}
