@@ -101,14 +101,7 @@ class BatchLifecycle(Lifecycle):
         self._save()
         self._follow(session.instance)
         self._settle_unended()
-        failed = [i for i in self.record.latest_items() if i.status != STATUS_COMPLETE]
-        if self.abort_reason:
-            self._finish(STATUS_FAILED, self.abort_reason)
-        elif failed:
-            labels = ", ".join(f"{i.workload} [{i.backend}] ({i.status})" for i in failed)
-            self._finish(STATUS_FAILED, f"{len(failed)} of {len(self.plan.items)} batch tasks failed: {labels}")
-        else:
-            self._finish(STATUS_COMPLETE, f"all {len(self.plan.items)} batch tasks complete")
+        self._conclude("batch tasks")
 
     def _submit(self) -> _Session:
         plan = self.plan

@@ -185,14 +185,19 @@ class Lifecycle:
                 if self.session is None or self._state(self.session) != InstanceState.PREEMPTED:
                     raise
                 self._after_preemption(f"{self.provider.name} preempted {self.session.instance.instance_id} ({exc})")
+        self._conclude("container runs")
+
+    def _conclude(self, what: str) -> None:
+        """Finish the run from its items' outcomes: failed with its abort reason or the items that did not
+        complete (`what` names them: container runs, batch tasks), else complete."""
         failed = [i for i in self.record.latest_items() if i.status != STATUS_COMPLETE]
         if self.abort_reason:
             self._finish(STATUS_FAILED, self.abort_reason)
         elif failed:
             labels = ", ".join(f"{i.workload} [{i.backend}] ({i.status})" for i in failed)
-            self._finish(STATUS_FAILED, f"{len(failed)} of {len(self.plan.items)} container runs failed: {labels}")
+            self._finish(STATUS_FAILED, f"{len(failed)} of {len(self.plan.items)} {what} failed: {labels}")
         else:
-            self._finish(STATUS_COMPLETE, f"all {len(self.plan.items)} container runs complete")
+            self._finish(STATUS_COMPLETE, f"all {len(self.plan.items)} {what} complete")
 
     def _pending(self) -> list[WorkItem]:
         if self.abort_reason:
