@@ -7,6 +7,10 @@ A task the scheduler requeues (a preemption, `scontrol requeue`) is counted as a
 ended; the task itself resumes it (the provider's script keeps the partial files aside and runs the item again,
 and never runs an ended item again). The bill comes from the job records: one machine per task attempt, from its
 start to its end, at the provider's price per task allocation (`BatchQueue.allocation_price`).
+
+`collect RUN_ID` of a run whose orchestrator died (`collect_batch`) pulls the tasks' logs and reads their states; a
+job still queued or running is left alone, an ended one is recorded, finalised and billed by this lifecycle resumed
+from the ledger (`BatchLifecycle.resumed`), and its run folder is released, as teardown does.
 """
 
 from __future__ import annotations
