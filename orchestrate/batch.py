@@ -435,7 +435,7 @@ def collect_batch(
     if found is None:
         return BatchCollected(
             record,
-            "no folder of it is on the cluster (never submitted, or removed): nothing to collect; "
+            "the ledger records no job of it, or its folder on the cluster is gone: nothing to collect; "
             "`python -m orchestrate sweep` finalises it",
         )
     job, labels = found
