@@ -7,14 +7,21 @@ A task the scheduler requeues (a preemption, `scontrol requeue`) is counted as a
 ended; the task itself resumes it (the provider's script keeps the partial files aside and runs the item again,
 and never runs an ended item again). The bill comes from the job records: one machine per task attempt, from its
 start to its end, at the provider's price per task allocation (`BatchQueue.allocation_price`).
+
+`collect RUN_ID` of a run whose orchestrator died (`collect_batch`) pulls the tasks' logs and reads their states; a
+job still queued or running is left alone, an ended one is recorded, finalised and billed by this lifecycle resumed
+from the ledger (`BatchLifecycle.resumed`), and its run folder is released, as teardown does.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
+from orchestrate.accounting import close_accounts
 from orchestrate.capabilities import BatchQueue, offered
 from orchestrate.lifecycle import EXIT_USAGE, Lifecycle, LifecycleError, _Session, _tail
 from orchestrate.plan import RunPlan, WorkItem
@@ -26,6 +33,7 @@ from orchestrate.provider import (
     TASK_ENDED,
     TASK_FAILED,
     TASK_PENDING,
+    TASK_RUNNING,
     BatchJob,
     BatchTask,
     Capability,
@@ -35,6 +43,7 @@ from orchestrate.provider import (
     ProviderError,
     TaskState,
 )
+from records.catalog import Profile
 from records.ledger import (
     STATUS_COMPLETE,
     STATUS_FAILED,
@@ -42,6 +51,7 @@ from records.ledger import (
     InstanceRecord,
     ItemRecord,
     Ledger,
+    RunRecord,
     StageRecord,
 )
 
@@ -67,6 +77,18 @@ def batch_job(plan: RunPlan) -> BatchJob:
     return BatchJob(platform=plan.platform, image_ref=plan.image_ref, gpus=plan.profile.has_gpu, tasks=tasks)
 
 
+LABEL = re.compile(r"^(\S+) \[(\S+)\](?: #(\d+))?$")  # WorkItem.label: `mnist_mlp [jax]`, `mnist_mlp [jax] #2`
+
+
+def item_of_label(label: str) -> WorkItem:
+    """The work item a task's label names (the inverse of WorkItem.label)."""
+    match = LABEL.match(label)
+    if match is None:
+        raise LifecycleError(f"a batch task's label {label!r} names no work item")
+    workload, backend, repeat = match.groups()
+    return WorkItem(workload, backend, int(repeat) if repeat else None)
+
+
 @dataclass
 class _Task:
     """What the run knows of one task: its item, its latest ledger record, the last state read."""
@@ -88,6 +110,32 @@ class BatchLifecycle(Lifecycle):
         self.tasks = {index: _Task(item) for index, item in enumerate(plan.items)}
         self.attempts: list[InstanceRecord] = []  # ended attempts of requeued tasks, billed with the rest
         self.last_pull = 0.0
+
+    @classmethod
+    def resumed(
+        cls, plan: RunPlan, provider: Provider, ledger: Ledger, reporter: Reporter, record: RunRecord, job: Instance
+    ) -> BatchLifecycle:
+        """The lifecycle of a run its ledger `record` tells, following its job `job` again (collect, after the
+        orchestrator died): the items it recorded are where it left them."""
+        self = cls(plan, provider, ledger, reporter)
+        self.record = record
+        job_record = next(i for i in record.instances if i.instance_id == job.instance_id)
+        self.session = _Session(instance=job, record=job_record)
+        self.sessions.append(self.session)
+        latest = {(i.workload, i.backend, i.repeat): i for i in record.latest_items()}
+        for index, task in self.tasks.items():
+            item_record = latest.get((task.item.workload, task.item.backend, task.item.repeat))
+            if item_record is None or item_record.status == "preempted":
+                continue  # not started since its last requeue: the job records tell the rest
+            task.record = item_record
+            # as last seen, so a requeue since counts as one (the attempt it recorded is the task's restarts + 1)
+            task.state = TaskState(
+                index, TASK_RUNNING, started_at=item_record.started_at, restarts=item_record.attempt - 1
+            )
+            task.ended = item_record.status != STATUS_RUNNING
+            if task.ended:
+                self.done.add(task.item)
+        return self
 
     # ---- the run -----------------------------------------------------------------------------------------
 
@@ -265,6 +313,31 @@ class BatchLifecycle(Lifecycle):
         self.last_pull = time.time()
         self.record.stages.append(StageRecord("pull_logs", started, self.last_pull))
 
+    # ---- collect: the job ended after its orchestrator died ---------------------------------------------------
+
+    def collect_ended(self, states: list[TaskState]) -> None:
+        """Record each task's end as the job records tell it, finalise and bill the run as teardown does, then
+        remove the run's folder on the cluster (its logs are pulled first)."""
+        assert self.session is not None
+        session = self.session
+        with self._stage("collect") as detail:
+            for state in states:
+                self._update(session.instance, state)
+            self._settle_unended()
+            self._conclude("batch tasks")
+            self._pull(session.instance)  # the last files, whatever the tasks' records said
+            ends = [state.ended_at for state in states if state.ended_at is not None]
+            session.record.terminated_at = session.record.terminated_at or max(ends, default=time.time())
+            self._bill_from_job_records(session, states)
+            detail.append(f"job {session.instance.instance_id} ended; {len(states)} tasks recorded and billed")
+        self._release()
+        self.record.ended_at = self.record.ended_at or session.record.terminated_at
+        self.record.teardown_failures = list(self.teardown_failures)
+        self.record.recovered_by = "collect"
+        close_accounts(self.record, self.plan.profile, self.has(Capability.BILLABLE))
+        self._save()
+        self._write_run_summary()
+
     # ---- teardown ----------------------------------------------------------------------------------------
 
     def _end_session(self, session: _Session, reachable: bool = True) -> None:
@@ -323,3 +396,82 @@ class BatchLifecycle(Lifecycle):
             ]
         self.record.instances = [r for r in self.record.instances if r is not session.record] + machines
         self._save()
+
+
+# ---- `collect RUN_ID` of a batch run -------------------------------------------------------------------------------
+
+
+@dataclass
+class BatchCollected:
+    record: RunRecord
+    action: str
+    downloaded: list[Path] = field(default_factory=list)
+    tasks: list[tuple[str, TaskState]] = field(default_factory=list)  # (item label, state) in task order
+
+
+def collect_batch(
+    record: RunRecord, provider: Provider, profile: Profile, ledger: Ledger, reporter: Reporter, alive: bool
+) -> BatchCollected:
+    """Pull a batch run's logs from the cluster's shared folder and read its tasks; once its job has ended (and its
+    orchestrator, `alive` here, is gone), finalise and bill it from the job records and remove its folder. A job
+    still queued or running is left alone: its ledger entry too. Idempotent: a final run is left as it is."""
+    if not isinstance(provider, BatchQueue):
+        raise LifecycleError(f"provider {provider.name} is not a batch scheduler")
+    if record.final:
+        return BatchCollected(record, f"its ledger entry is final ({record.status}): nothing to collect")
+    jobs = [i for i in record.instances if i.provider == provider.name]
+    found = provider.submitted_job(profile, record.run_id, jobs[-1].instance_id, record.platform) if jobs else None
+    if found is None:
+        return BatchCollected(
+            record,
+            "the ledger records no job of it, or its folder on the cluster is gone: nothing to collect; "
+            "`python -m orchestrate sweep` finalises it",
+        )
+    job, labels = found
+    plan = _collect_plan(record, provider.allocation_price(profile), tuple(item_of_label(label) for label in labels))
+    states = provider.tasks(job)
+    downloaded = provider.fetch_logs(job, plan.logs_dir)
+    named = [(labels[state.index], state) for state in states]
+    if alive:
+        return BatchCollected(
+            record,
+            f"its orchestrator ({record.owner}, pid {record.pid}) may still follow the job: logs pulled, the ledger "
+            "left to it",
+            downloaded, named,
+        )  # fmt: skip
+    unended = [state for state in states if state.state not in TASK_ENDED]
+    if unended:
+        return BatchCollected(
+            record,
+            f"job {job.instance_id} still has {len(unended)} of {len(states)} tasks queued or running: their logs so "
+            "far are pulled, the job and the ledger left alone; `collect` again once it has ended records, bills "
+            "and finalises the run (`python -m orchestrate sweep` cancels it instead)",
+            downloaded,
+            named,
+        )
+    lifecycle = BatchLifecycle.resumed(plan, provider, ledger, reporter, record, job)
+    lifecycle.collect_ended(states)
+    action = f"job {job.instance_id} has ended: {lifecycle.record.status}, billed from the job records"
+    if lifecycle.teardown_failures:
+        return BatchCollected(lifecycle.record, action, downloaded, named)
+    return BatchCollected(lifecycle.record, f"{action}; its folder on the cluster removed", downloaded, named)
+
+
+def _collect_plan(record: RunRecord, profile: Profile, items: tuple[WorkItem, ...]) -> RunPlan:
+    """What `collect` needs of the run's plan, from its ledger entry: its items (in task order), where its logs go,
+    its profile priced per task allocation."""
+    if not record.logs_dir:
+        raise LifecycleError(f"run {record.run_id} has no logs folder in the ledger")
+    return RunPlan(
+        run_id=record.run_id,
+        profile=profile,
+        platform=record.platform,
+        suite=record.suite,
+        items=items,
+        spot=False,
+        image_ref=record.image or "",
+        image_source="the ledger",
+        build=None,
+        logs_dir=Path(record.logs_dir).parents[1],
+        owner=record.owner,
+    )

@@ -174,6 +174,14 @@ class BatchQueue(abc.ABC):
         pulls a dead run's logs from `<root>/runs/<run id>/logs` there (orchestrate.recover)."""
 
     @abc.abstractmethod
+    def submitted_job(
+        self, profile: Profile, run_id: str, job_id: str, platform: str
+    ) -> tuple[Instance, builtins.list[str]] | None:
+        """The job `job_id` (as the ledger recorded it) that run `run_id` submitted, rebuilt from the cluster for
+        `collect` once its orchestrator is gone, with each task's work item label in task order; None when the
+        run's folder is gone (its logs were pulled and the folder removed)."""
+
+    @abc.abstractmethod
     def allocation_price(self, profile: Profile) -> Profile:
         """`profile` with its prices per task allocation (e.g. a per-GPU-hour price times the task's GPUs), so that
         each task's elapsed time from the job records bills as one machine's."""

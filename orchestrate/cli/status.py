@@ -24,9 +24,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def command(args: argparse.Namespace) -> int:
-    batch = _batch_run(args)
+    batch = batch_run(args)
     if batch is not None:
-        return _batch_status(*batch)
+        record, _, provider = batch
+        return _batch_status(record, provider)
     record, _, provider = detached_record(args)
     _, progress = read_progress(record)
     latest = progress.latest or {}
@@ -64,8 +65,8 @@ def detached_record(args: argparse.Namespace) -> tuple[RunRecord, Profile, Provi
     return record, profile, load_provider_class(profile.provider).from_settings(settings)
 
 
-def _batch_run(args: argparse.Namespace) -> tuple[RunRecord, Provider] | None:
-    """The run and its provider when the run is on a batch scheduler (Capability.BATCH), else None."""
+def batch_run(args: argparse.Namespace) -> tuple[RunRecord, Profile, Provider] | None:
+    """The run, its profile and its provider when the run is on a batch scheduler (Capability.BATCH), else None."""
     record = Ledger(args.ledger).runs().get(args.run_id)
     if record is None or record.storage:
         return None
@@ -78,7 +79,7 @@ def _batch_run(args: argparse.Namespace) -> tuple[RunRecord, Provider] | None:
     profile = get_profile(load_catalogs(args.catalog), record.profile, allow_retired=True)
     provider = cls.from_settings(dict(key_value(text) for text in args.provider_setting))
     provider.validate_profile(profile)
-    return record, provider
+    return record, profile, provider
 
 
 def _batch_status(record: RunRecord, provider: Provider) -> int:

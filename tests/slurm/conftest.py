@@ -23,7 +23,8 @@ SECOND_PROFILE = "testcluster-cpu2"  # the cluster's second partition, at anothe
 PRICE_PER_NODE_HOUR = 0.5
 TASK_IMAGE = "kcb-test/slurm-tasks:latest"
 # The task image's entrypoint: the runner's arguments in, the runner's file names out. mnist_mlp ends in 2 s,
-# imdb_fasttext fails (exit 1), cifar10_cnn runs 10 s (long enough to be requeued), anything else 600 s. Each start
+# imdb_fasttext fails (exit 1), cifar10_cnn runs 10 s (long enough to be requeued), mnist_cnn until the test creates
+# release-mnist_cnn in the run's logs folder, anything else 600 s. Each start
 # is counted in /logs/starts-<workload>, so a test can tell whether an item ran again.
 TASK_ENTRYPOINT = """#!/bin/sh
 workload=$1; shift
@@ -46,6 +47,7 @@ case $workload in
   mnist_mlp) sleep 2 ;;
   imdb_fasttext) echo "failing on purpose" >&2; exit 1 ;;
   cifar10_cnn) sleep 10 & wait $! ;;
+  mnist_cnn) while [ ! -e "$out/release-$workload" ]; do sleep 1 & wait $!; done ;;
   *) sleep 600 & wait $! ;;
 esac
 echo 1,1.0 >> "$stem.csv"

@@ -3,6 +3,8 @@ one-node cluster: each "machine" is a job array of one task (the task image's 60
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -15,6 +17,7 @@ from orchestrate.testing import ProviderContract
 from records.catalog import Profile, load_catalog
 from tests.orchestrate.orchestrate_helpers import plan_on_image
 from tests.slurm.conftest import PROFILE, SlurmSite
+from tests.slurm.helpers import run_folder
 
 pytestmark = [pytest.mark.docker, pytest.mark.sshd]
 
@@ -33,6 +36,11 @@ class TestSlurmContract(ProviderContract):
 
     def make_profile(self) -> Profile:
         return load_catalog(self.site.catalog)[PROFILE]
+
+    def run_resources(self, run_id: str) -> dict[str, Callable[[], None]]:
+        """The run's folder on the shared file system, read from the disk (the cluster's shared_dir is local here)."""
+        folder = run_folder(self.site, run_id)
+        return {"run folder": lambda: shutil.rmtree(folder)} if folder.exists() else {}
 
     def make_request(self, profile: Profile) -> LaunchRequest:
         request = super().make_request(profile)

@@ -59,6 +59,22 @@ def job_id_of(ws: Workspace, run_id: str) -> str:
     return launch.detail.split(",")[0].rsplit(":", 1)[1]
 
 
+def slurm_records(site: SlurmSite, job: str) -> dict[str, tuple[float, float]]:
+    """`kcb-sshd:<job>_<task>` -> (start, end), from Slurm's completion log (sacct where a cluster has accounting)."""
+    records = {}
+    for line in site.cluster.jobcomp_log.read_text().splitlines():
+        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+        if fields.get("ArrayJobId") == job:
+            start, end = (dt.datetime.fromisoformat(fields[k]).timestamp() for k in ("StartTime", "EndTime"))
+            records[f"kcb-sshd:{job}_{fields['ArrayTaskId']}"] = (start, end)
+    return records
+
+
+def collect(site: SlurmSite, ws: Workspace, run_id: str) -> subprocess.CompletedProcess[str]:
+    setting = f"ssh_config={site.server.config_path}"
+    return orchestrate(site, "collect", run_id, "--ledger", str(ws.ledger), "--provider-setting", setting)
+
+
 def assert_nothing_left(site: SlurmSite, run_id: str) -> None:
     assert tasks_of(site, run_id) == {}
     assert not run_folder(site, run_id).exists()
@@ -107,14 +123,7 @@ def test_quick_suite_runs_as_one_job_array(slurm_site: SlurmSite, quick_run) -> 
 def test_quick_suite_is_billed_from_the_job_records(slurm_site: SlurmSite, quick_run) -> None:
     ws, _ = quick_run
     record = read_runs(ws.ledger)[QUICK_RUN]
-    job = job_id_of(ws, QUICK_RUN)
-    # Slurm's own records of the array (the completion log; sacct where a cluster has accounting)
-    slurm = {}
-    for line in slurm_site.cluster.jobcomp_log.read_text().splitlines():
-        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
-        if fields.get("ArrayJobId") == job:
-            start, end = (dt.datetime.fromisoformat(fields[k]).timestamp() for k in ("StartTime", "EndTime"))
-            slurm[f"kcb-sshd:{job}_{fields['ArrayTaskId']}"] = (start, end)
+    slurm = slurm_records(slurm_site, job_id_of(ws, QUICK_RUN))
     assert len(slurm) == 2
     assert {i.instance_id: (i.launched_at, i.terminated_at) for i in record.instances} == slurm
     for instance in record.instances:
@@ -189,6 +198,10 @@ def test_a_killed_orchestrator_leaves_nothing_after_sweep(slurm_site: SlurmSite,
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=10)
         assert tasks_of(slurm_site, KILLED_RUN) == {"0": "RUNNING"}  # nobody tore it down
+        collected = collect(slurm_site, ws, KILLED_RUN)  # leaves a running job alone: the sweep still finds it
+        assert collected.returncode == 0, collected.stdout + collected.stderr
+        assert "still has 1 of 1 tasks queued or running" in collected.stdout
+        assert tasks_of(slurm_site, KILLED_RUN) == {"0": "RUNNING"}
         done = orchestrate(
             slurm_site,
             "sweep",
@@ -213,6 +226,78 @@ def test_a_killed_orchestrator_leaves_nothing_after_sweep(slurm_site: SlurmSite,
     assert job.terminated_at is not None
     assert job.billed_seconds == math.ceil(job.terminated_at - job.launched_at)  # billed per second
     assert job.cost_usd == pytest.approx(job.billed_seconds * PRICE_PER_NODE_HOUR / 3600)
+
+
+# ---- kill -9, then collect ------------------------------------------------------------------------------------------
+
+COLLECT_RUN = "20260101T000000Z-slc1"
+
+
+def test_collect_after_a_killed_orchestrator_pulls_records_and_bills_the_run(
+    slurm_site: SlurmSite, task_image: str, tmp_path
+) -> None:
+    ws = Workspace(tmp_path)
+    args = run_args(slurm_site, ws, COLLECT_RUN, "--workloads", "mnist_mlp,mnist_cnn", "--backends", "jax")
+    process = start(slurm_site, tmp_path / "out.txt", *args, "--image", task_image)
+    folder = run_folder(slurm_site, COLLECT_RUN)
+    run_logs = ws.run_logs(PROFILE, COLLECT_RUN)
+    try:
+        wait_for(lambda: (folder / "tasks" / "0.exit").exists(), 90, "mnist_mlp's task to end")
+        wait_for(lambda: (folder / "logs" / "starts-mnist_cnn").exists(), 90, "mnist_cnn's container to run")
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+        before = read_runs(ws.ledger)[COLLECT_RUN]
+        assert before.status == "running"
+
+        running = collect(slurm_site, ws, COLLECT_RUN)
+        assert running.returncode == 0, running.stdout + running.stderr
+        assert "still has 1 of 2 tasks queued or running" in running.stdout
+        assert "mnist_mlp [jax]: complete, exit 0" in running.stdout and "mnist_cnn [jax]: running" in running.stdout
+        # the finished task's files, byte for byte as the shared folder holds them (what an attached run pulls)
+        remote = folder / "logs" / PROFILE / COLLECT_RUN
+        for name in ("mnist_mlp_jax.csv", "mnist_mlp_jax.json", "orchestrate/mnist_mlp_jax.console.log"):
+            assert (run_logs / name).read_bytes() == (remote / name).read_bytes(), name
+        assert json.loads((run_logs / "mnist_mlp_jax.json").read_text())["status"] == "complete"
+        assert json.loads((run_logs / "mnist_cnn_jax.json").read_text())["status"] == "running"  # partial so far
+        assert read_runs(ws.ledger)[COLLECT_RUN] == before  # a running job's ledger entry is left alone
+        assert tasks_of(slurm_site, COLLECT_RUN) == {"1": "RUNNING"}  # and the job too
+
+        (folder / "logs" / "release-mnist_cnn").touch()
+        wait_for(lambda: tasks_of(slurm_site, COLLECT_RUN) == {}, 60, "the job to end")
+        done = collect(slurm_site, ws, COLLECT_RUN)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        remove_containers_of_run(COLLECT_RUN)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "has ended: complete, billed from the job records; its folder on the cluster removed" in done.stdout
+    record = read_runs(ws.ledger)[COLLECT_RUN]
+    assert (record.status, record.recovered_by) == ("complete", "collect")
+    assert record.message == "all 2 batch tasks complete"
+    assert [(i.workload, i.status, i.exit_code) for i in record.latest_items()] == [
+        ("mnist_mlp", "complete", 0),
+        ("mnist_cnn", "complete", 0),
+    ]
+    assert json.loads((run_logs / "mnist_cnn_jax.json").read_text())["status"] == "complete"
+    assert (run_logs / "mnist_cnn_jax.csv").read_text() == (run_logs / "mnist_mlp_jax.csv").read_text()
+    # billed from Slurm's own records of the array, one allocation per task
+    slurm = slurm_records(slurm_site, job_id_of(ws, COLLECT_RUN))
+    assert len(slurm) == 2
+    assert {i.instance_id: (i.launched_at, i.terminated_at) for i in record.instances} == slurm
+    for instance in record.instances:
+        seconds = (instance.terminated_at or 0) - instance.launched_at
+        assert instance.cost_usd == pytest.approx(seconds * PRICE_PER_NODE_HOUR / 3600)
+    assert record.estimated_cost_usd == pytest.approx(sum(i.cost_usd or 0 for i in record.instances))
+    assert json.loads((run_logs / "orchestrate" / "run.json").read_text())["status"] == "complete"
+    assert_nothing_left(slurm_site, COLLECT_RUN)
+
+    ledger = ws.ledger.read_bytes()
+    files = {path: path.stat().st_mtime_ns for path in ws.logs.rglob("*")}
+    again = collect(slurm_site, ws, COLLECT_RUN)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "its ledger entry is final (complete): nothing to collect" in again.stdout
+    assert ws.ledger.read_bytes() == ledger
+    assert {path: path.stat().st_mtime_ns for path in ws.logs.rglob("*")} == files
 
 
 # ---- fan-out over partitions ----------------------------------------------------------------------------------------

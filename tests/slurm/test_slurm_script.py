@@ -11,9 +11,10 @@ import subprocess
 
 import pytest
 
-from orchestrate.batch import batch_job
+from orchestrate.batch import batch_job, item_of_label
 from orchestrate.plan import WorkItem
 from orchestrate.provider import ProviderError
+from orchestrate.providers.slurm import TASK_LINE
 from orchestrate.providers.slurm.script import batch_script, sbatch_flags
 from orchestrate.providers.slurm.settings import settings_of, slurm_time
 from records.catalog import Price, Profile
@@ -178,3 +179,15 @@ def test_job_records_parse_as_slurm_prints_them() -> None:
     )
     cancelled = JobRecord(task=0, state="CANCELLED by 0", exit_code=0, start=1.0, end=2.0)
     assert cancelled.as_task(None).state == "cancelled"
+
+
+@pytest.mark.parametrize("runtime", ["docker", "apptainer", "pyxis"])
+def test_collect_reads_each_tasks_work_item_back_from_the_script(tmp_path, runtime: str) -> None:
+    """`collect` after the orchestrator died knows the tasks only from job.sh: every runtime's script names them."""
+    labels = TASK_LINE.findall(script_for(tmp_path, runtime))
+    assert labels == [("0", "mnist_mlp [jax] #1"), ("1", "mnist_mlp [jax] #2")]
+    assert [item_of_label(label) for _, label in labels] == [
+        WorkItem("mnist_mlp", "jax", 1),
+        WorkItem("mnist_mlp", "jax", 2),
+    ]
+    assert item_of_label(WorkItem("imdb_fasttext", "torch").label) == WorkItem("imdb_fasttext", "torch")

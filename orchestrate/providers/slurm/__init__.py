@@ -16,6 +16,7 @@ replacing ~/.ssh/config for the login), `login`, `shared_dir`, `slurm_conf`.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import time
 from collections.abc import Mapping
@@ -46,6 +47,7 @@ from orchestrate.remote import RemoteError
 from records.catalog import Price, Profile
 
 SETTINGS = ("ssh_config", "login", "shared_dir", "slurm_conf")
+TASK_LINE = re.compile(r"^  (\d+)\)  # (.+)$", re.MULTILINE)  # batch_script's case of one task
 STOP_WAIT_S = 60.0  # after scancel: the tasks' containers stop (their grace) before teardown goes on
 
 
@@ -303,6 +305,35 @@ class SlurmProvider(Provider, BatchQueue):
         if self.ssh_config is not None:
             record["ssh_config"] = str(self.ssh_config)
         return record
+
+    def submitted_job(
+        self, profile: Profile, run_id: str, job_id: str, platform: str
+    ) -> tuple[Instance, list[str]] | None:
+        """The job as `launch` returned it, from the run's folder: its tags (run.json) and its tasks' labels (the
+        batch script's `case` lines, `  <index>)  # <label>`)."""
+        settings = settings_of(profile)
+        self.validate_profile(profile)
+        folder = run_folder(settings, run_id)
+        cluster = self._cluster(settings.cluster, settings.slurm_conf)
+        script = cluster.run(f"cat {shlex.quote(folder)}/job.sh 2>/dev/null; true")
+        labels = dict(TASK_LINE.findall(script))
+        if not labels:
+            return None
+        if sorted(int(index) for index in labels) != list(range(len(labels))):
+            raise ProviderError(f"{folder}/job.sh on {settings.login.display()}: its tasks are not 0-{len(labels) - 1}")
+        try:
+            tags = json.loads(cluster.run(f"cat {shlex.quote(folder)}/run.json"))
+        except ValueError as exc:
+            raise ProviderError(f"{folder}/run.json on {settings.login.display()} is not JSON: {exc}") from exc
+        instance = Instance(
+            provider=self.name,
+            instance_id=f"{settings.cluster}:{job_id.rsplit(':', 1)[-1]}",
+            zone=None,
+            ssh=settings.login,
+            tags={str(k): str(v) for k, v in tags.items()},
+            private=_private(settings, job_id.rsplit(":", 1)[-1], platform, len(labels)),
+        )
+        return instance, [labels[str(index)] for index in range(len(labels))]
 
     def allocation_price(self, profile: Profile) -> Profile:
         settings = settings_of(profile)
