@@ -40,6 +40,7 @@ from benchmarks.stats import (
     mean_interval,
     within_machine_sd,
 )
+from benchmarks.workloads import REFERENCE_WORKLOADS
 
 REPEATS_PREFIX = "gpu-repeats-"
 SIMILAR_HOST = 0.2  # fresh runs whose host single-thread score is within 20 % of a shared run's count as alike
@@ -455,8 +456,9 @@ def _run_key(process: dict, workload: str) -> tuple[str, str, str, int]:
 
 
 def cache_rounds(consoles: Path, complete: Iterable[Timed] = ()) -> dict[str, dict[str, float]]:
-    """Per backend: a round of the defaults (one fresh process per workload) in wall seconds with a cold compile
-    cache (the workload's first process on a machine) and a warm one (its processes after one had finished there),
+    """Per backend: a round of the 2017-2018 scripts' defaults (one fresh process per workload; the reference
+    workloads, ResNet-50 and the GPT, measured later on other machines, are no part of it) in wall seconds with a
+    cold compile cache (the workload's first process on a machine) and a warm one (its processes after one had finished there),
     the medians over machines, from the manifests gpu_session's repeats phase leaves beside the consoles and the
     platform's `complete` runs (timed_repeats), which tell what a stopped process finished."""
     return _fresh_rounds(cache_states(manifest_processes(consoles), complete))
@@ -465,7 +467,8 @@ def cache_rounds(consoles: Path, complete: Iterable[Timed] = ()) -> dict[str, di
 def _fresh_rounds(states: Sequence[tuple[dict, str]]) -> dict[str, dict[str, float]]:
     walls: dict[str, dict[tuple[str, str], list[float]]] = {"cold": {}, "warm": {}}
     for p, state in states:
-        if p["design"] == "repeat" and p["epochs"] is None and p["returncode"] == 0 and state in walls:
+        scripts = p["workloads"][0] not in REFERENCE_WORKLOADS
+        if scripts and p["design"] == "repeat" and p["epochs"] is None and p["returncode"] == 0 and state in walls:
             walls[state].setdefault((p["workloads"][0], p["backend"]), []).append(p["wall_s"])
     cold, warm = walls["cold"], walls["warm"]
     out: dict[str, dict[str, float]] = {}
