@@ -458,9 +458,9 @@ def _run_key(process: dict, workload: str) -> tuple[str, str, str, int]:
 def cache_rounds(consoles: Path, complete: Iterable[Timed] = ()) -> dict[str, dict[str, float]]:
     """Per backend: a round of the 2017-2018 scripts' defaults (one fresh process per workload; the reference
     workloads, ResNet-50 and the GPT, measured later on other machines, are no part of it) in wall seconds with a
-    cold compile cache (the workload's first process on a machine) and a warm one (its processes after one had finished there),
-    the medians over machines, from the manifests gpu_session's repeats phase leaves beside the consoles and the
-    platform's `complete` runs (timed_repeats), which tell what a stopped process finished."""
+    cold compile cache (the workload's first process on a machine) and a warm one (its processes after one had
+    finished there), the medians over machines, from the manifests gpu_session's repeats phase leaves beside the
+    consoles and the platform's `complete` runs (timed_repeats), which tell what a stopped process finished."""
     return _fresh_rounds(cache_states(manifest_processes(consoles), complete))
 
 
