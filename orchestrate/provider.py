@@ -165,6 +165,10 @@ class Instance:
     private: dict[str, str] = field(default_factory=dict)
 
 
+def _capability_set(value: object) -> bool:
+    return isinstance(value, frozenset | set) and all(isinstance(c, Capability) for c in value)
+
+
 class Provider(abc.ABC):
     """One place that runs machines: a cloud, an SSH host, or this machine.
 
@@ -190,8 +194,11 @@ class Provider(abc.ABC):
         implemented = frozenset(
             k.__dict__["provides"] for k in cls.__mro__ if isinstance(k.__dict__.get("provides"), Capability)
         )
-        declared = cls.__dict__.get("capabilities")
-        if declared is not None:  # a plug-in that declares the whole set, as plug-ins once did: it must agree
+        declared = cls.__dict__.get("capabilities", cls.host_capabilities)
+        if not _capability_set(declared):
+            cls.capabilities = declared  # a wrong declaration: the registry names it in one line, as a broken plug-in
+            return
+        if "capabilities" in cls.__dict__:  # a plug-in that declares the whole set, as plug-ins once did: it must agree
             claimed = frozenset(declared) & WITH_INTERFACE
             if claimed != implemented:
                 wrong = sorted(claimed ^ implemented)

@@ -254,7 +254,8 @@ def test_a_provider_with_bad_declarations_is_isolated_like_an_import_failure(
 ) -> None:
     """`providers`, `schedule list` and `schedule create` read every provider's capabilities: one plug-in that
     declares them wrongly is one line, and every command still works for the rest."""
-    plugin = PLUGIN.replace("capabilities = frozenset({Capability.PERSISTENT_HOST})", declaration)
+    plugin = PLUGIN.replace("    host_capabilities = frozenset({Capability.PERSISTENT_HOST})", f"    {declaration}")
+    assert plugin != PLUGIN
     install_plugin(tmp_path, "kcb_wrong", "kcb_wrong:DemoProvider")
     (tmp_path / "kcb_wrong.py").write_text(plugin)
     env = {"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
