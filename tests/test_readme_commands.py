@@ -8,6 +8,7 @@ both `make bench`'s logs (no image) and its (an image)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
@@ -85,6 +86,10 @@ def as_run_here(command: str, image: str = "", host_dir: Path | None = None) -> 
     """The command as this test runs it, and whether it must be a dry run (`make bench-local` runs in `image`,
     its host folder `host_dir`)."""
     words = shlex.split(command)
+    assignments = list(itertools.takewhile(lambda w: re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w), words))
+    if assignments:  # `VAR=value command ...`, as a shell runs it: the command with those variables set
+        rest, dry = as_run_here(shlex.join(words[len(assignments) :]), image, host_dir)
+        return ["env", *assignments, *rest], dry
     if words[:2] == ["make", "bench"] and len(words) == 2:
         return words + SMALL_BENCH, False
     if words == ["make", "bench-local"]:
