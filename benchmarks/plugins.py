@@ -375,7 +375,8 @@ def declared(path: str | Path) -> Declared:
     return Declared(values["name"], file.name, sha256_of(file), values["epochs"], values["batch_size"], cuts, samples)
 
 
-def _spec_call(tree: ast.Module, where: str) -> ast.Call:
+def spec_call(tree: ast.Module) -> ast.Call | None:
+    """A workload module's `SPEC = WorkloadSpec(...)` call, read without importing it; None where it has none."""
     for node in tree.body:
         if (
             isinstance(node, ast.Assign)
@@ -383,7 +384,14 @@ def _spec_call(tree: ast.Module, where: str) -> ast.Call:
             and isinstance(node.value, ast.Call)
         ):
             return node.value
-    raise BadWorkload(f"{where}: missing SPEC (a module-level `SPEC = WorkloadSpec(...)`; docs/workloads.md)")
+    return None
+
+
+def _spec_call(tree: ast.Module, where: str) -> ast.Call:
+    call = spec_call(tree)
+    if call is None:
+        raise BadWorkload(f"{where}: missing SPEC (a module-level `SPEC = WorkloadSpec(...)`; docs/workloads.md)")
+    return call
 
 
 def _literal(node: ast.expr, where: str) -> Any:

@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from benchmarks.plugins import Declared
+from benchmarks.plugins import Declared, spec_call
 from benchmarks.suites import get_suite
 from benchmarks.workloads import WORKLOADS, Cut, UnknownWorkload
 from estimator import DATA_DIR
@@ -80,14 +80,10 @@ def _builtin_spec(workload: str) -> PlannedSpec:
 
 
 def _spec_call(module: ast.Module, workload: str) -> ast.Call:
-    for node in module.body:
-        if (
-            isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == "SPEC" for t in node.targets)
-            and isinstance(node.value, ast.Call)
-        ):
-            return node.value
-    raise ValueError(f"benchmarks.workloads.{workload}: no `SPEC = WorkloadSpec(...)` assignment")
+    call = spec_call(module)
+    if call is None:
+        raise ValueError(f"benchmarks.workloads.{workload}: no `SPEC = WorkloadSpec(...)` assignment")
+    return call
 
 
 def _cut(node: ast.expr) -> Cut | None:

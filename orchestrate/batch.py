@@ -27,7 +27,6 @@ from orchestrate.lifecycle import EXIT_USAGE, Lifecycle, LifecycleError, _Sessio
 from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.progress import Reporter
 from orchestrate.provider import (
-    PROJECT_TAG,
     TASK_CANCELLED,
     TASK_COMPLETE,
     TASK_ENDED,
@@ -153,13 +152,7 @@ class BatchLifecycle(Lifecycle):
 
     def _submit(self) -> _Session:
         plan = self.plan
-        tags = {
-            "project": PROJECT_TAG,
-            "run-id": plan.run_id,
-            "owner": plan.owner,
-            "profile": plan.profile.name,
-            "expiry": str(int(time.time() + plan.max_lifetime_s)),
-        }
+        tags = self._run_tags()
         request = LaunchRequest(
             plan.run_id, plan.profile, None, False, plan.max_lifetime_s, tags, batch=batch_job(plan)
         )

@@ -239,15 +239,20 @@ class Lifecycle:
         self._save()
         return session
 
-    def _launch(self) -> tuple[Instance, InstanceRecord]:
+    def _run_tags(self) -> dict[str, str]:
+        """The tags every launched resource carries: the sweep finds what a killed run left by them."""
         plan = self.plan
-        tags = {
+        return {
             "project": PROJECT_TAG,
             "run-id": plan.run_id,
             "owner": plan.owner,
             "profile": plan.profile.name,
             "expiry": str(int(time.time() + plan.max_lifetime_s)),
         }
+
+    def _launch(self) -> tuple[Instance, InstanceRecord]:
+        plan = self.plan
+        tags = self._run_tags()
         failures: list[str] = []
         with self._stage("launch") as detail:
             for zone in plan.profile.zones or (None,):
