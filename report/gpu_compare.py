@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.stats import FASTER, SLOWER, TOO_FEW, Estimate, compare, median_estimate
+from benchmarks.stats import FASTER, NOISE_THRESHOLD, SLOWER, TOO_FEW, Estimate, compare, median_estimate
 from records.catalog import Profile
 
 TITLE = "GPU against GPU, per epoch and per dollar"
@@ -279,7 +279,7 @@ NOTE = (
     "default settings in fresh processes, one device, the same data and training samples. *epoch s*: the median of "
     "the runs' median steady epochs [95% interval; none under 3 runs]. *runs/machines*: the repeats and the machines "
     "(`hardware.host_id`) behind it. *faster*: benchmarks.stats.compare (rank-sum test and bootstrap ratio beyond "
-    "±5%). *rests on*: a side with one run or one machine, whose host cannot be told from its GPU."
+    f"±{NOISE_THRESHOLD:.0%}). *rests on*: a side with one run or one machine, whose host cannot be told from its GPU."
 )
 COST_NOTE = (
     "Cost per epoch at the catalog's dated on-demand prices: per GPU, the cheapest GPU hour of each provider "
