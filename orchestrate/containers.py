@@ -8,11 +8,14 @@ Containers are found by their `project` and `run-id` labels, never by name: `run
 from __future__ import annotations
 
 import base64
+import io
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from benchmarks.command import RunnerCommand
+from orchestrate.data_dir import CONTAINER_DIR as DATA_IN_CONTAINER
+from orchestrate.data_dir import DataDir, archive_file, chunks
 from orchestrate.hostprep import HostInfo
 from orchestrate.images import ImageInfo
 from orchestrate.provider import PROJECT_TAG
@@ -62,6 +65,8 @@ def docker_run_command(spec: ContainerSpec, info: HostInfo, image: ImageInfo) ->
     ]
     if spec.command.workload_files:  # the user's workload files, carried beside the logs: the image stays as it is
         parts += ["-v", f"{workloads_dir(info, spec.run_id)}:{CONTAINER_DIR}:ro"]
+    if spec.command.data_dir:  # the user's data folder, carried beside the logs
+        parts += ["-v", f"{data_dir_on_host(info, spec.run_id)}:{DATA_IN_CONTAINER}:ro"]
     if spec.gpus:
         parts += ["--gpus", "all"]
     parts += [image.ref, *spec.command.argv(entrypoint=True)]
@@ -90,6 +95,25 @@ def put_workload_files(host: Host, info: HostInfo, run_id: str, files: Sequence[
                 f"{file.path.name} arrived on {host.description} as sha256 {found[:12]}, "
                 f"not {file.spec.sha256[:12]}: it changed since it was checked"
             )
+
+
+def data_dir_on_host(info: HostInfo, run_id: str) -> str:
+    return f"{info.run_dir(run_id)}/data"
+
+
+def put_data_dir(host: Host, info: HostInfo, run_id: str, data: DataDir) -> None:
+    """The user's data folder into the run's folder on the host, as one tar streamed over the connection (one
+    transfer, however many files), then its file count checked there. Removed with the run's folder."""
+    folder = host.quote(data_dir_on_host(info, run_id))
+    output = io.BytesIO()
+    with archive_file(data) as archive:
+        code = host.stream(f"mkdir -p {folder} && tar -x -f - -C {folder}", output, stdin=chunks(archive))
+    if code != 0:
+        tail = " | ".join(output.getvalue().decode(errors="replace").strip().splitlines()[-3:])
+        raise RemoteError(f"could not unpack --data-dir on {host.description} (exit {code}): {tail or 'no output'}")
+    found = int(host.run(f"find {folder} -type f | wc -l").stdout.strip() or 0)
+    if found != len(data.files):
+        raise RemoteError(f"--data-dir arrived on {host.description} as {found} file(s), not {len(data.files)}")
 
 
 def seed_dataset_cache(host: Host, info: HostInfo, image: ImageInfo) -> None:

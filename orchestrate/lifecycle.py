@@ -32,11 +32,13 @@ from orchestrate.accounting import close_accounts
 from orchestrate.containers import (
     ContainerSpec,
     docker_run_command,
+    put_data_dir,
     put_workload_files,
     run_containers,
     seed_dataset_cache,
     stop_containers,
 )
+from orchestrate.data_dir import BadDataDir
 from orchestrate.hostprep import HostInfo, HostSetupError, clean_run_dir, prepare_host
 from orchestrate.images import ImageError, ImageInfo, ensure_image
 from orchestrate.plan import RunPlan, WorkItem
@@ -157,7 +159,7 @@ class Lifecycle:
             self._execute()
         except Interrupted as exc:
             self._finish(STATUS_INTERRUPTED, f"interrupted by {exc.signal_name}")
-        except (LifecycleError, ProviderError, RemoteError, HostSetupError, ImageError) as exc:
+        except (LifecycleError, ProviderError, RemoteError, HostSetupError, ImageError, BadDataDir) as exc:
             self._finish(STATUS_FAILED, str(exc))
         except Exception as exc:  # a bug: still tear down, record it, then let the traceback out
             self._finish(STATUS_FAILED, f"internal error: {type(exc).__name__}: {exc}")
@@ -229,6 +231,9 @@ class Lifecycle:
             if self.plan.workload_files:
                 put_workload_files(session.host, session.info, self.plan.run_id, self.plan.workload_files)
                 detail.append("workload files " + ", ".join(f.path.name for f in self.plan.workload_files))
+            if self.plan.data_dir is not None:
+                put_data_dir(session.host, session.info, self.plan.run_id, self.plan.data_dir)
+                detail.append(f"data folder {self.plan.data_dir.describe()}")
             self._record_host(session)
         with self._stage("image") as detail:
             session.image = self._ensure_image(session)

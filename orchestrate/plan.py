@@ -9,6 +9,8 @@ from pathlib import Path
 
 from benchmarks.command import RunnerCommand
 from benchmarks.work import WorkItem, item_command
+from orchestrate.data_dir import CONTAINER_DIR as DATA_IN_CONTAINER
+from orchestrate.data_dir import DataDir
 from orchestrate.images import BuildSpec
 from orchestrate.workload_files import WorkloadFile
 from records.catalog import Profile
@@ -45,6 +47,7 @@ class RunPlan:
     install_host_software: bool = False
     validated_at: tuple[float, float] | None = None  # (started, ended) of the CLI's validation
     workload_files: tuple[WorkloadFile, ...] = ()  # the user's workloads, checked; mounted at /workloads
+    data_dir: DataDir | None = None  # the user's data folder, checked; mounted at /data/offline
 
     @property
     def run_logs(self) -> Path:
@@ -70,5 +73,6 @@ class RunPlan:
             gpus=self.gpus,
             batch_policy=self.batch_policy,
             workload_files=tuple(f.in_container for f in self.workload_files),
+            data_dir=DATA_IN_CONTAINER if self.data_dir is not None else None,
         )
         return item_command(shared, item, self.repeats)

@@ -8,6 +8,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from benchmarks.cli import new_run_id
 from benchmarks.harness.backends import BACKENDS
@@ -20,6 +21,8 @@ from estimator.workload_plan import add_plugin
 from orchestrate.capabilities import BatchQueue, offered, offering
 from orchestrate.cli.common import UsageError, check_name, credentials, key_value, owner_id, row
 from orchestrate.cli.request import MAX_LIFETIME_MIN, MAX_REPEATS, RunOptions
+from orchestrate.data_dir import CONTAINER_DIR as DATA_IN_CONTAINER
+from orchestrate.data_dir import BadDataDir, DataDir, read_data_dir
 from orchestrate.fanout import estimate_shape
 from orchestrate.images import default_build_spec, default_image_ref
 from orchestrate.plan import RunPlan
@@ -92,6 +95,7 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunP
     check_name("--run-id", options.run_id)
     _check_limits(options, profile)
     _check_devices(options.gpus, profile, backends, exact_shape=provider.has(Capability.BILLABLE))
+    data = _data_dir(options.data_dir, profile, provider)
     image = options.image or default_image_ref(profile.docker_image)
     for line in check_workload_files(files, backends):  # last: the slowest check, once every flag is known good
         row("workload", line)
@@ -123,7 +127,23 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunP
         max_preemptions=options.max_preemptions,
         install_host_software=options.install_host_software,
         workload_files=files,
+        data_dir=data,
     )
+
+
+def _data_dir(given: Path | None, profile: Profile, provider: Provider) -> DataDir | None:
+    """The user's data folder, read and checked here: a bad one fails before anything is launched or paid for."""
+    if given is None:
+        return None
+    if offered(provider, Capability.BATCH):  # a batch job's tasks mount only the cluster's own folders
+        raise UsageError(
+            f"--data-dir: {profile.name} is a {profile.provider} profile, whose batch jobs are not sent a data folder; "
+            "choose another profile"
+        )
+    try:
+        return read_data_dir(given)
+    except BadDataDir as error:
+        raise UsageError(str(error)) from None
 
 
 def _check_limits(options: RunOptions, profile: Profile) -> None:
@@ -201,6 +221,8 @@ def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledg
     for workload in workloads:
         cells = "  ".join(f"{'x':<{len(b)}}" for b in backends)
         print(f"    {workload:<{width}}  {cells}")
+    if plan.data_dir is not None:  # carried at the prepare stage; the estimate counts no time for it
+        row("data", f"{plan.data_dir.describe()}, read-only at {DATA_IN_CONTAINER} in every container")
     row("logs", str(plan.run_logs))
     runner = plan.runner_command(plan.items[0]).argv(entrypoint=True)
     shown = ("--epochs", "--train-limit", "--val-limit", "--gpus", "--batch-policy")

@@ -42,6 +42,7 @@ class RunOptions:
     backends: str | None = None
     workloads: str | None = None
     workload_file: tuple[Path, ...] = ()
+    data_dir: Path | None = None
     dry_run: bool = False
     host: str | None = None
     port: str | None = None
@@ -76,10 +77,9 @@ class RunOptions:
         values = {f.name: getattr(args, f.name) for f in fields(cls)}
         # a workload file's absolute path, so a fan-out's children find it from their own folder
         files = tuple(Path(f).expanduser().absolute() for f in args.workload_file)
-        return cls(
-            **values
-            | {"catalog": tuple(args.catalog), "provider_setting": tuple(args.provider_setting), "workload_file": files}
-        )
+        data = Path(args.data_dir).expanduser().absolute() if args.data_dir is not None else None
+        given = {"catalog": tuple(args.catalog), "provider_setting": tuple(args.provider_setting)}
+        return cls(**values | given | {"workload_file": files, "data_dir": data})
 
     def argv(self) -> list[str]:
         """These options as `run`'s command line."""
@@ -191,6 +191,13 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
         metavar="FILE.py",
         help="your own workload (docs/workloads.md): checked here on the CPU, then carried to the machine; "
         "the suite runs it alone unless --workloads names others too",
+    )
+    run.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="your own data folder (docs/workloads.md): carried to every machine of the run and mounted read-only "
+        "at /data/offline in each container, where the runner reads it (--data-dir)",
     )
     run.add_argument("--dry-run", action="store_true", help="print the plan and cost estimate; launch nothing")
     run.add_argument("--host", help="ssh profiles: user@box or an ~/.ssh/config alias")
