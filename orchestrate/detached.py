@@ -31,6 +31,8 @@ from benchmarks.cli import name_error
 from benchmarks.command import RunnerCommand, repeat_stem
 from benchmarks.work import item_command
 from orchestrate.capabilities import MachineIdentity, check_storage_url, machine_identity, object_storage
+from orchestrate.data_dir import ARCHIVE_NAME as DATA_ARCHIVE
+from orchestrate.data_dir import CONTAINER_DIR as DATA_IN_CONTAINER
 from orchestrate.hostprep import INSTALL_DOCKER, INSTALL_NVIDIA_TOOLKIT
 from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.provider import ProviderError
@@ -83,6 +85,10 @@ class DetachedSpec:
     # the user's workload files (file name, source text): the agent writes them beside the logs and mounts them at
     # /workloads in each container, so the image is not rebuilt for them
     workload_files: tuple[tuple[str, str], ...] = ()
+    # the user's data folder (`--data-dir`): too big for the boot script, it waits in the bucket as the run's
+    # data.tar, which the agent unpacks before the first item and mounts at /data/offline; (files, bytes) carried
+    data_files: int = 0
+    data_bytes: int = 0
 
     @classmethod
     def from_plan(cls, plan: RunPlan, storage_url: str, image_source: str, **overrides: Any) -> DetachedSpec:
@@ -105,6 +111,8 @@ class DetachedSpec:
             allow_synthetic=plan.allow_synthetic,
             max_lifetime_s=plan.max_lifetime_s,
             workload_files=tuple((w.path.name, w.path.read_text()) for w in plan.workload_files),
+            data_files=len(plan.data_dir.files) if plan.data_dir is not None else 0,
+            data_bytes=plan.data_dir.size if plan.data_dir is not None else 0,
             **overrides,
         )
 
@@ -131,6 +139,7 @@ class DetachedSpec:
             gpus=self.gpus,
             batch_policy=self.batch_policy,
             workload_files=tuple(f"{CONTAINER_DIR}/{name}" for name, _ in self.workload_files),
+            data_dir=DATA_IN_CONTAINER if self.data_files else None,
         )
         return item_command(shared, item, self.repeats).argv(entrypoint=True)
 
@@ -163,7 +172,19 @@ class DetachedSpec:
             "install_docker": INSTALL_DOCKER,
             "install_nvidia_toolkit": INSTALL_NVIDIA_TOOLKIT if self.gpu_host else None,
             "workload_files": dict(self.workload_files),
+            "data": self._data_json(),
         }
+
+    def data_key(self) -> str:
+        """The bucket key of the run's data.tar (a run with a data folder is named before its launch)."""
+        if self.run_id is None:
+            raise DetachedError("data_files: a run named at boot cannot be sent a data folder")
+        return self.storage.run_prefix(self.run_id) + DATA_ARCHIVE
+
+    def _data_json(self) -> dict[str, Any] | None:
+        if not self.data_files:
+            return None
+        return {"key": self.data_key(), "files": self.data_files, "bytes": self.data_bytes}
 
     def machine_endpoints(self) -> Mapping[str, str]:
         if self.endpoints is not None:
@@ -205,6 +226,8 @@ class DetachedSpec:
             repeats=int(runner["repeats"]),
             allow_synthetic=bool(runner["allow_synthetic"]),
             workload_files=tuple(data.get("workload_files", {}).items()),
+            data_files=int((data.get("data") or {}).get("files", 0)),
+            data_bytes=int((data.get("data") or {}).get("bytes", 0)),
         )
 
 
@@ -238,6 +261,8 @@ def validate(spec: DetachedSpec) -> type[MachineIdentity]:
         problem = name_error(what, name) if name is not None else None
         if problem is not None:
             raise DetachedError(problem)
+    if spec.data_files:
+        spec.data_key()  # DetachedError for a run named at boot: no key to put its data.tar under
     for name, _ in spec.workload_files:
         if name_error("workload file", name) is not None or not name.endswith(".py"):
             raise DetachedError(f"workload file {name!r}: a .py file name of letters, digits, '-', '_' and '.'")

@@ -15,7 +15,7 @@ machine billed from its launch to the time it recorded before deleting itself; a
 terminated. Without a summary and with the machine gone: a preempted machine is relaunched with the same spec (the
 new machine skips what is finished, up to --max-preemptions), any other loss finalises the run as failed. A run
 that never got a machine (its orchestrator killed before the launch, e.g. during the image upload) is finalised as
-failed once that orchestrator is gone, and its image upload is aborted (or its image.tar deleted).
+failed once that orchestrator is gone, and its uploads are aborted (or its image.tar and data.tar deleted).
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from orchestrate.accounting import close_accounts
 from orchestrate.capabilities import (
@@ -40,6 +41,8 @@ from orchestrate.capabilities import (
     region_of,
     storage_of,
 )
+from orchestrate.data_dir import ARCHIVE_NAME as DATA_ARCHIVE
+from orchestrate.data_dir import archive_file
 from orchestrate.detached import DetachedSpec, boot_script
 from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.provider import (
@@ -116,14 +119,31 @@ class Launched:
 def launch(
     plan: RunPlan, provider: Provider, ledger: Ledger, spec: DetachedSpec, note: Note, stages: list[StageRecord]
 ) -> Launched:
-    """Spec into the bucket, the run into the ledger (`detached`), the machine launched; then return."""
+    """Spec (and data.tar, image.tar) into the bucket, the run into the ledger (`detached`), the machine launched;
+    then return."""
     if not offered(provider, Capability.BOOT_SCRIPT):
         raise DetachedRunError(
             f"provider {provider.name} cannot run a boot script: --detach needs {offering(Capability.BOOT_SCRIPT)}"
         )
+    with ExitStack() as packed:
+        # both refused before any record: an image this engine lacks, a data folder changed since its check
+        image = local_image(spec.image_ref) if spec.image_source == "load" else None
+        data = packed.enter_context(archive_file(plan.data_dir)) if plan.data_dir is not None else None
+        return _launch(plan, provider, ledger, spec, note, stages, image, data)
+
+
+def _launch(
+    plan: RunPlan,
+    provider: Provider,
+    ledger: Ledger,
+    spec: DetachedSpec,
+    note: Note,
+    stages: list[StageRecord],
+    image: Any,
+    data: BinaryIO | None,
+) -> Launched:
     url = spec.storage
     store = open_store(provider.name, url)
-    image = local_image(spec.image_ref) if spec.image_source == "load" else None  # refused before any record
     record = RunRecord(
         run_id=plan.run_id,
         profile=plan.profile.name,
@@ -145,6 +165,9 @@ def launch(
     prefix = url.run_prefix(plan.run_id)
     try:
         store.put(prefix + "spec.json", json.dumps(spec.to_json(), indent=1).encode())
+        if data is not None:
+            note(f"putting the data folder into {url}{spec.data_key().removeprefix(url.prefix)}")
+            store.upload_file(spec.data_key(), data)
         if image is not None:
             upload_image(store, prefix + "image.tar", image, spec.image_ref, note)
     except StorageError as error:  # nothing launched: the run ends here, not `detached` until someone collects it
@@ -497,13 +520,13 @@ def _never_launched(
 ) -> str:
     """No machine recorded, found by its tag, or reporting: the orchestrator stopped (kill -9, a crash) between
     the ledger record and the launch. Unless it is still at work, the run ends before it began (failed, nothing
-    billed) and what it put in the bucket for a machine goes (see `discard_image`)."""
+    billed) and what it put in the bucket for a machine goes (see `discard_uploads`)."""
     if _launching_here(record):
         return (
             f"still launching: its orchestrator (pid {record.pid}, {record.owner}) has not launched a machine yet; "
             "collect again once it has returned"
         )
-    cleaned = discard_image(store, prefix)
+    cleaned = discard_uploads(store, prefix)
     why = "no machine was launched: its orchestrator stopped before the launch" + "".join(f"; {c}" for c in cleaned)
     return _give_up(record, provider, profile, note, why)
 
@@ -515,14 +538,16 @@ def _launching_here(record: RunRecord) -> bool:
     return bool(record.pid) and record.owner.rpartition("@")[2] == here and local_process_alive(here)(record)
 
 
-def discard_image(store: ObjectStore, prefix: str) -> list[str]:
-    """The image of a run that never launched, gone: an unfinished upload (S3 multipart: no object, yet its parts
-    are billed until aborted) is aborted, and a finished image.tar deleted (a failed run is never relaunched, so
-    nothing reads it). Cloud Storage has nothing to abort (see `GCSStore.abort_uploads`). What was done."""
+def discard_uploads(store: ObjectStore, prefix: str) -> list[str]:
+    """The image and data folder of a run that never launched, gone: an unfinished upload (S3 multipart: no
+    object, yet its parts are billed until aborted) is aborted, and a finished image.tar or data.tar deleted (a
+    failed run is never relaunched, so nothing reads them). Cloud Storage has nothing to abort (see
+    `GCSStore.abort_uploads`). What was done."""
     done = [f"aborted its unfinished upload of {key.removeprefix(prefix)}" for key in store.abort_uploads(prefix)]
-    if prefix + "image.tar" in store.list(prefix + "image.tar"):
-        store.delete(prefix + "image.tar")
-        done.append("deleted its unused image.tar")
+    for name in ("image.tar", DATA_ARCHIVE):
+        if prefix + name in store.list(prefix + name):
+            store.delete(prefix + name)
+            done.append(f"deleted its unused {name}")
     return done
 
 

@@ -11,7 +11,8 @@ AMI / VM), not in the project's environment. What it does:
    it (the provider's `MachineIdentity.agent_source`, e.g. `orchestrate/providers/aws/agent.py`);
 2. reads the run's `status.json` from the bucket: a relaunch after a preemption skips the items an earlier machine
    finished, and marks the one it was running `preempted`;
-3. gets the image (`present`, `pull`, or `load`: `docker load` of the image tar the orchestrator put in the bucket);
+3. gets the image (`present`, `pull`, or `load`: `docker load` of the image tar the orchestrator put in the bucket),
+   and unpacks the user's data folder (`data.tar`, when the run was given `--data-dir`);
 4. runs each pending item as one container, uploading the item's files to `partial/attempt-N/` while it runs
    (every `upload_interval_s`), and its CSV, metadata JSON and console log to `files/` as soon as it ends, then
    `status.json`;
@@ -19,7 +20,8 @@ AMI / VM), not in the project's environment. What it does:
    `summary.json` when the run is over, and deletes its own instance through the cloud's API.
 
 Bucket layout under `<prefix>/runs/<run-id>/`: `spec.json`, `status.json`, `summary.json`, `files/<name>` (the
-layout of `logs/<platform>/<run-id>/`), `partial/attempt-N/<name>`, `image.tar` (image source `load` only).
+layout of `logs/<platform>/<run-id>/`), `partial/attempt-N/<name>`, `image.tar` (image source `load` only),
+`data.tar` (`--data-dir` only).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ FINISHED = ("complete", "failed")  # an item in one of these states is never run
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
 DOCKER_CANNOT_RUN = (125, 126, 127)
 DATASETS_LABEL = "io.keras-cloud-bench.datasets"
+DATA_IN_CONTAINER = "/data/offline"  # orchestrate.data_dir.CONTAINER_DIR: the runner's --data-dir in the items' argv
 RETRIES = 5
 
 
@@ -101,6 +104,7 @@ class Run:
             os.makedirs(self.workloads, exist_ok=True)
             with open(os.path.join(self.workloads, os.path.basename(name)), "w") as handle:
                 handle.write(text)
+        self.data = os.path.join(work, "data")  # the user's data folder, mounted at DATA_IN_CONTAINER
         self.status: dict = {}
         self.attempt: dict = {}
         self.abort: str | None = None
@@ -203,6 +207,29 @@ class Run:
         log(f"image {ref} ready ({source}): {self.status['image_digest']}")
         return {"keras_home": env.get("KERAS_HOME") or "/data/keras", "baked": baked}
 
+    def fetch_data(self) -> None:
+        """The user's data folder: the run's data.tar from the bucket, unpacked once before the first item."""
+        data = self.spec.get("data")
+        if not data:
+            return
+        body = self.cloud.open(data["key"])
+        if body is None:
+            raise RunFailed(f"--data-dir: {data['key']} is not in the bucket")
+        os.makedirs(self.data, exist_ok=True)
+        with open(os.path.join(self.run_dir, "orchestrate", "host.log"), "ab") as output:
+            unpack = subprocess.Popen(["tar", "-x", "-f", "-", "-C", self.data], stdin=subprocess.PIPE, stderr=output)
+            assert unpack.stdin is not None  # stdin=PIPE
+            for chunk in iter(lambda: body.read(1 << 20), b""):
+                unpack.stdin.write(chunk)
+            unpack.stdin.close()
+            code = unpack.wait()
+        found = sum(len(files) for _, _, files in os.walk(self.data))
+        if code != 0 or found != data["files"]:
+            raise RunFailed(
+                f"--data-dir: unpacking {data['key']} gave {found} of {data['files']} files (tar exit {code})"
+            )
+        log(f"data folder: {found} files, {data['bytes']} bytes from {data['key']}")
+
     # -- the items -------------------------------------------------------------------------------------------
 
     def run_items(self, image: dict) -> None:
@@ -256,6 +283,8 @@ class Run:
             command += ["--label", f"{key}={value}"]
         if self.spec.get("workload_files"):
             command += ["-v", f"{self.workloads}:/workloads:ro"]
+        if self.spec.get("data"):
+            command += ["-v", f"{self.data}:{DATA_IN_CONTAINER}:ro"]
         if self.spec.get("gpus"):
             command += ["--gpus", "all"]
         return [*command, self.spec["image"]["ref"], *argv]
@@ -353,7 +382,9 @@ def main(argv: list) -> int:
     try:
         run.begin()
         run.prepare()
-        run.run_items(run.image())
+        image = run.image()
+        run.fetch_data()
+        run.run_items(image)
     except Stop:
         stopped = True
         log("SIGTERM: the machine is going away; uploading what there is")

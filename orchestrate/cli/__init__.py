@@ -17,6 +17,7 @@ from benchmarks.plugins import BadWorkload
 from benchmarks.suites import UnknownSuite
 from orchestrate.cli import collect, cost, profiles, providers, run, schedule, status, sweep
 from orchestrate.cli.common import EXIT_USAGE, Parser, UsageError, check_ledger_path, owner_id, silence_stdout
+from orchestrate.data_dir import BadDataDir
 from orchestrate.detached import DetachedError
 from orchestrate.provider import ProviderError
 from orchestrate.schedule import ScheduleError, ScheduleFailure
@@ -63,6 +64,7 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         DetachedError,
         ScheduleError,
         BadWorkload,
+        BadDataDir,
     ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,7 +1,8 @@
 """A user's workload file through the orchestrator (`run --workload-file`): checked before anything launches,
 carried to the host and into the CPU image's containers without rebuilding it (this machine, and an SSH host on
-loopback), to a fan-out's children, and in a detached machine's boot script; and the estimate for a machine it has
-not run on, from its own runs scaled by the built-ins' measured ratio."""
+loopback, there with the user's data folder, `--data-dir`), to a fan-out's children, and in a detached machine's
+boot script (its data folder through the bucket); and the estimate for a machine it has not run on, from its own
+runs scaled by the built-ins' measured ratio."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from benchmarks.logs import read_epoch_log
@@ -35,6 +37,16 @@ def _local_args(ws: Workspace, run_id: str, *extra: str) -> list[str]:
         "run", "--profile", "local", "--logs", str(ws.logs), "--ledger", str(ws.ledger),
         "--remote-dir", str(ws.remote_dir), "--run-id", run_id, "--plain", *extra,
     ]  # fmt: skip
+
+
+def tiny_mlp_data(folder: Path) -> Path:
+    """The example's real data, tiny_mlp.npz (600 samples), in a folder of its own with a nested file beside it."""
+    (folder / "notes").mkdir(parents=True)
+    (folder / "notes" / "README.txt").write_text("where the arrays came from\n")
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(600, 32)).astype("float32"), rng.integers(0, 4, 600)
+    np.savez(folder / "tiny_mlp.npz", x_train=x[:500], y_train=y[:500], x_val=x[500:], y_val=y[500:])
+    return folder
 
 
 def _metadata(folder: Path, stem: str) -> RunMetadata:
@@ -74,22 +86,28 @@ def test_a_workload_file_runs_in_the_cpu_image_on_this_machine_without_rebuildin
 @pytest.mark.slow
 @pytest.mark.docker
 @pytest.mark.sshd
-def test_a_workload_file_reaches_an_ssh_host(tmp_path: Path) -> None:
+def test_a_workload_file_and_its_data_folder_reach_an_ssh_host(tmp_path: Path) -> None:
     from orchestrate.testing.sshd import start_sshd
 
     image = build_cpu_image(tmp_path / "image-cpu.log")
     server = start_sshd(tmp_path / "sshd")
     ws = Workspace(tmp_path / "ws")
+    data = tiny_mlp_data(tmp_path / "mydata")
     run_id = "20260101T000000Z-plg1"
     try:
-        extra = ["--workload-file", str(EXAMPLE), "--backends", "jax", "--image", image, *TINY]
+        extra = ["--workload-file", str(EXAMPLE), "--data-dir", str(data), "--backends", "jax", "--image", image, *TINY]
         done = orchestrate(*ssh_run_args(server, ws, run_id, *extra))
     finally:
         server.stop()
         remove_containers_of_run(run_id)
     assert done.returncode == 0, done.stdout + done.stderr
-    meta = _metadata(ws.run_logs("ssh", run_id), "tiny_mlp_jax_synthetic")
+    assert f"data         {data}: 2 file(s)" in done.stdout  # the plan says what is carried
+    prepare = next(stage for stage in ws.run_record(run_id).stages if stage.name == "prepare")
+    assert f"data folder {data}: 2 file(s)" in prepare.detail
+    meta = _metadata(ws.run_logs("ssh", run_id), "tiny_mlp_jax")  # no _synthetic: it trained on the carried file
     assert meta.status == "complete" and meta.plugin is not None and meta.plugin.sha256 == sha256_of(EXAMPLE)
+    assert (meta.data.source, meta.data.files, meta.data.train_samples) == ("real", [{"name": "tiny_mlp.npz"}], 500)
+    assert not (ws.remote_dir / "runs" / run_id).exists()  # the carried folder went with the run's other files
 
 
 def test_a_bad_workload_file_stops_the_run_before_anything_launches(tmp_path: Path) -> None:
