@@ -48,6 +48,7 @@ from tests.clouds.machines import (
     gce_tokens,
 )
 from tests.clouds.test_cloud_runs import catalog_text
+from tests.support.datasets import tiny_mlp_data
 from tests.support.docker import BASE_IMAGE, build_cpu_image, containers_of_run, remove_containers_of_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
@@ -224,23 +225,27 @@ def test_aws_detached_run_end_to_end(aws_detached: Detached, aws: FaultyMotoServ
     assert_nothing_left_in_aws(run_id)
 
 
-def test_aws_detached_run_carries_a_workload_file_to_the_machine(aws_detached: Detached) -> None:
-    """The user's workload file rides in the boot script; the machine mounts it into the image's containers."""
+def test_aws_detached_run_carries_a_workload_file_and_a_data_folder_to_the_machine(aws_detached: Detached) -> None:
+    """The user's workload file rides in the boot script, their data folder in the bucket (data.tar); the machine
+    mounts both into the image's containers, and the run trains on the carried file."""
     bench, run_id = aws_detached, "20250101T000000Z-dtwf"
     example = REPO / "examples" / "workloads" / "tiny_mlp.py"
+    data = tiny_mlp_data(bench.tmp / "mydata")
     try:
-        args = bench.run_args(run_id, "--workload-file", str(example))
+        args = bench.run_args(run_id, "--workload-file", str(example), "--data-dir", str(data))
         launched = bench.call(["tiny_mlp" if a == "mnist_mlp" else a for a in args])  # --workloads: the file's alone
         assert launched.returncode == 0, launched.stdout + launched.stderr
         assert "tiny_mlp.py: workload tiny_mlp" in launched.stdout  # checked here before the launch
+        assert f"bench/runs/{run_id}/data.tar" in s3_keys(f"bench/runs/{run_id}/")
         wait_for(lambda: not aws_live(), 600, "the machine to finish and delete itself", bench)
         collected = bench.collect(run_id)
         assert collected.returncode == 0, collected.stdout + collected.stderr
     finally:
         remove_containers_of_run(run_id)
     assert bench.record(run_id).status == "complete", bench.record(run_id).message
-    meta = json.loads((bench.logs(run_id) / "tiny_mlp_jax_synthetic.json").read_text())
-    assert meta["status"] == "complete" and meta["data"]["source"] == "synthetic" and meta["epochs_completed"] == 1
+    meta = json.loads((bench.logs(run_id) / "tiny_mlp_jax.json").read_text())  # no _synthetic: the carried data
+    assert meta["status"] == "complete" and meta["epochs_completed"] == 1
+    assert meta["data"]["source"] == "real" and meta["data"]["files"] == [{"name": "tiny_mlp.npz"}]
     assert meta["plugin"]["file"] == "tiny_mlp.py"
     assert meta["plugin"]["sha256"] == hashlib.sha256(example.read_bytes()).hexdigest()
     assert_nothing_left_in_aws(run_id)
@@ -435,9 +440,10 @@ def test_aws_orchestrator_killed_during_the_image_upload_then_the_sweep_finalise
     aws_detached: Detached, aws: FaultyMotoServer
 ) -> None:
     """kill -9 while `--image-source load` uploads the image (a multipart upload: the base image is ~200 MB): the
-    ledger says `detached` with no machine and the bucket holds an unfinished upload, billed until aborted. The
-    sweep (as `collect` would) finalises the run as never launched and aborts the upload. The kill
-    comes from moto, once it has stored the first part of the image, so the upload is certainly unfinished."""
+    ledger says `detached` with no machine and the bucket holds an unfinished upload, billed until aborted, and the
+    run's data.tar (`--data-dir`, uploaded before the image). The sweep (as `collect` would) finalises the run as
+    never launched, aborts the upload and deletes data.tar. The kill comes from moto, once it has stored the first
+    part of the image, so the upload is certainly unfinished."""
     bench, run_id, tag = aws_detached, "20250101T000000Z-dt10", "kcb-test/upload-me:1"
     prefix, scratch = f"bench/runs/{run_id}/", bench.tmp / "orchestrator-tmp"
     scratch.mkdir()
@@ -458,13 +464,15 @@ def test_aws_orchestrator_killed_during_the_image_upload_then_the_sweep_finalise
 
     aws.injector.app = kill_at_the_first_part
     try:
-        process = bench.start(bench.run_args(run_id, "--image", tag, "--image-source", "load"))
+        data = ["--data-dir", str(tiny_mlp_data(bench.tmp / "mydata"))]
+        process = bench.start(bench.run_args(run_id, "--image", tag, "--image-source", "load", *data))
         assert process.wait(timeout=180) == -signal.SIGKILL, (bench.tmp / "orchestrator.log").read_text()
     finally:
         aws.injector.app = moto
         subprocess.run(["docker", "rmi", tag], capture_output=True)
     assert parts and bench.record(run_id).status == "detached" and bench.record(run_id).instances == []
     assert unfinished_uploads(prefix) == [prefix + "image.tar"] and prefix + "image.tar" not in s3_keys(prefix)
+    assert prefix + "data.tar" in s3_keys(prefix)
     looked = bench.call(bench.command("sweep", "--provider", "aws", "--dry-run", "--ledger", str(bench.ledger)))
     assert f"run {run_id}: would finalise it: its orchestrator died before it launched a machine" in looked.stdout, (
         looked.stdout
@@ -475,7 +483,7 @@ def test_aws_orchestrator_killed_during_the_image_upload_then_the_sweep_finalise
     assert swept.returncode == 0 and "Traceback" not in out, out
     [line] = [line for line in swept.stdout.splitlines() if run_id in line]
     assert line.startswith(f"recovered    run {run_id}: no machine was launched"), out
-    assert "aborted its unfinished upload of image.tar" in line, out
+    assert "aborted its unfinished upload of image.tar" in line and "deleted its unused data.tar" in line, out
     record = bench.record(run_id)
     assert record.status == "failed" and record.instances == [] and record.ended_at is not None
     assert unfinished_uploads(prefix) == [] and s3_keys(prefix) == [prefix + "spec.json"]

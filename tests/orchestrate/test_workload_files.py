@@ -13,7 +13,6 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 from benchmarks.logs import read_epoch_log
@@ -27,6 +26,7 @@ from orchestrate.cli.request import AttachedRun, Fanout, request_of
 from orchestrate.detached import DetachedSpec, boot_script
 from orchestrate.plan import WorkItem
 from tests.orchestrate.orchestrate_helpers import ROOT, TINY, Workspace, orchestrate, ssh_run_args
+from tests.support.datasets import tiny_mlp_data
 from tests.support.docker import build_cpu_image, containers_of_run, image_id, remove_containers_of_run
 
 EXAMPLE = ROOT / "examples" / "workloads" / "tiny_mlp.py"
@@ -37,16 +37,6 @@ def _local_args(ws: Workspace, run_id: str, *extra: str) -> list[str]:
         "run", "--profile", "local", "--logs", str(ws.logs), "--ledger", str(ws.ledger),
         "--remote-dir", str(ws.remote_dir), "--run-id", run_id, "--plain", *extra,
     ]  # fmt: skip
-
-
-def tiny_mlp_data(folder: Path) -> Path:
-    """The example's real data, tiny_mlp.npz (600 samples), in a folder of its own with a nested file beside it."""
-    (folder / "notes").mkdir(parents=True)
-    (folder / "notes" / "README.txt").write_text("where the arrays came from\n")
-    rng = np.random.default_rng(0)
-    x, y = rng.normal(size=(600, 32)).astype("float32"), rng.integers(0, 4, 600)
-    np.savez(folder / "tiny_mlp.npz", x_train=x[:500], y_train=y[:500], x_val=x[500:], y_val=y[500:])
-    return folder
 
 
 def _metadata(folder: Path, stem: str) -> RunMetadata:
