@@ -30,7 +30,7 @@ VENV_STAMP := $(VENV)/.installed
 .PHONY: help venv bench test lint format overhead clean-venv
 
 help:
-	@echo "make bench        quick suite on this machine, every backend; logs in logs/ (SUITE=, BACKENDS=, WORKLOADS=, WORKLOAD_FILE=, REPEATS=, TARGET_CI=, BUDGET=)"
+	@echo "make bench        quick suite on this machine, every backend; logs in logs/ (SUITE=, BACKENDS=, WORKLOADS=, WORKLOAD_FILE=, DATA_DIR=, REPEATS=, TARGET_CI=, BUDGET=)"
 	@echo "make test         lint and the whole test suite"
 	@echo "make overhead     measure the timing harness's overhead against a bare fit"
 	@echo "make image-cpu | image-gpu | image-cpu-compiled | bench-docker     (docs/images.md)"
@@ -51,7 +51,8 @@ $(VENV_STAMP): requirements/bench-cpu.lock requirements/dev.lock pyproject.toml
 bench: venv
 	$(PY) -m benchmarks suite --suite $(call quote,$(SUITE)) --platform $(call quote,$(PLATFORM)) \
 	  $(call flag,--backends,$(BACKENDS)) $(call flag,--workloads,$(WORKLOADS)) $(call flag,--repeats,$(REPEATS)) \
-	  $(call flag,--target-ci,$(TARGET_CI)) $(call flag,--budget,$(BUDGET)) $(call flag,--workload-file,$(WORKLOAD_FILE))
+	  $(call flag,--target-ci,$(TARGET_CI)) $(call flag,--budget,$(BUDGET)) $(call flag,--workload-file,$(WORKLOAD_FILE)) \
+	  $(call flag,--data-dir,$(DATA_DIR))
 
 overhead: venv
 	$(PY) -m benchmarks.overhead --workload mnist_mlp --backend jax --dataset fashion_mnist

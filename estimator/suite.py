@@ -148,16 +148,21 @@ def profile_machine(profile: Profile) -> str:
     return accelerator_model(profile.accelerator) if profile.has_gpu else cpu_machine(profile.machine_type)
 
 
-def machine_start(profile: Profile, runs: int) -> Start:
+def machine_start(profile: Profile, runs: int, carried_bytes: int = 0) -> Start:
+    """`carried_bytes`: the user's data folder (`run --data-dir`), counted at the image's assumed transfer rate
+    where the image pull is counted (a rented machine), since both travel before the first run."""
     data = estimate_data()["start"]
     parts: list[tuple[str, float]] = []
     if profile.provider not in OWN_HOSTS:
         image_gb = data["image_gb"][profile.docker_image]
+        rate = data["pull_mb_per_s"]
         parts += [
             ("boot", float(data["boot_s"].get(profile.provider, max(data["boot_s"].values())))),
             ("host preparation", float(data["prepare_s"].get(profile.provider, max(data["prepare_s"].values())))),
-            (f"image pull ({image_gb:g} GB at {data['pull_mb_per_s']} MB/s)", image_gb * 1000 / data["pull_mb_per_s"]),
+            (f"image pull ({image_gb:g} GB at {rate} MB/s)", image_gb * 1000 / rate),
         ]
+        if carried_bytes:
+            parts.append((f"data folder ({carried_bytes / 1e6:.3g} MB at {rate} MB/s)", carried_bytes / 1e6 / rate))
     parts.append((f"{runs} container start(s)", float(runs * data["run_start_s"])))
     return Start(tuple(parts), str(data["source"]))
 
@@ -209,10 +214,16 @@ def estimate_plugin_item(
 
 
 def estimate_suite(
-    profile: Profile, suite: str, items: Sequence[tuple[str, str]], logs: Path, shape: Shape = Shape()
+    profile: Profile,
+    suite: str,
+    items: Sequence[tuple[str, str]],
+    logs: Path,
+    shape: Shape = Shape(),
+    carried_bytes: int = 0,
 ) -> SuiteEstimate:
     machine = shape.machine(profile_machine(profile))
-    return SuiteEstimate(estimate_runs(machine, suite, items, logs, shape), machine_start(profile, len(items)))
+    start = machine_start(profile, len(items), carried_bytes)
+    return SuiteEstimate(estimate_runs(machine, suite, items, logs, shape), start)
 
 
 def estimate_runs(

@@ -8,6 +8,7 @@
 #   make bench-status RUN=<id> / bench-collect RUN=<id>   follow / fetch a detached run (DETACH=1)
 # Knobs: SUITE=quick|full|<study>  BACKENDS=jax,torch  WORKLOADS=mnist_mlp  DRY_RUN=1  SPOT=1|0  REPEATS=N
 #        WORKLOAD_FILE=my_model.py (your own workload, docs/workloads.md: checked here, carried to the machine)
+#        DATA_DIR=my_data (your own data folder: carried to every machine, read-only at /data/offline in each container)
 #        GPUS=N|all  BATCH_POLICY=same-global|per-device  RUN_PLATFORM=my-box (the logs' platform name)
 #        HOST=user@box PORT=N IDENTITY=~/.ssh/key (ssh profiles)  PROVIDER_SETTINGS="KEY=VALUE ..." (the profile's
 #        provider)  CATALOG=file.toml (an extra catalog)  ARGS="--epochs 1 ..." (any `python -m orchestrate run` flag)
@@ -26,6 +27,7 @@ SUITE ?= quick
 BACKENDS ?=
 WORKLOADS ?=
 WORKLOAD_FILE ?=
+DATA_DIR ?=
 RUN_PLATFORM ?=
 REPEATS ?=
 GPUS ?=
@@ -43,6 +45,7 @@ BENCH_FLAGS = --suite $(call quote,$(SUITE)) \
 	$(call flag,--backends,$(BACKENDS)) \
 	$(call flag,--workloads,$(WORKLOADS)) \
 	$(call flag,--workload-file,$(WORKLOAD_FILE)) \
+	$(call flag,--data-dir,$(DATA_DIR)) \
 	$(call flag,--platform,$(RUN_PLATFORM)) \
 	$(call flag,--repeats,$(REPEATS)) \
 	$(call flag,--gpus,$(GPUS)) \

@@ -111,10 +111,15 @@ def estimate_shape(plan: RunPlan) -> Shape:
     return Shape(plan.epochs, plan.train_limit, max(devices, 1), per_device)
 
 
+def carried_bytes(plan: RunPlan) -> int:
+    """What the run carries to the machine before its first run besides the image: the user's data folder."""
+    return plan.data_dir.size if plan.data_dir is not None else 0
+
+
 def estimate_candidate(candidate: Candidate, plan: RunPlan, billable: bool) -> CandidateEstimate:
     profile = plan.profile
     items = [(i.workload, i.backend) for i in plan.items]
-    estimate = estimate_suite(profile, plan.suite, items, plan.logs_dir, estimate_shape(plan))
+    estimate = estimate_suite(profile, plan.suite, items, plan.logs_dir, estimate_shape(plan), carried_bytes(plan))
     priced = billable and profile.hourly_price(plan.spot) is not None
     market = "spot" if plan.spot else "on-demand"
 

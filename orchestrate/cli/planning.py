@@ -23,7 +23,7 @@ from orchestrate.cli.common import UsageError, check_name, credentials, key_valu
 from orchestrate.cli.request import MAX_LIFETIME_MIN, MAX_REPEATS, RunOptions
 from orchestrate.data_dir import CONTAINER_DIR as DATA_IN_CONTAINER
 from orchestrate.data_dir import BadDataDir, DataDir, read_data_dir
-from orchestrate.fanout import estimate_shape
+from orchestrate.fanout import carried_bytes, estimate_shape
 from orchestrate.images import default_build_spec, default_image_ref
 from orchestrate.plan import RunPlan
 from orchestrate.provider import Capability, Provider
@@ -221,7 +221,7 @@ def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledg
     for workload in workloads:
         cells = "  ".join(f"{'x':<{len(b)}}" for b in backends)
         print(f"    {workload:<{width}}  {cells}")
-    if plan.data_dir is not None:  # carried at the prepare stage; the estimate counts no time for it
+    if plan.data_dir is not None:  # carried at the prepare stage (the estimate: with the image's transfer)
         row("data", f"{plan.data_dir.describe()}, read-only at {DATA_IN_CONTAINER} in every container")
     row("logs", str(plan.run_logs))
     runner = plan.runner_command(plan.items[0]).argv(entrypoint=True)
@@ -237,7 +237,7 @@ def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledg
 def print_estimate(plan: RunPlan) -> None:
     """A dry run's time and cost estimate: one for attached and detached runs alike (and, per run, schedules)."""
     items = [(i.workload, i.backend) for i in plan.items]
-    estimate = estimate_suite(plan.profile, plan.suite, items, plan.logs_dir, estimate_shape(plan))
+    estimate = estimate_suite(plan.profile, plan.suite, items, plan.logs_dir, estimate_shape(plan), carried_bytes(plan))
     print("\n".join(suite_lines(estimate, plan.profile, plan.spot, plan.max_lifetime_s)))
 
 

@@ -59,6 +59,7 @@ def test_any_profile_has_a_target_without_a_generated_file(tmp_path: Path) -> No
         "REPEATS",
         "PROVIDER_SETTINGS",
         "BUCKET",
+        "DATA_DIR",
     ],
 )
 def test_make_variables_never_reach_the_shell_as_syntax(tmp_path: Path, variable: str) -> None:
@@ -83,6 +84,14 @@ def test_cloud_target_passes_the_knobs() -> None:
         ".venv/bin/python", "-m", "orchestrate", "run", "--profile", "gce-t4", "--suite", "full",
         "--backends", "jax,torch", "--workloads", "mnist_mlp", "--dry-run", "--spot",
     ]  # fmt: skip
+
+
+def test_a_workload_file_and_a_data_folder_reach_the_cli() -> None:
+    done = make_dry("bench-local", "WORKLOAD_FILE=my model.py", "DATA_DIR=my data")
+    words = shlex.split(done.stdout)
+    assert (
+        words[words.index("--workload-file") + 1] == "my model.py" and words[words.index("--data-dir") + 1] == "my data"
+    )
 
 
 def test_repeats_gpus_and_batch_policy_reach_the_cli() -> None:
