@@ -57,8 +57,9 @@ def run(request: DetachedRun) -> int:
     status = credentials(provider)
     plan = with_validation_time(plan, started)
     print_plan(plan, provider, status, Ledger(options.ledger), dry_run=options.dry_run)
+    data = "; data: data.tar beside them, unpacked on the machine" if spec.data_files else ""
     row("detached", f"logs to {bucket}runs/{plan.run_id}/ ({'created if missing' if create else 'yours'}); "
-        f"image: {image_source}")  # fmt: skip
+        f"image: {image_source}{data}")  # fmt: skip
     if options.dry_run:
         print_estimate(plan)
         return 0
