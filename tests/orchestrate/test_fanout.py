@@ -206,7 +206,7 @@ def test_results_table_prices_an_epoch_and_extrapolates_the_suite() -> None:
 # profile's run (or be listed as the fan-out's own).
 EVERY_OPTION = {
     "--catalog": "extra.toml", "--suite": "full", "--backends": "jax", "--workloads": "mnist_mlp",
-    "--workload-file": "my_model.py",
+    "--workload-file": "my_model.py", "--data-dir": "my_data",
     "--host": "me@box", "--port": "2222", "--identity": "key", "--ssh-config": "cfg",
     "--provider-setting": "identity_file=k2", "--spot": None, "--image": "img:1", "--image-source": "pull",
     "--epochs": "2", "--train-limit": "9", "--val-limit": "8", "--strict-data": None, "--repeats": "3",
