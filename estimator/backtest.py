@@ -60,12 +60,12 @@ def target_of(o: Observation) -> Target:
 
 
 def backtest(observations: Sequence[Observation]) -> list[Outcome]:
-    """The runs a dry run estimates (the runner's default settings, each in a fresh process), each predicted from
-    all the others with its group left out; sweeps' variants and shared-process repeats are predicted from, not
-    judged."""
+    """The runs a dry run estimates (the runner's default settings, each in a fresh process that compiles its first
+    epoch), each predicted from all the others with its group left out; sweeps' variants, shared-process repeats and
+    runs whose first epoch loaded a compile cache are predicted from, not judged."""
     groups: dict[str, list[Observation]] = defaultdict(list)
     for o in observations:
-        if o.defaults:
+        if o.defaults and not o.cached_first:
             groups[o.group].append(o)
     outcomes = []
     for group, members in groups.items():
