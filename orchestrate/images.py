@@ -152,7 +152,8 @@ def _stream(host: Host, docker_cmd: str, ref: str, log: Log) -> None:
 def _build(host: Host, docker_cmd: str, ref: str, spec: BuildSpec, log: Log) -> None:
     context = _context_tar(spec)
     args = " ".join(f"--build-arg {shlex.quote(f'{k}={v}')}" for k, v in sorted(spec.build_args.items()))
-    command = f"{docker_cmd} build -f {shlex.quote(spec.dockerfile)} -t {shlex.quote(ref)} {args} -"
+    # --force-rm: a failed step's container is removed too, as a successful one's is; none is left on the host
+    command = f"{docker_cmd} build --force-rm -f {shlex.quote(spec.dockerfile)} -t {shlex.quote(ref)} {args} -"
     code = host.stream(command, log, stdin=iter(lambda: context.read(1 << 20), b""))
     if code != 0:
         raise ImageError(f"building {ref} on {host.description} exited {code}; see the run's image.log")

@@ -58,11 +58,19 @@ def test_build_on_host_sends_the_context_without_ignored_files(host: SSHHost, tm
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
 
 
-def test_a_failed_build_names_the_log(host: SSHHost, tmp_path: Path) -> None:
-    (tmp_path / "Dockerfile.bad").write_text(f"FROM {BASE_IMAGE}\nRUN exit 42\n")
+def test_a_failed_build_names_the_log_and_leaves_no_container(host: SSHHost, tmp_path: Path) -> None:
+    marker = uuid.uuid4().hex  # in the failing step's command, so its container can be told from any other
+    (tmp_path / "Dockerfile.bad").write_text(f"FROM {BASE_IMAGE}\nRUN exit 42 # {marker}\n")
     spec = BuildSpec(tmp_path, "Dockerfile.bad", {})
     with pytest.raises(ImageError, match=r"building kcb-test/never:x on .* exited 42; see the run's image.log"):
         ensure_image(host, "docker", "kcb-test/never:x", "build", build=spec, log=io.BytesIO(), note=lambda _: None)
+    listed = subprocess.run(
+        ["docker", "ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Command}}"], capture_output=True, text=True
+    )
+    left = [line for line in listed.stdout.splitlines() if marker in line]
+    for line in left:
+        subprocess.run(["docker", "rm", "-f", line.split()[0]], capture_output=True)
+    assert left == []
 
 
 def test_auto_picks_the_cheapest_way() -> None:
