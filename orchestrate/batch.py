@@ -68,12 +68,19 @@ def lifecycle_for(plan: RunPlan, provider: Provider, ledger: Ledger, reporter: R
 
 
 def batch_job(plan: RunPlan) -> BatchJob:
-    """Every work item of the plan as one task, in the plan's order."""
+    """Every work item of the plan as one task, in the plan's order, with the user's files the tasks read."""
     tasks = tuple(
         BatchTask(index, item.label, item.stem, tuple(plan.runner_command(item).argv(entrypoint=True)))
         for index, item in enumerate(plan.items)
     )
-    return BatchJob(platform=plan.platform, image_ref=plan.image_ref, gpus=plan.profile.has_gpu, tasks=tasks)
+    return BatchJob(
+        platform=plan.platform,
+        image_ref=plan.image_ref,
+        gpus=plan.profile.has_gpu,
+        tasks=tasks,
+        workload_files=plan.workload_files,
+        data_dir=plan.data_dir,
+    )
 
 
 LABEL = re.compile(r"^(\S+) \[(\S+)\](?: #(\d+))?$")  # WorkItem.label: `mnist_mlp [jax]`, `mnist_mlp [jax] #2`
