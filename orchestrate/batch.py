@@ -180,6 +180,10 @@ class BatchLifecycle(Lifecycle):
             self.session = session
             self._save()  # the job exists: record it before anything else can fail
             detail.append(f"job {instance.instance_id}, {len(plan.items)} tasks")
+            if plan.workload_files:  # carried to the cluster by the launch, as a host's prepare stage does
+                detail.append("workload files " + ", ".join(f.path.name for f in plan.workload_files))
+            if plan.data_dir is not None:
+                detail.append(f"data folder {plan.data_dir.describe()}")
         return session
 
     def _follow(self, instance: Instance) -> None:
