@@ -68,12 +68,19 @@ def lifecycle_for(plan: RunPlan, provider: Provider, ledger: Ledger, reporter: R
 
 
 def batch_job(plan: RunPlan) -> BatchJob:
-    """Every work item of the plan as one task, in the plan's order."""
+    """Every work item of the plan as one task, in the plan's order, with the user's files the tasks read."""
     tasks = tuple(
         BatchTask(index, item.label, item.stem, tuple(plan.runner_command(item).argv(entrypoint=True)))
         for index, item in enumerate(plan.items)
     )
-    return BatchJob(platform=plan.platform, image_ref=plan.image_ref, gpus=plan.profile.has_gpu, tasks=tasks)
+    return BatchJob(
+        platform=plan.platform,
+        image_ref=plan.image_ref,
+        gpus=plan.profile.has_gpu,
+        tasks=tasks,
+        workload_files=plan.workload_files,
+        data_dir=plan.data_dir,
+    )
 
 
 LABEL = re.compile(r"^(\S+) \[(\S+)\](?: #(\d+))?$")  # WorkItem.label: `mnist_mlp [jax]`, `mnist_mlp [jax] #2`
@@ -173,6 +180,10 @@ class BatchLifecycle(Lifecycle):
             self.session = session
             self._save()  # the job exists: record it before anything else can fail
             detail.append(f"job {instance.instance_id}, {len(plan.items)} tasks")
+            if plan.workload_files:  # carried to the cluster by the launch, as a host's prepare stage does
+                detail.append("workload files " + ", ".join(f.path.name for f in plan.workload_files))
+            if plan.data_dir is not None:
+                detail.append(f"data folder {plan.data_dir.describe()}")
         return session
 
     def _follow(self, instance: Instance) -> None:

@@ -25,6 +25,9 @@ from orchestrate.workload_files import CONTAINER_DIR, WorkloadFile
 STOP_GRACE_S = 10  # `docker stop` waits this long for the runner to record a partial run
 DEFAULT_KERAS_HOME = "/data/keras"
 WRITE_CHUNK_BYTES = 48 * 1024  # of base64 per shell command: well under one argument's 128 KiB limit
+# Beside the logs in a run's folder (a host's, or a Slurm run's on the shared file system): what is mounted read-only
+WORKLOADS_FOLDER = "workloads"
+DATA_FOLDER = "data"
 
 
 @dataclass(frozen=True)
@@ -74,13 +77,17 @@ def docker_run_command(spec: ContainerSpec, info: HostInfo, image: ImageInfo) ->
 
 
 def workloads_dir(info: HostInfo, run_id: str) -> str:
-    return f"{info.run_dir(run_id)}/workloads"
+    return f"{info.run_dir(run_id)}/{WORKLOADS_FOLDER}"
 
 
 def put_workload_files(host: Host, info: HostInfo, run_id: str, files: Sequence[WorkloadFile]) -> None:
-    """Each workload file into the run's folder on the host, its bytes checked there against the planned hash
-    (the runs record that hash), so what trains is what was checked here."""
-    folder = workloads_dir(info, run_id)
+    """Each workload file into the run's folder on the host (see `copy_workload_files`)."""
+    copy_workload_files(host, workloads_dir(info, run_id), files)
+
+
+def copy_workload_files(host: Host, folder: str, files: Sequence[WorkloadFile]) -> None:
+    """Each workload file into `folder` on the host, its bytes checked there against the planned hash (the runs
+    record that hash), so what trains is what was checked here."""
     host.run(f"mkdir -p {host.quote(folder)}")
     for file in files:
         target = host.quote(f"{folder}/{file.path.name}")
@@ -98,13 +105,18 @@ def put_workload_files(host: Host, info: HostInfo, run_id: str, files: Sequence[
 
 
 def data_dir_on_host(info: HostInfo, run_id: str) -> str:
-    return f"{info.run_dir(run_id)}/data"
+    return f"{info.run_dir(run_id)}/{DATA_FOLDER}"
 
 
 def put_data_dir(host: Host, info: HostInfo, run_id: str, data: DataDir) -> None:
-    """The user's data folder into the run's folder on the host, as one tar streamed over the connection (one
-    transfer, however many files), then its file count checked there. Removed with the run's folder."""
-    folder = host.quote(data_dir_on_host(info, run_id))
+    """The user's data folder into the run's folder on the host (see `unpack_data_dir`)."""
+    unpack_data_dir(host, data_dir_on_host(info, run_id), data)
+
+
+def unpack_data_dir(host: Host, target: str, data: DataDir) -> None:
+    """The user's data folder into `target` on the host, as one tar streamed over the connection (one transfer,
+    however many files), then its file count checked there. Removed with the run's folder."""
+    folder = host.quote(target)
     output = io.BytesIO()
     with archive_file(data) as archive:
         code = host.stream(f"mkdir -p {folder} && tar -x -f - -C {folder}", output, stdin=chunks(archive))

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
+    from orchestrate.data_dir import DataDir
+    from orchestrate.workload_files import WorkloadFile
     from records.catalog import Profile
 
 PROJECT_TAG = "keras-cloud-bench"  # value of the `project` tag/label on everything this project creates
@@ -107,6 +109,10 @@ class BatchJob:
     image_ref: str
     gpus: bool  # the containers see the allocation's GPUs
     tasks: tuple[BatchTask, ...]
+    # The user's files, checked: carried beside the run's logs before the job is queued, read-only in every task
+    # (the tasks' argv name them as the container sees them: /workloads/<file>, --data-dir /data/offline)
+    workload_files: tuple[WorkloadFile, ...] = ()
+    data_dir: DataDir | None = None
 
 
 @dataclass(frozen=True)

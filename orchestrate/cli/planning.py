@@ -95,7 +95,7 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunP
     check_name("--run-id", options.run_id)
     _check_limits(options, profile)
     _check_devices(options.gpus, profile, backends, exact_shape=provider.has(Capability.BILLABLE))
-    data = _data_dir(options.data_dir, profile, provider)
+    data = _data_dir(options.data_dir)
     image = options.image or default_image_ref(profile.docker_image)
     for line in check_workload_files(files, backends):  # last: the slowest check, once every flag is known good
         row("workload", line)
@@ -131,15 +131,10 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunP
     )
 
 
-def _data_dir(given: Path | None, profile: Profile, provider: Provider) -> DataDir | None:
+def _data_dir(given: Path | None) -> DataDir | None:
     """The user's data folder, read and checked here: a bad one fails before anything is launched or paid for."""
     if given is None:
         return None
-    if offered(provider, Capability.BATCH):  # a batch job's tasks mount only the cluster's own folders
-        raise UsageError(
-            f"--data-dir: {profile.name} is a {profile.provider} profile, whose batch jobs are not sent a data folder; "
-            "choose another profile"
-        )
     try:
         return read_data_dir(given)
     except BadDataDir as error:

@@ -16,11 +16,13 @@ import sys
 import pytest
 
 from benchmarks.logs import STATUS_COMPLETE, metadata_path, read_epoch_log
+from benchmarks.metadata import RunMetadata
+from benchmarks.plugins import sha256_of
 from records.ledger import read_runs
 from tests.orchestrate.orchestrate_helpers import ROOT, TINY, Workspace, wait_for
 from tests.slurm.conftest import PRICE_PER_NODE_HOUR, PROFILE, SECOND_PROFILE, SlurmSite
 from tests.slurm.helpers import run_args, run_folder, slurm_env
-from tests.support.datasets import prefill_keras_cache
+from tests.support.datasets import prefill_keras_cache, tiny_mlp_data
 from tests.support.docker import build_cpu_image, containers_of_run, remove_containers_of_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.sshd]
@@ -84,6 +86,7 @@ def assert_nothing_left(site: SlurmSite, run_id: str) -> None:
 # ---- the quick suite, for real -----------------------------------------------------------------------------------
 
 QUICK_RUN = "20260101T000000Z-slq1"
+EXAMPLE = ROOT / "examples" / "workloads" / "tiny_mlp.py"
 
 
 @pytest.fixture(scope="module")
@@ -91,21 +94,25 @@ def quick_run(slurm_site: SlurmSite, tmp_path_factory: pytest.TempPathFactory):
     image = build_cpu_image(tmp_path_factory.mktemp("image") / "image-cpu.log")
     ws = Workspace(tmp_path_factory.mktemp("quick"))
     prefill_keras_cache(slurm_site.shared_dir / "cache" / "keras")  # the cluster's dataset cache, shared by its runs
-    args = run_args(slurm_site, ws, QUICK_RUN, "--workloads", "mnist_mlp", "--backends", "jax", "--repeats", "2")
+    data = tiny_mlp_data(tmp_path_factory.mktemp("mydata") / "data")  # the user's data, for the user's workload
+    carried = ["--workload-file", str(EXAMPLE), "--data-dir", str(data)]
+    args = run_args(slurm_site, ws, QUICK_RUN, "--workloads", "mnist_mlp,tiny_mlp", "--backends", "jax", *carried)
     try:
-        yield ws, orchestrate(slurm_site, *args, "--image", image, *TINY)
+        yield ws, data, orchestrate(slurm_site, *args, "--repeats", "2", "--image", image, *TINY)
     finally:
         remove_containers_of_run(QUICK_RUN)
 
 
 def test_quick_suite_runs_as_one_job_array(slurm_site: SlurmSite, quick_run) -> None:
-    ws, done = quick_run
+    ws, _, done = quick_run
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"Run {QUICK_RUN}: complete: all 2 batch tasks complete" in done.stdout
+    assert f"Run {QUICK_RUN}: complete: all 4 batch tasks complete" in done.stdout
     record = read_runs(ws.ledger)[QUICK_RUN]
-    assert [(i.workload, i.repeat, i.status, i.exit_code) for i in record.items] == [
+    assert sorted((i.workload, i.repeat, i.status, i.exit_code) for i in record.items) == [  # in the order they ran
         ("mnist_mlp", 1, "complete", 0),
         ("mnist_mlp", 2, "complete", 0),
+        ("tiny_mlp", 1, "complete", 0),
+        ("tiny_mlp", 2, "complete", 0),
     ]
     run_logs = ws.run_logs(PROFILE, QUICK_RUN)
     for repeat in (1, 2):
@@ -117,14 +124,27 @@ def test_quick_suite_runs_as_one_job_array(slurm_site: SlurmSite, quick_run) -> 
         assert meta["status"] == STATUS_COMPLETE and meta["platform"] == PROFILE and meta["run_id"] == QUICK_RUN
         assert meta["container"]["digest"].startswith("sha256:")  # read on the node by the task
     assert (run_logs / "orchestrate" / "mnist_mlp_jax.r01.console.log").stat().st_size > 0
-    assert_nothing_left(slurm_site, QUICK_RUN)
+    assert_nothing_left(slurm_site, QUICK_RUN)  # the carried workload file and data folder with the run's folder
+
+
+def test_the_users_workload_file_trains_on_the_users_data_on_the_cluster(slurm_site: SlurmSite, quick_run) -> None:
+    ws, data, done = quick_run
+    assert done.returncode == 0, done.stdout + done.stderr
+    launch = next(stage for stage in read_runs(ws.ledger)[QUICK_RUN].stages if stage.name == "launch")
+    assert f"workload files tiny_mlp.py; data folder {data}: 2 file(s)" in launch.detail  # carried before sbatch
+    for repeat in (1, 2):  # no _synthetic in the name: each task read tiny_mlp.npz from the carried folder
+        path = ws.run_logs(PROFILE, QUICK_RUN) / f"tiny_mlp_jax.r{repeat:02d}.json"
+        meta = RunMetadata.from_dict(json.loads(path.read_text()))
+        assert meta.status == STATUS_COMPLETE and meta.plugin is not None
+        assert (meta.plugin.file, meta.plugin.sha256) == ("tiny_mlp.py", sha256_of(EXAMPLE))
+        assert (meta.data.source, meta.data.files, meta.data.train_samples) == ("real", [{"name": "tiny_mlp.npz"}], 500)
 
 
 def test_quick_suite_is_billed_from_the_job_records(slurm_site: SlurmSite, quick_run) -> None:
-    ws, _ = quick_run
+    ws, _, _ = quick_run
     record = read_runs(ws.ledger)[QUICK_RUN]
     slurm = slurm_records(slurm_site, job_id_of(ws, QUICK_RUN))
-    assert len(slurm) == 2
+    assert len(slurm) == 4
     assert {i.instance_id: (i.launched_at, i.terminated_at) for i in record.instances} == slurm
     for instance in record.instances:
         seconds = (instance.terminated_at or 0) - instance.launched_at

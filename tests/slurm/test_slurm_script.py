@@ -12,17 +12,22 @@ import subprocess
 import pytest
 
 from orchestrate.batch import batch_job, item_of_label
+from orchestrate.data_dir import read_data_dir
 from orchestrate.plan import WorkItem
 from orchestrate.provider import ProviderError
 from orchestrate.providers.slurm import TASK_LINE
 from orchestrate.providers.slurm.script import batch_script, sbatch_flags
 from orchestrate.providers.slurm.settings import settings_of, slurm_time
+from orchestrate.workload_files import read_workload_files
 from records.catalog import Price, Profile
-from tests.orchestrate.orchestrate_helpers import plan_on_image
+from tests.orchestrate.orchestrate_helpers import ROOT, plan_on_image
+from tests.support.datasets import tiny_mlp_data
 
 RUN_ID = "20260101T000000Z-scr1"
 IMAGE = "ghcr.io/example/keras-cloud-bench:gpu"
 EXTRA = {"login": "me@hpc-login", "partition": "a100", "shared_dir": "/scratch/me/kcb"}
+VENV = {"venv": "/scratch/me/kcb-venv", "source_dir": "/scratch/me/keras-cloud-bench"}
+RUNTIMES = ["docker", "podman", "apptainer", "singularity", "pyxis", "venv"]
 
 
 def gpu_profile(**extra: str) -> Profile:
@@ -191,3 +196,72 @@ def test_collect_reads_each_tasks_work_item_back_from_the_script(tmp_path, runti
         WorkItem("mnist_mlp", "jax", 2),
     ]
     assert item_of_label(WorkItem("imdb_fasttext", "torch").label) == WorkItem("imdb_fasttext", "torch")
+
+
+# ---- the user's workload file and data folder, carried beside the logs ----------------------------------------------
+
+
+def carrying_script(tmp_path, runtime: str) -> str:
+    """The script of a run of examples/workloads/tiny_mlp.py with a data folder, in `runtime`."""
+    profile = gpu_profile(runtime=runtime, **(VENV if runtime == "venv" else {}))
+    plan = plan_on_image(
+        tmp_path, IMAGE, RUN_ID, (WorkItem("tiny_mlp", "jax"),), provider="slurm", profile=profile,
+        workload_files=read_workload_files([ROOT / "examples" / "workloads" / "tiny_mlp.py"]),
+        data_dir=read_data_dir(tiny_mlp_data(tmp_path / "mydata")),
+    )  # fmt: skip
+    return batch_script(settings_of(profile), RUN_ID, batch_job(plan))
+
+
+def _runner_words(script: str, runtime: str) -> list[str]:
+    """The words of the line that runs the item, as bash splits them (variables left unexpanded)."""
+    if runtime == "venv":
+        line = next(line for line in script.splitlines() if "exec /scratch" in line)
+        return shlex.split(line.split(" ) >> ")[0].split("&& exec ", 1)[1])
+    start = {"pyxis": "srun ", "apptainer": "apptainer exec", "singularity": "singularity exec"}.get(runtime)
+    return _line(script, start or f"{runtime} run")
+
+
+MOUNTED = "$RUN/workloads:/workloads:ro", "$RUN/data:/data/offline:ro"
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_every_runtime_shows_the_carried_files_to_the_runner_read_only(tmp_path, runtime: str) -> None:
+    script = carrying_script(tmp_path, runtime)
+    (tmp_path / "job.sh").write_text(script)
+    parsed = subprocess.run(["bash", "-n", str(tmp_path / "job.sh")], capture_output=True, text=True)
+    assert parsed.returncode == 0, parsed.stderr
+    words = _runner_words(script, runtime)
+    if runtime in ("docker", "podman"):
+        assert [words[i + 1] for i, word in enumerate(words) if word == "-v"][-2:] == list(MOUNTED)
+    elif runtime in ("apptainer", "singularity"):
+        assert words[words.index("--bind") + 1] == ",".join(("$LOGS:/logs", "$CACHE:/data/keras", *MOUNTED))
+    elif runtime == "pyxis":  # pyxis's SRC:DST[:FLAGS]
+        assert f"--container-mounts={','.join(('$LOGS:/logs', '$CACHE:/data/keras', *MOUNTED))}" in words
+    runner = words[words.index("tiny_mlp") :]
+    # no container for venv: the runner reads the run folder's copies on the shared file system
+    workloads, data = ("$RUN/workloads", "$RUN/data") if runtime == "venv" else ("/workloads", "/data/offline")
+    assert runner[runner.index("--workload-file") + 1] == f"{workloads}/tiny_mlp.py"
+    assert runner[runner.index("--data-dir") + 1] == data
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_run_without_files_of_its_own_mounts_none(tmp_path, runtime: str) -> None:
+    script = script_for(tmp_path, runtime, **(VENV if runtime == "venv" else {}))
+    assert "/workloads" not in script and "/data/offline" not in script and "$RUN/data" not in script
+    words = _runner_words(script, runtime)
+    assert "--workload-file" not in words and "--data-dir" not in words
+
+
+def test_the_venv_runner_reads_the_run_folder_by_its_path_on_the_node(tmp_path) -> None:
+    """bash expands the venv line's paths to the run folder's (a file name is quoted, never split)."""
+    script = carrying_script(tmp_path, "venv")
+    line = next(line for line in script.splitlines() if "exec /scratch" in line)
+    argv = line.split("-m benchmarks ", 1)[1].split(" ) >> ")[0]
+    shown = subprocess.run(
+        ["bash", "-c", f'RUN=/scratch/me/kcb/runs/{RUN_ID}; LOGS="$RUN/logs"; printf "%s\\n" {argv}'],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    folder = f"/scratch/me/kcb/runs/{RUN_ID}"
+    assert shown[shown.index("--workload-file") + 1] == f"{folder}/workloads/tiny_mlp.py"
+    assert shown[shown.index("--data-dir") + 1] == f"{folder}/data"
+    assert shown[shown.index("--out") + 1] == f"{folder}/logs"

@@ -1,8 +1,9 @@
 """Slurm clusters: the run is one job array submitted from the cluster's login node over SSH (Fabric).
 
-A launch writes the batch script (`orchestrate.providers.slurm.script`) to the run's folder on the cluster's shared
-file system and submits it with `sbatch`: one array task per work item (workload x backend x repeat), with the
-profile's partition, GPUs, CPUs, memory, time limit and account. The Instance is that array: `state` and `tasks` read
+A launch carries the user's workload files and data folder (if any) to the run's folder on the cluster's shared file
+system, writes the batch script (`orchestrate.providers.slurm.script`) there and submits it with `sbatch`: one array
+task per work item (workload x backend x repeat), with the profile's partition, GPUs, CPUs, memory, time limit and
+account. The Instance is that array: `state` and `tasks` read
 the scheduler (`orchestrate.providers.slurm.cluster`), `terminate` is `scancel` of the whole array, `release_run`
 deletes the run's folder once its logs are pulled. The job's name (`kcb-<run id>`) and comment (the run's tags)
 carry the run id, so `orchestrate sweep` finds and cancels what a killed orchestrator left; the folders under
@@ -25,10 +26,12 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 from orchestrate.capabilities import BatchQueue
+from orchestrate.containers import DATA_FOLDER, WORKLOADS_FOLDER, copy_workload_files, unpack_data_dir
 from orchestrate.provider import (
     PROJECT_TAG,
     TASK_ENDED,
     TASK_PENDING,
+    BatchJob,
     Capability,
     CredentialsError,
     Instance,
@@ -159,6 +162,7 @@ class SlurmProvider(Provider, BatchQueue):
         cluster.run(f"mkdir -p {shlex.quote(folder)}/tasks {shlex.quote(consoles)}")
         # the tags first: from here until release_run the sweep can find the folder (leftover_runs)
         cluster.write_file(f"{folder}/run.json", json.dumps(request.tags, sort_keys=True))
+        _carry_user_files(cluster, folder, request.batch)
         cluster.write_file(f"{folder}/job.sh", batch_script(settings, request.run_id, request.batch))
         flags = sbatch_flags(settings, request.run_id, request.tags, request.batch, slurm_time(request.max_lifetime_s))
         submitted_at = time.time()
@@ -342,6 +346,18 @@ class SlurmProvider(Provider, BatchQueue):
         price = profile.on_demand
         per_task = Price(price.usd_per_hour * settings.gpus, price.date, f"{price.source} (x{settings.gpus} GPUs)")
         return replace(profile, on_demand=per_task)
+
+
+def _carry_user_files(cluster: Cluster, folder: str, job: BatchJob) -> None:
+    """The user's workload files and data folder into the run's folder, by the transfers a host's run uses, before
+    the job is queued: every task mounts them (`script.user_mounts`). The run's folder deletes them with it."""
+    try:
+        if job.workload_files:
+            copy_workload_files(cluster.host, f"{folder}/{WORKLOADS_FOLDER}", job.workload_files)
+        if job.data_dir is not None:
+            unpack_data_dir(cluster.host, f"{folder}/{DATA_FOLDER}", job.data_dir)
+    except RemoteError as exc:
+        raise ProviderError(f"{cluster.login.display()}: {exc}") from exc
 
 
 def _private(settings: SlurmSettings, job_id: str, platform: str, size: int) -> dict[str, str]:

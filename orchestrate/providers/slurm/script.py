@@ -5,6 +5,9 @@ Layout on the shared file system (`<shared_dir>/runs/<run id>/`, the same as a p
 
     logs/                        mounted at the container's /logs: the runner writes `<platform>/<run id>/...`
     logs/<platform>/<run id>/orchestrate/<stem>.console.log   the item's console (and slurm-<job>_<task>.out)
+    workloads/, data/            the user's workload files and data folder (`--workload-file`, `--data-dir`), carried
+                                 before sbatch; read-only at /workloads and /data/offline in every container (the
+                                 venv runtime's runner reads them here)
     tasks/<index>.exit           the item's exit code, written once it ended: a requeued task that finds it exits
                                  with that code and runs nothing again
     job.sh, run.json             this script and the run's tags (project, run-id, owner, ...) for the sweep
@@ -21,9 +24,11 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from orchestrate.containers import DEFAULT_KERAS_HOME
+from orchestrate.containers import DATA_FOLDER, DEFAULT_KERAS_HOME, WORKLOADS_FOLDER
+from orchestrate.data_dir import CONTAINER_DIR as DATA_IN_CONTAINER
 from orchestrate.provider import PROJECT_TAG, BatchJob, BatchTask
 from orchestrate.providers.slurm.settings import SlurmSettings
+from orchestrate.workload_files import CONTAINER_DIR as WORKLOADS_IN_CONTAINER
 
 STOP_GRACE_S = 10  # the container's SIGTERM grace, within Slurm's KillWait (30 s by default)
 CONTAINER_LOGS = "/logs"
@@ -31,6 +36,13 @@ CONTAINER_LOGS = "/logs"
 
 def run_folder(settings: SlurmSettings, run_id: str) -> str:
     return f"{settings.shared_dir}/runs/{run_id}"
+
+
+def user_mounts(job: BatchJob) -> list[tuple[str, str]]:
+    """(folder under the run's folder, where every container sees it, read-only) for the user's files the job
+    carries: its workload files and its data folder."""
+    mounts = [(WORKLOADS_FOLDER, WORKLOADS_IN_CONTAINER)] if job.workload_files else []
+    return mounts + ([(DATA_FOLDER, DATA_IN_CONTAINER)] if job.data_dir is not None else [])
 
 
 def job_name(run_id: str) -> str:
@@ -158,6 +170,8 @@ def _engine_lines(settings: SlurmSettings, run_id: str, job: BatchJob, task: Bat
         "-v", f"$LOGS:{CONTAINER_LOGS}", "-v", f"$CACHE:{DEFAULT_KERAS_HOME}",
         "--label", f"project={PROJECT_TAG}", "--label", f"run-id={run_id}",
     ]  # fmt: skip
+    for folder, inside in user_mounts(job):
+        command += ["-v", f"$RUN/{folder}:{inside}:ro"]
     if job.gpus:
         command += ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
     words = " ".join(_shell_word(word) for word in command)
@@ -186,7 +200,7 @@ def _apptainer_lines(settings: SlurmSettings, run_id: str, job: BatchJob, task: 
     image = job.image_ref if "://" in job.image_ref else f"docker://{job.image_ref}"
     command = [
         engine, "exec", "--cleanenv", "--containall",
-        "--bind", f"$LOGS:{CONTAINER_LOGS},$CACHE:{DEFAULT_KERAS_HOME}",
+        "--bind", _bind_list(job),
         "--env", f"HOME=/tmp,KERAS_HOME={DEFAULT_KERAS_HOME},BENCH_IMAGE_DIGEST={image}",
     ]  # fmt: skip
     command += ["--nv"] if job.gpus else []
@@ -198,11 +212,18 @@ wait $!
 finish $?"""
 
 
+def _bind_list(job: BatchJob) -> str:
+    """Every folder the container sees, as apptainer's --bind and pyxis's --container-mounts name them
+    (`SRC:DST[:FLAGS]`, comma-separated): the user's files read-only."""
+    user = [f"$RUN/{folder}:{inside}:ro" for folder, inside in user_mounts(job)]
+    return ",".join([f"$LOGS:{CONTAINER_LOGS}", f"$CACHE:{DEFAULT_KERAS_HOME}", *user])
+
+
 def _pyxis_lines(settings: SlurmSettings, run_id: str, job: BatchJob, task: BatchTask, console: str) -> str:
     """enroot through pyxis: `srun --container-image` (the allocation's GPUs are the container's)."""
     command = [
         "srun", "--ntasks=1", f"--container-image={job.image_ref}",
-        f"--container-mounts=$LOGS:{CONTAINER_LOGS},$CACHE:{DEFAULT_KERAS_HOME}",
+        f"--container-mounts={_bind_list(job)}",
         "--container-env=KERAS_HOME,BENCH_IMAGE_DIGEST", "--no-container-mount-home",
         "python", "-m", "benchmarks", *task.argv,
     ]  # fmt: skip
@@ -221,9 +242,10 @@ def _venv_lines(settings: SlurmSettings, run_id: str, job: BatchJob, task: Batch
     variant = "gpu" if job.gpus else "cpu"
     venv, source = shlex.quote(settings.venv), shlex.quote(settings.source_dir)
     argv = [
-        ("$LOGS" if previous == "--out" else arg) for previous, arg in zip(("", *task.argv), task.argv, strict=False)
+        ('"$LOGS"' if previous == "--out" else _shared_path(arg, job))
+        for previous, arg in zip(("", *task.argv), task.argv, strict=False)
     ]
-    words = " ".join(_shell_word(arg) for arg in argv)
+    words = " ".join(argv)
     return f"""if [ ! -x {venv}/bin/python ]; then  # made once, from the lock file, under a lock shared by the tasks
   ( flock 9; [ -x {venv}/bin/python ] || {{ python3 -m venv {venv}.new && {venv}.new/bin/pip install -q \\
       -r {source}/requirements/bench-{variant}.lock && mv {venv}.new {venv}; }} ) 9> {venv}.lock >> {console} 2>&1 \\
@@ -234,6 +256,15 @@ trap 'kill -TERM $! 2>/dev/null; wait $!; interrupted' TERM INT
 ( cd {source} && exec {venv}/bin/python -m benchmarks {words} ) >> {console} 2>&1 &
 wait $!
 finish $?"""
+
+
+def _shared_path(arg: str, job: BatchJob) -> str:
+    """A runner argument as a shell word, a container path of the user's files (`/workloads/<file>`,
+    `/data/offline`) made the run folder's: no container mounts them for the venv runtime."""
+    for folder, inside in user_mounts(job):
+        if arg == inside or arg.startswith(inside + "/"):
+            return f'"$RUN"/{folder}' + (shlex.quote(arg[len(inside) :]) if arg != inside else "")
+    return shlex.quote(arg)
 
 
 RUNTIMES = {
