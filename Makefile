@@ -20,6 +20,9 @@ TARGET_CI ?=
 BUDGET ?=
 # More pytest arguments, as shell words (e.g. PYTEST_ARGS="-k makefile -x").
 PYTEST_ARGS ?=
+# pytest worker processes (pytest-xdist; tests/conftest.py keeps each file on one worker): auto = one per CPU core,
+# 0 = none, in this process.
+TEST_WORKERS ?= auto
 
 .DEFAULT_GOAL := help
 
@@ -31,7 +34,7 @@ VENV_STAMP := $(VENV)/.installed
 
 help:
 	@echo "make bench        quick suite on this machine, every backend; logs in logs/ (SUITE=, BACKENDS=, WORKLOADS=, WORKLOAD_FILE=, DATA_DIR=, REPEATS=, TARGET_CI=, BUDGET=)"
-	@echo "make test         lint and the whole test suite"
+	@echo "make test         lint and the whole test suite (TEST_WORKERS=auto: one pytest worker per core; 0: none)"
 	@echo "make overhead     measure the timing harness's overhead against a bare fit"
 	@echo "make image-cpu | image-gpu | image-cpu-compiled | bench-docker     (docs/images.md)"
 	@echo "make bench-local | bench-ssh HOST=user@box | bench-<profile>         (docs/orchestrate.md)"
@@ -68,7 +71,7 @@ format: venv
 	$(call quote,$(VENV))/bin/ruff check --fix .
 
 test: venv lint
-	$(call with_words,PYTEST_ARGS,$(PY) -m pytest)
+	$(call with_words,PYTEST_ARGS,$(PY) -m pytest -n $(call quote,$(TEST_WORKERS)) --dist loadgroup)
 
 clean-venv:
 	rm -rf $(call quote,$(VENV))
