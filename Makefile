@@ -71,7 +71,7 @@ format: venv
 	$(call quote,$(VENV))/bin/ruff check --fix .
 
 test: venv lint
-	$(call with_words,PYTEST_ARGS,$(PY) -m pytest -n $(call quote,$(TEST_WORKERS)) --dist loadgroup)
+	$(call with_words,PYTEST_ARGS,$(PY) -m pytest -n $(call quote,$(TEST_WORKERS)) --dist loadfile)
 
 clean-venv:
 	rm -rf $(call quote,$(VENV))

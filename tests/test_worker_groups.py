@@ -8,37 +8,40 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import TESTS, worker_group
+from tests.conftest import worker_group
 
-# Printed by a plugin of the collecting pytest: each collected test and the xdist group it carries.
-PLUGIN = """
-def pytest_collection_finish(session):
-    for item in session.items:
-        marker = item.get_closest_marker("xdist_group")
-        print("GROUP", item.nodeid, marker.args[0] if marker else None)
+CONFTEST = Path(__file__).with_name("conftest.py")
+# Each test records which worker ran it; the sleep keeps both workers busy so that the scheduler must share out.
+RECORDING_TEST = """
+import os, pathlib, time
+def test_{n}():
+    time.sleep(0.3)
+    pathlib.Path(os.environ["RAN_DIR"], "{name}-{n}").write_text(os.environ["PYTEST_XDIST_WORKER"])
 """
 
 
 def test_a_file_is_its_own_group_and_the_shared_fixture_folders_are_one() -> None:
-    assert worker_group(TESTS / "orchestrate" / "test_faults.py") == "orchestrate/test_faults.py"
-    assert worker_group(TESTS / "test_readme_commands.py") == "test_readme_commands.py"
-    assert {worker_group(path) for path in (TESTS / "slurm").glob("test_*.py")} == {"slurm"}
-    assert {worker_group(path) for path in (TESTS / "images").glob("test_*.py")} == {"images"}
+    assert worker_group("tests/orchestrate/test_faults.py::test_x[ssh]") == "tests/orchestrate/test_faults.py"
+    assert worker_group("tests/test_readme_commands.py::test_y") == "tests/test_readme_commands.py"
+    assert worker_group("tests/slurm/test_slurm_script.py::test_z") == "tests/slurm"
+    assert worker_group("tests/images/test_images_cpu.py::TestA::test_b") == "tests/images"
 
 
-def test_every_collected_test_carries_its_group(tmp_path: Path) -> None:
-    (tmp_path / "print_groups.py").write_text(PLUGIN)
-    files = ["tests/slurm/test_slurm_script.py", "tests/slurm/test_slurm_contract.py", "tests/test_docs_budgets.py"]
-    listed = subprocess.run(
-        [sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "-p", "print_groups", *files],
-        cwd=TESTS.parent, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(TESTS.parent)])},
+def test_two_workers_keep_each_file_and_the_slurm_folder_together(tmp_path: Path) -> None:
+    tree = tmp_path / "tests"
+    files = {"slurm/test_a.py": "a", "slurm/test_b.py": "b", "other/test_c.py": "c", "other/test_d.py": "d"}
+    for relative, name in files.items():
+        (tree / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tree / relative).write_text("".join(RECORDING_TEST.format(n=n, name=name) for n in range(3)))
+    (tree / "conftest.py").write_text(CONFTEST.read_text())
+    (tmp_path / "ran").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider", "-q", "tests"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "RAN_DIR": str(tmp_path / "ran")},
     )  # fmt: skip
-    assert listed.returncode == 0, listed.stdout + listed.stderr
-    found = [
-        line.removeprefix("GROUP ").rsplit(" ", 1) for line in listed.stdout.splitlines() if line.startswith("GROUP ")
-    ]
-    groups = {node: group for node, group in found}
-    assert groups and "None" not in groups.values()
-    assert {g for node, g in groups.items() if node.startswith("tests/slurm/")} == {"slurm"}
-    assert {g for node, g in groups.items() if node.startswith("tests/test_docs")} == {"test_docs_budgets.py"}
+    assert done.returncode == 0, done.stdout + done.stderr
+    ran = {path.name: path.read_text() for path in (tmp_path / "ran").iterdir()}
+    assert len(ran) == 12
+    by_file = {name: {ran[f"{name}-{n}"] for n in range(3)} for name in "abcd"}
+    assert all(len(workers) == 1 for workers in by_file.values()), by_file
+    assert by_file["a"] == by_file["b"], by_file  # the Slurm folder on one worker

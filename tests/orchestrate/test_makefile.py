@@ -310,9 +310,9 @@ def test_a_variable_from_the_environment_is_data_too(sandbox: Sandbox) -> None:
 
 
 def test_make_test_spreads_the_tests_over_workers_that_keep_each_file_together(sandbox: Sandbox) -> None:
-    _, calls = sandbox.make("test")
+    _, calls = sandbox.make("test", "PYTEST_ARGS=")
     pytest_call = next(call for call in calls if call[:3] == ["python", "-m", "pytest"])
-    assert pytest_call[3:] == ["-n", "auto", "--dist", "loadgroup"]
+    assert pytest_call[3:] == ["-n", "auto", "--dist", "loadfile"]
     _, calls = sandbox.make("test", "TEST_WORKERS=0", "PYTEST_ARGS=-k makefile -x")
     pytest_call = next(call for call in calls if call[:3] == ["python", "-m", "pytest"])
-    assert pytest_call[3:] == ["-n", "0", "--dist", "loadgroup", "-k", "makefile", "-x"]
+    assert pytest_call[3:] == ["-n", "0", "--dist", "loadfile", "-k", "makefile", "-x"]
