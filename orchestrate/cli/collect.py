@@ -56,13 +56,7 @@ def command(args: argparse.Namespace) -> int:
     print(f"Run {record.run_id}: {done.action}")
     print(f"  logs        {record.logs_dir} ({len(done.downloaded)} file(s) fetched; {len(finished)} of "
           f"{len(items)} runs complete)")  # fmt: skip
-    if record.message:
-        print(f"  message     {record.message}")
-    if record.estimated_cost_usd is not None:
-        print(f"  cost        ${record.estimated_cost_usd:.4f} estimated ({record.billed_seconds} s billed)")
-    for failure in record.teardown_failures:
-        print(f"  TEARDOWN PROBLEM: {failure}  -> run `python -m orchestrate sweep`")
-    return 1 if record.final and (record.status != STATUS_COMPLETE or record.teardown_failures) else 0
+    return _print_outcome(record)
 
 
 def _collect_batch(record: RunRecord, profile: Profile, provider: Provider, ledger: Ledger) -> int:
@@ -73,8 +67,7 @@ def _collect_batch(record: RunRecord, profile: Profile, provider: Provider, ledg
     finally:
         reporter.close()
     _print_batch(done)
-    record = done.record
-    return 1 if record.final and (record.status != STATUS_COMPLETE or record.teardown_failures) else 0
+    return _print_outcome(done.record)
 
 
 def _print_batch(done: BatchCollected) -> None:
@@ -85,9 +78,15 @@ def _print_batch(done: BatchCollected) -> None:
         restarts = f", requeued {task.restarts}x" if task.restarts else ""
         code = f", exit {task.item_exit_code}" if task.item_exit_code is not None else ""
         print(f"  task {task.index:<6} {label}: {task.state}{code}{restarts}")
+
+
+def _print_outcome(record: RunRecord) -> int:
+    """The record's message, cost and teardown problems; the command's exit code (1: a final run that did not
+    complete, or whose teardown left something)."""
     if record.message:
         print(f"  message     {record.message}")
     if record.estimated_cost_usd is not None:
         print(f"  cost        ${record.estimated_cost_usd:.4f} estimated ({record.billed_seconds} s billed)")
     for failure in record.teardown_failures:
         print(f"  TEARDOWN PROBLEM: {failure}  -> run `python -m orchestrate sweep`")
+    return 1 if record.final and (record.status != STATUS_COMPLETE or record.teardown_failures) else 0
