@@ -195,8 +195,8 @@ def first_epoch_cached(run: Run) -> bool:
 
 def _first_epoch_s(run: Run) -> float | None:
     """The first epoch of a run that was first in its process, as measured: where a compile cache was kept (the
-    committed GPU repeats'), a warm cache's load is what those runs' first epochs took, and the range, backtested
-    on them, spans cold compiles too. A later workload of a shared process did not pay the process's start-up."""
+    committed GPU repeats'), a warm cache's load is what it took, so `_from` takes the compile from the runs that
+    compiled (`cached_first`). A later workload of a shared process did not pay the process's start-up."""
     first, place = run.log.first_epoch, run.metadata.process
     return None if first is None or (place is not None and place.position > 1) else first.elapsed
 
