@@ -38,6 +38,7 @@ FILE = "file"
 ENTRY_POINT = "entry point"
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a log file stem, a container name part and a CLI word
 REQUIRED = ("SPEC", "build_model", "compile_args")
+NATIVE_REQUIRED = ("SPEC", "build_training")  # a native PyTorch workload (benchmarks.workloads.native)
 MAX_FILE_BYTES = 256 * 1024  # it rides in a detached machine's boot script and in a shell command
 
 
@@ -153,10 +154,11 @@ def _adapted(module: ModuleType, where: str) -> ModuleType:
     adapter = ModuleType(f"keras_cloud_bench.plugin.{spec.name}", module.__doc__)
     members: dict[str, Any] = {
         "SPEC": spec if user_loader is not None else replace(spec, datasets=("synthetic",)),
-        "build_model": module.build_model,
-        "compile_args": module.compile_args,
         "load_data": _loader(spec, user_loader),
     }
+    for name in (*REQUIRED[1:], *NATIVE_REQUIRED[1:]):
+        if hasattr(module, name):
+            members[name] = getattr(module, name)
     if hasattr(module, "after_training"):
         members["after_training"] = module.after_training
     adapter.__dict__.update(members)
@@ -180,13 +182,16 @@ def _loader(spec: WorkloadSpec, user_loader: Callable[..., Any] | None) -> Calla
 
 def check_contract(module: ModuleType, where: str) -> None:
     """Everything that can be checked without training: the names the runner calls and a complete SPEC."""
-    missing = [name for name in REQUIRED if not hasattr(module, name)]
+    native = hasattr(module, "build_training")
+    missing = [name for name in (NATIVE_REQUIRED if native else REQUIRED) if not hasattr(module, name)]
     if missing:
         raise BadWorkload(
-            f"{where}: missing {', '.join(missing)} (a workload defines SPEC, build_model, "
-            "compile_args and load_data; docs/workloads.md)"
+            f"{where}: missing {', '.join(missing)} (a workload defines SPEC, build_model, compile_args and "
+            "load_data, or a native PyTorch one SPEC, build_training and load_data; docs/workloads.md)"
         )
-    for name in ("build_model", "compile_args", "load_data"):
+    if native and hasattr(module, "build_model"):
+        raise BadWorkload(f"{where}: defines both build_model (Keras) and build_training (native): keep one")
+    for name in ("build_model", "compile_args", "build_training", "load_data"):
         if hasattr(module, name) and not callable(getattr(module, name)):
             raise BadWorkload(f"{where}: {name} is not a function")
     spec = module.SPEC
@@ -287,6 +292,8 @@ def trial_step(plugin: Plugin, where: Any, samples: int = 4) -> str:
     dataset = SYNTHETIC_NAME if spec.shapes is not None else spec.datasets[0]
     request = DataRequest(dataset=dataset, train_limit=samples, val_limit=samples, batch_size=samples)
     data = _step(label, "load_data", lambda: module.load_data(request, where), DatasetUnavailable)
+    if hasattr(module, "build_training"):
+        return _native_trial(plugin, data, samples)
     x, y = head(data.x_train, samples), head(data.y_train, samples)
     model = _step(label, "build_model", lambda: module.build_model(data))
     if not isinstance(model, keras.Model):
@@ -301,6 +308,37 @@ def trial_step(plugin: Plugin, where: Any, samples: int = 4) -> str:
         f"{label}: workload {spec.name}, sha256 {plugin.source.sha256[:12]}: imports, SPEC complete, model built "
         f"({model.count_params():,} parameters), one step on {count} {data.info.dataset} samples trained on the CPU "
         f"({keras.backend.backend()}), {spec.loss_key} {loss:.4g}"
+    )
+
+
+def _native_trial(plugin: Plugin, data: Any, samples: int) -> str:
+    """A native workload's training built on the CPU and one step trained through the harness's own step."""
+    import numpy as np
+    import torch
+
+    from benchmarks.data.types import head
+    from benchmarks.harness.native import EpochSums, NativeTrainer
+    from benchmarks.harness.processes import Place
+
+    module, spec, label = plugin.module, plugin.module.SPEC, plugin.source.file
+    device = torch.device("cpu")
+    training = _step(label, "build_training", lambda: module.build_training(data, device))
+    for name, kind in (("model", torch.nn.Module), ("optimizer", torch.optim.Optimizer)):
+        if not isinstance(getattr(training, name, None), kind):
+            raise BadWorkload(f"{label}: build_training's {name} is not a {kind.__module__}.{kind.__name__}")
+    trainer = NativeTrainer(training, device, "float32", False, Place())
+    sums = EpochSums.zeros(device)
+    batch = (head(data.x_train, samples), head(data.y_train, samples))
+    x, y = training.batch(batch)
+    _step(label, "one training step", lambda: trainer.step(x, y, sums))
+    loss = float(sums.loss)
+    if not np.isfinite(loss):
+        raise BadWorkload(f"{label}: one training step gave loss={loss}")
+    parameters = sum(p.numel() for p in training.model.parameters())
+    return (
+        f"{label}: workload {spec.name}, sha256 {plugin.source.sha256[:12]}: imports, SPEC complete, native model "
+        f"built ({parameters:,} parameters), one step on {samples} {data.info.dataset} samples trained on the CPU "
+        f"(torch-native), loss {loss:.4g}"
     )
 
 

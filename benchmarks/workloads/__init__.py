@@ -109,12 +109,17 @@ def register(name: str, module: ModuleType) -> None:
     _PLUGINS[name] = module
 
 
-def load(name: str) -> ModuleType:
-    """A built-in workload's module, or a registered plug-in's (benchmarks.plugins)."""
-    if name in WORKLOADS:
-        return importlib.import_module(f"benchmarks.workloads.{name}")
+def load(name: str, native: bool = False) -> ModuleType:
+    """A built-in workload's module (its native twin's with `native`), or a registered plug-in's
+    (benchmarks.plugins)."""
     if name in _PLUGINS:
         return _PLUGINS[name]
+    if native and name in WORKLOADS:
+        from benchmarks.workloads import native as native_workloads
+
+        return native_workloads.load(name)
+    if name in WORKLOADS:
+        return importlib.import_module(f"benchmarks.workloads.{name}")
     raise UnknownWorkload(f"unknown workload {name!r}; choose from {', '.join((*WORKLOADS, *_PLUGINS))}")
 
 
