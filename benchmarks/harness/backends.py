@@ -77,6 +77,9 @@ def omp_wait_policy(backend: str) -> str | None:
     return os.environ.get(OMP_WAIT_POLICY, "ACTIVE (libgomp's default)") if framework(backend) == "torch" else None
 
 
+REFERENCE = ("resnet50", "gpt_nietzsche")  # benchmarks.workloads.REFERENCE_WORKLOADS (not imported: no cycle)
+
+
 def _on_gpu(backend: str, **changes: Any) -> Settings:
     return replace(DEFAULTS[backend], float32_matmul="tf32", **changes)
 
@@ -98,6 +101,12 @@ GPU_DEFAULTS: dict[tuple[str, str], Settings] = {
         ("torch", name): _on_gpu("torch", jit_compile=True)
         for name in ("mnist_mlp", "mnist_cnn", "cifar10_cnn", "imdb_fasttext")
     },
+    # The reference workloads train in bfloat16 on every backend, so that Keras and the native twins compute alike
+    # (float16 was no faster for Keras on JAX and slower for native PyTorch: campaign/notes/2026-11-28-gpu-cost.md);
+    # the native twins run compiled (torch.compile), their fastest; the GPT takes 4 steps per dispatch on JAX.
+    **{(backend, name): _on_gpu(backend, precision="bfloat16") for backend in BACKENDS for name in REFERENCE},
+    ("jax", "gpt_nietzsche"): _on_gpu("jax", precision="bfloat16", steps_per_execution=4),
+    **{(NATIVE, name): _on_gpu(NATIVE, precision="bfloat16", jit_compile=True) for name in REFERENCE},
 }
 
 
