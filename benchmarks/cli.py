@@ -357,7 +357,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         found = [register_file(f) for f in args.workload_file] + [register_entry_point(n) for n in args.workload]
         for plugin in found:
-            print(f"ok: {trial_step(plugin, where)}", flush=True)
+            if hasattr(plugin.module, "build_training"):  # a native PyTorch workload
+                from benchmarks.harness.native import trial_step as native_trial_step
+
+                print(f"ok: {native_trial_step(plugin, where)}", flush=True)
+            else:
+                print(f"ok: {trial_step(plugin, where)}", flush=True)
     except BadWorkload as exc:
         return _usage_error(str(exc))
     return 0

@@ -19,6 +19,7 @@ from benchmarks.harness.processes import free_port, local_places
 
 POLL_S = 0.2
 STOP_GRACE_S = 10.0
+FINISH_GRACE_S = 30.0
 
 
 def device_count() -> int:
@@ -66,7 +67,9 @@ def _forward(children: list[subprocess.Popen[bytes]]) -> Callable[[int, FrameTyp
 
 
 def _wait(children: list[subprocess.Popen[bytes]]) -> int:
-    """Each child's exit; the first failure stops the rest. The job's status: 0, or the first failure's."""
+    """Each child's exit; the first failure stops the rest. The job's status: 0, or the first failure's. Once rank 0
+    has finished (its log complete), the others get FINISH_GRACE_S to end, and are then stopped."""
+    finished_at: float | None = None
     while True:
         codes = [child.poll() for child in children]
         failed = [code for code in codes if code not in (None, 0)]
@@ -75,6 +78,12 @@ def _wait(children: list[subprocess.Popen[bytes]]) -> int:
             return failed[0] or 1
         if all(code == 0 for code in codes):
             return 0
+        if codes[0] == 0:
+            finished_at = finished_at or time.monotonic()
+            if time.monotonic() - finished_at > FINISH_GRACE_S:
+                print("note: rank 0 finished; stopping the processes that did not end with it", file=sys.stderr)
+                _stop(children)
+                return 0
         time.sleep(POLL_S)
 
 

@@ -278,28 +278,34 @@ def synthetic_data(name: str, shapes: Shapes, request: Any) -> Any:
     return Data(x_train, y_train, x_val, y_val, info)
 
 
+def trial_data(plugin: Plugin, where: Any, samples: int) -> Any:
+    """The tiny batch's data a check trains on: synthetic where the SPEC declares shapes, else the first dataset."""
+    from benchmarks.data.files import DatasetUnavailable
+    from benchmarks.data.loaders import SYNTHETIC_NAME
+    from benchmarks.data.types import DataRequest
+
+    module, spec, label = plugin.module, plugin.module.SPEC, plugin.source.file
+    dataset = SYNTHETIC_NAME if spec.shapes is not None else spec.datasets[0]
+    request = DataRequest(dataset=dataset, train_limit=samples, val_limit=samples, batch_size=samples)
+    return step(label, "load_data", lambda: module.load_data(request, where), DatasetUnavailable)
+
+
 def trial_step(plugin: Plugin, where: Any, samples: int = 4) -> str:
     """Build the model and train one step on a tiny batch in this process (the caller chose the device: the CPU);
     BadWorkload names the step that failed. Returns a one-line account of what ran."""
     import keras
     import numpy as np
 
-    from benchmarks.data.files import DatasetUnavailable
-    from benchmarks.data.loaders import SYNTHETIC_NAME
-    from benchmarks.data.types import DataRequest, head, is_multi_input
+    from benchmarks.data.types import head, is_multi_input
 
     module, spec, label = plugin.module, plugin.module.SPEC, plugin.source.file
-    dataset = SYNTHETIC_NAME if spec.shapes is not None else spec.datasets[0]
-    request = DataRequest(dataset=dataset, train_limit=samples, val_limit=samples, batch_size=samples)
-    data = _step(label, "load_data", lambda: module.load_data(request, where), DatasetUnavailable)
-    if hasattr(module, "build_training"):
-        return _native_trial(plugin, data, samples)
+    data = trial_data(plugin, where, samples)
     x, y = head(data.x_train, samples), head(data.y_train, samples)
-    model = _step(label, "build_model", lambda: module.build_model(data))
+    model = step(label, "build_model", lambda: module.build_model(data))
     if not isinstance(model, keras.Model):
         raise BadWorkload(f"{label}: build_model returned a {type(model).__name__}; expected a keras.Model")
-    _step(label, "compile_args", lambda: model.compile(**module.compile_args()))
-    history = _step(label, "one training step", lambda: model.fit(x, y, batch_size=samples, epochs=1, verbose=0))
+    step(label, "compile_args", lambda: model.compile(**module.compile_args()))
+    history = step(label, "one training step", lambda: model.fit(x, y, batch_size=samples, epochs=1, verbose=0))
     loss = history.history.get(spec.loss_key, [float("nan")])[-1]
     if not np.isfinite(loss):
         raise BadWorkload(f"{label}: one training step gave {spec.loss_key}={loss}")
@@ -311,38 +317,7 @@ def trial_step(plugin: Plugin, where: Any, samples: int = 4) -> str:
     )
 
 
-def _native_trial(plugin: Plugin, data: Any, samples: int) -> str:
-    """A native workload's training built on the CPU and one step trained through the harness's own step."""
-    import numpy as np
-    import torch
-
-    from benchmarks.data.types import head
-    from benchmarks.harness.native import EpochSums, NativeTrainer
-    from benchmarks.harness.processes import Place
-
-    module, spec, label = plugin.module, plugin.module.SPEC, plugin.source.file
-    device = torch.device("cpu")
-    training = _step(label, "build_training", lambda: module.build_training(data, device))
-    for name, kind in (("model", torch.nn.Module), ("optimizer", torch.optim.Optimizer)):
-        if not isinstance(getattr(training, name, None), kind):
-            raise BadWorkload(f"{label}: build_training's {name} is not a {kind.__module__}.{kind.__name__}")
-    trainer = NativeTrainer(training, device, "float32", False, Place())
-    sums = EpochSums.zeros(device)
-    batch = (head(data.x_train, samples), head(data.y_train, samples))
-    x, y = training.batch(batch)
-    _step(label, "one training step", lambda: trainer.step(x, y, sums))
-    loss = float(sums.loss)
-    if not np.isfinite(loss):
-        raise BadWorkload(f"{label}: one training step gave loss={loss}")
-    parameters = sum(p.numel() for p in training.model.parameters())
-    return (
-        f"{label}: workload {spec.name}, sha256 {plugin.source.sha256[:12]}: imports, SPEC complete, native model "
-        f"built ({parameters:,} parameters), one step on {samples} {data.info.dataset} samples trained on the CPU "
-        f"(torch-native), loss {loss:.4g}"
-    )
-
-
-def _step(label: str, what: str, call: Callable[[], Any], *unavailable: type[BaseException]) -> Any:
+def step(label: str, what: str, call: Callable[[], Any], *unavailable: type[BaseException]) -> Any:
     try:
         return call()
     except unavailable as exc:
