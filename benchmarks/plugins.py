@@ -318,9 +318,12 @@ def _trial_data(module: ModuleType, label: str, request: Any, where: Any) -> Any
 
 
 def _step(label: str, what: str, call: Callable[[], Any], *passed: type[BaseException]) -> Any:
+    """`call()`, its failure one line naming the step; exceptions of the `passed` kinds, and a BadWorkload already
+    said in one line, go through as they are."""
+    kept: tuple[type[BaseException], ...] = (BadWorkload, *passed)
     try:
         return call()
-    except (BadWorkload, *passed):
+    except kept:
         raise
     except Exception as exc:  # broad on purpose: the user's code fails in one line naming the step
         raise BadWorkload(f"{label}: {what} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
