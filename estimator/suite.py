@@ -18,6 +18,7 @@ from pathlib import Path
 
 from benchmarks.workload_set import Workloads, built_in
 from estimator.backtest import Band, committed_bands
+from estimator.basis import measured
 from estimator.buyable import break_even, days_text, load_buyable
 from estimator.model import (
     Fit,
@@ -27,7 +28,6 @@ from estimator.model import (
     cpu_machine,
     fits,
     machine_kind,
-    measured,
     outside_epochs_s,
     predict,
     published_observations,
