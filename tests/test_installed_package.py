@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # builds and installs the package (about a minute on two cores)
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("benchmarks", "estimator", "orchestrate", "records", "report")  # pyproject's packages.find
 FRAMEWORKS = ("tensorflow", "jax", "torch")
