@@ -23,6 +23,9 @@ pytestmark = pytest.mark.slow  # builds and installs the package (about a minute
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("benchmarks", "estimator", "orchestrate", "records", "report")  # pyproject's packages.find
 FRAMEWORKS = ("tensorflow", "jax", "torch")
+# What the providers import when they act (their clouds' clients, imported lazily): a dry run would not notice one
+# missing, a real detached run or schedule would.
+CLIENTS = ("boto3", "google.cloud.compute_v1", "google.cloud.storage", "google.cloud.scheduler_v1", "fabric", "docker")
 LOCKS = ("dev.lock", "bench-cpu.lock")
 SLURM_PROFILE = """
 [profiles.mycluster-h100]
@@ -96,11 +99,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
 
 def test_the_install_has_no_framework_and_runs_from_its_own_copy(installed: Installed) -> None:
     probe = "import importlib.util as u, orchestrate, estimator.basis as b; "
-    probe += f"print([m for m in {FRAMEWORKS!r} if u.find_spec(m)], orchestrate.__file__, b.TABLE.is_file())"
+    probe += f"print([m for m in {FRAMEWORKS!r} if u.find_spec(m)], [m for m in {CLIENTS!r} if not u.find_spec(m)], "
+    probe += "orchestrate.__file__, b.TABLE.is_file())"
     done = installed.run("-c", probe)
     assert done.returncode == 0, done.stderr
-    frameworks, where, table = done.stdout.split()
-    assert frameworks == "[]" and not Path(where).is_relative_to(ROOT) and table == "True", done.stdout
+    frameworks, missing, where, table = done.stdout.split()
+    assert frameworks == "[]" and missing == "[]", done.stdout
+    assert not Path(where).is_relative_to(ROOT) and table == "True", done.stdout
 
 
 def test_providers_and_profiles_list(installed: Installed) -> None:
