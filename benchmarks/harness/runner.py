@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import keras
 
-from benchmarks import metadata, plugins, stability, workloads
+from benchmarks import metadata, stability, workloads
 from benchmarks.data.files import DatasetUnavailable, FileLocations
 from benchmarks.data.loaders import SYNTHETIC_NAME
 from benchmarks.data.types import SYNTHETIC, Data, DataRequest
@@ -29,7 +30,8 @@ from benchmarks.harness.fingerprint import fingerprint
 from benchmarks.harness.telemetry import Telemetry
 from benchmarks.harness.timing import EpochTimer
 from benchmarks.logs import EpochLogWriter, EpochRecord, write_metadata
-from benchmarks.metadata import RunMetadata, Status
+from benchmarks.metadata import RunMetadata, Status, WorkloadSource
+from benchmarks.workload_set import Workload
 
 # The run's telemetry paused while the block runs: a callback that waits between epochs (for a shared device, say)
 # keeps its process from polling the driver while another process is timed.
@@ -143,9 +145,10 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def run_workload(name: str, options: RunOptions, notices: set[str] | None = None) -> Path:
-    """Train one workload; return its CSV path. Raises after recording a partial run if training fails."""
-    module = workloads.load(name)
+def run_workload(workload: Workload, module: ModuleType, options: RunOptions, notices: set[str] | None = None) -> Path:
+    """Train one workload (`module`: `workload.load()`); return its CSV path. Raises after recording a partial run if
+    training fails."""
+    name = workload.name
     spec: workloads.WorkloadSpec = module.SPEC
     run_plan = plan(spec, options)
     cache = compile_cache.activate(options.backend)
@@ -173,7 +176,7 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
     setup.lap("build_s")
     path = csv_path(options, name, data.info.source == SYNTHETIC)
     records: list[EpochRecord] = []
-    meta = run_metadata(spec, options, settings, run_plan, data, model, started_at)
+    meta = run_metadata(spec, options, settings, run_plan, data, model, started_at, workload.source)
     write_metadata(path, meta.to_dict())
     setup.lap("describe_s")
     meta = replace(meta, timing=setup.timing())
@@ -243,6 +246,7 @@ def run_metadata(
     data: Data,
     model: keras.Model,
     started_at: str,
+    source: WorkloadSource | None = None,  # a plug-in's origin; None: a built-in workload
 ) -> RunMetadata:
     gpu = backends.gpu_available(options.backend)
     return RunMetadata(
@@ -256,7 +260,7 @@ def run_metadata(
         seed=options.seed,
         started_at=started_at,
         git_commit=sysinfo.git_commit(),
-        plugin=plugins.source_of(spec.name),
+        plugin=source,
         hyperparameters={"epochs": run_plan.epochs, **spec.hyperparameters, **run_plan.distribution.trained()},
         distribution=run_plan.distribution.as_dict(),
         cut=options.cut,

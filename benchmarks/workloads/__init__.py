@@ -7,8 +7,8 @@ A workload module defines:
 - `compile_args() -> dict` (optimizer, loss, metrics, ...: the harness adds jit and steps-per-execution);
 - optionally `after_training(model, data) -> dict`, run outside the timed epochs.
 
-A user's own workload keeps the same contract in a file or an installed package (benchmarks.plugins);
-`load` finds it once it is registered there.
+A user's own workload keeps the same contract in a file or an installed package (benchmarks.plugins); the
+workloads a command knows, built-in and the user's, are one `benchmarks.workload_set.Workloads`.
 """
 
 from __future__ import annotations
@@ -101,21 +101,11 @@ class UnknownWorkload(ValueError):
     pass
 
 
-# Plug-ins (a user's workload file or installed entry point), registered here by benchmarks.plugins once checked.
-_PLUGINS: dict[str, ModuleType] = {}
-
-
-def register(name: str, module: ModuleType) -> None:
-    _PLUGINS[name] = module
-
-
 def load(name: str) -> ModuleType:
-    """A built-in workload's module, or a registered plug-in's (benchmarks.plugins)."""
-    if name in WORKLOADS:
-        return importlib.import_module(f"benchmarks.workloads.{name}")
-    if name in _PLUGINS:
-        return _PLUGINS[name]
-    raise UnknownWorkload(f"unknown workload {name!r}; choose from {', '.join((*WORKLOADS, *_PLUGINS))}")
+    """A built-in workload's module (a user's workload is loaded through benchmarks.workload_set)."""
+    if name not in WORKLOADS:
+        raise UnknownWorkload(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
+    return importlib.import_module(f"benchmarks.workloads.{name}")
 
 
 def spec(name: str) -> WorkloadSpec:
