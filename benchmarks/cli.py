@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn
 
 from benchmarks.command import RunnerCommand
@@ -33,9 +34,10 @@ from benchmarks.harness.backends import (
     prepare_process,
 )
 from benchmarks.harness.distribution import BATCH_POLICIES, SAME_GLOBAL, DistributionError, check_request, parse_gpus
-from benchmarks.plugins import BadWorkload, declared, entry_point_names
+from benchmarks.plugins import BadWorkload
 from benchmarks.suites import SUITES, get_suite
 from benchmarks.work import WorkItem, item_command
+from benchmarks.workload_set import Workload, Workloads, installed_names, workloads_of
 from benchmarks.workloads import WORKLOADS
 
 if TYPE_CHECKING:
@@ -285,7 +287,7 @@ def main(
         # --backend jax`: the image entrypoint, for a built-in workload or a plug-in's
         argv = ["run", "--workload", argv[0], *argv[1:]]
     args = build_parser().parse_args(argv)
-    args.argv = argv
+    args.argv = argv  # a launcher starts its processes with them (benchmarks.launch)
     try:
         if args.command == "run":
             return cmd_run(args, design, callbacks)
@@ -302,8 +304,8 @@ def main(
 
 def cmd_list() -> int:
     print("workloads:", ", ".join(WORKLOADS))
-    if entry_point_names():
-        print("installed workloads (entry points):", ", ".join(entry_point_names()))
+    if installed_names():
+        print("installed workloads (entry points):", ", ".join(installed_names()))
     print("your own workload: --workload-file FILE.py (docs/workloads.md)")
     print("backends: ", ", ".join(ALL_BACKENDS), "(torch-native: native PyTorch twins)")
     print("suites:")
@@ -316,27 +318,18 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # `docker stop` sends SIGTERM: record the run as partial, like Ctrl-C
 
 
-def _plugin_names(files: Sequence[str]) -> list[str]:
-    """The workload names the plug-in files declare, read without importing them (a usage error if unreadable)."""
+def _workloads(files: Sequence[str], named: Sequence[str] = ()) -> Workloads:
+    """The built-in workloads, the files given and the installed workloads among `named`, read without importing
+    them; a usage error (exit 2) names one that cannot be a workload."""
+    installed = [name for name in named if name in installed_names()]
     try:
-        return [declared(file).name for file in files]
+        return workloads_of(files, installed)
     except BadWorkload as exc:
         raise SystemExit(_usage_error(str(exc))) from None
 
 
-def _register_plugins(files: Sequence[str], installed: Sequence[str]) -> None:
-    """Import and register the plug-in files and the installed workloads named, in this training process (after
-    KERAS_BACKEND is set)."""
-    from benchmarks.plugins import register_entry_point, register_file
-
-    try:
-        for file in files:
-            register_file(file)
-        for name in installed:
-            if name not in _plugin_names(files):  # a file of that name was given: it wins, as the user said
-                register_entry_point(name)
-    except BadWorkload as exc:
-        raise SystemExit(_usage_error(str(exc))) from None
+def _names(text: str | None) -> list[str]:
+    return [name.strip() for name in (text or "").split(",") if name.strip()]
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -351,32 +344,34 @@ def cmd_check(args: argparse.Namespace) -> int:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the check runs on the CPU, whatever this machine has
     os.environ["JAX_PLATFORMS"] = "cpu"
     from benchmarks.data.files import FileLocations
-    from benchmarks.plugins import register_entry_point, register_file, trial_step
+    from benchmarks.plugins import refusing_exit, trial_step
 
     where = FileLocations.from_env(args.data_dir, offline=True)
     try:
-        found = [register_file(f) for f in args.workload_file] + [register_entry_point(n) for n in args.workload]
-        for plugin in found:
-            if hasattr(plugin.module, "build_training"):  # a native PyTorch workload
-                from benchmarks.harness.native import trial_step as native_trial_step
-
-                print(f"ok: {native_trial_step(plugin, where)}", flush=True)
-            else:
-                print(f"ok: {trial_step(plugin, where)}", flush=True)
+        workloads = workloads_of(args.workload_file, args.workload)
+        for workload in workloads.plugins:
+            module = workload.load()
+            check = trial_step
+            if hasattr(module, "build_training"):  # a native PyTorch workload
+                from benchmarks.harness.native import trial_step as check
+            with refusing_exit(workload.path.name):  # never an exit status 0 without the "ok" line
+                line = check(module, workload.path.name, workload.sha256, where)
+            print(f"ok: {line}", flush=True)
     except BadWorkload as exc:
         return _usage_error(str(exc))
     return 0
 
 
 def cmd_run(args: argparse.Namespace, design: str | None = None, callbacks: CallbackFactory | None = None) -> int:
-    plugin_names = _plugin_names(args.workload_file)
-    if args.workload is None and not plugin_names:
+    workloads = _workloads(args.workload_file, _names(args.workload))
+    files = [w.name for w in workloads.files]
+    if args.workload is None and not files:
         return _usage_error("run: give --workload NAME[,NAME...] or --workload-file FILE.py")
-    allowed = (*WORKLOADS, *plugin_names, *entry_point_names())
-    names = _split(args.workload or ",".join(plugin_names), allowed, "workload")
+    names = _split(args.workload or ",".join(files), workloads.names, "workload")
     if args.backend in ("torch", "torch-native") and (args.steps_per_execution or 1) > 1:
         return _usage_error(f"--steps-per-execution must be 1 on the {args.backend} backend")
-    if is_native(args.backend) and (refused := _without_native_twin(names, plugin_names)):
+    native = is_native(args.backend)
+    if native and (refused := _without_native_twin(names, files)):
         return _usage_error(refused)
     try:
         check_request(args.backend, args.gpus, args.batch_policy)
@@ -384,13 +379,16 @@ def cmd_run(args: argparse.Namespace, design: str | None = None, callbacks: Call
         return _usage_error(str(exc))
     if _schedules_repeats(args):
         return _run_repeats(args, names, [args.backend], args.suite, args.allow_synthetic, set())
-    if is_native(args.backend) and args.gpus != 1 and "RANK" not in os.environ and "SLURM_PROCID" not in os.environ:
+    if native and args.gpus != 1 and "RANK" not in os.environ and "SLURM_PROCID" not in os.environ:
         from benchmarks.launch import launch_processes
 
-        return launch_processes(argv_of(args), args.gpus, args.run_id or new_run_id())
+        return launch_processes(args.argv, args.gpus, args.run_id or new_run_id())
     prepare_process(args.backend)
     signal.signal(signal.SIGTERM, _raise_interrupt)
-    _register_plugins(args.workload_file, [name for name in names if name in entry_point_names()])
+    try:  # imported here, in the process that trains them, once the backend is set
+        modules = {name: _module(workloads[name], native) for name in names}
+    except BadWorkload as exc:
+        return _usage_error(str(exc))
     from benchmarks.data.files import DatasetUnavailable, FileLocations
     from benchmarks.harness.processes import from_environment
     from benchmarks.harness.runner import BadRunArguments, RunOptions, run_workload
@@ -429,7 +427,7 @@ def cmd_run(args: argparse.Namespace, design: str | None = None, callbacks: Call
                 dataset=args.dataset or _preferred(name, args.prefer_dataset),
                 process=ProcessPlace(position, len(names), design),
             )
-            path = run_workload(name, workload_options, notices)
+            path = run_workload(workloads[name], modules[name], workload_options, notices)
             if from_environment().writes_logs:  # the other processes of a data-parallel job write nothing
                 print(f"wrote {path}", flush=True)
         except (BadRunArguments, DistributionError) as exc:
@@ -447,22 +445,27 @@ def cmd_run(args: argparse.Namespace, design: str | None = None, callbacks: Call
     return EXIT_FAILED if failed else 0
 
 
-def _without_native_twin(names: Sequence[str], plugin_names: Sequence[str]) -> str | None:
+def _module(workload: Workload, native: bool) -> ModuleType:
+    """The module a run trains: a built-in workload's own, or its native twin's on torch-native; a user's file as
+    it is (a native file or a Keras one: the runner refuses the wrong kind in one line)."""
+    if native and workload.built_in:
+        from benchmarks.workloads import load
+
+        return load(workload.name, native=True)
+    return workload.load()
+
+
+def _without_native_twin(names: Sequence[str], files: Sequence[str]) -> str | None:
     """Why torch-native cannot train these built-in workloads (None: each has a native twin or is a file)."""
     from benchmarks.workloads.native import NATIVE_WORKLOADS
 
-    missing = [n for n in names if n not in NATIVE_WORKLOADS and n not in plugin_names and n in WORKLOADS]
+    missing = [n for n in names if n not in NATIVE_WORKLOADS and n not in files and n in WORKLOADS]
     if not missing:
         return None
     return (
         f"--backend torch-native: no native twin of {', '.join(missing)}; the twins are "
         f"{', '.join(NATIVE_WORKLOADS)} (or give your own native file with --workload-file)"
     )
-
-
-def argv_of(args: argparse.Namespace) -> list[str]:
-    """This process's own arguments (a launcher starts its processes with them)."""
-    return list(args.argv)
 
 
 def _schedules_repeats(args: argparse.Namespace) -> bool:
@@ -556,9 +559,9 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
     suite = get_suite(args.suite)
     backends = _split(args.backends, BACKENDS, "backend") if args.backends else _installed(suite.backends)
-    plugin_names = _plugin_names(args.workload_file)  # with a plug-in, the suite runs it alone unless --workloads
-    default = plugin_names or list(suite.workloads)
-    names = _split(args.workloads, (*suite.workloads, *plugin_names), "workload") if args.workloads else default
+    files = [w.name for w in _workloads(args.workload_file).files]  # with one, the suite runs it alone unless
+    default = files or list(suite.workloads)  # --workloads names others too
+    names = _split(args.workloads, (*suite.workloads, *files), "workload") if args.workloads else default
     try:  # refuse before any backend's process starts
         for backend in backends:
             check_request(backend, args.gpus, args.batch_policy)

@@ -16,6 +16,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
+from functools import cache
 from typing import Any
 
 SCHEMA_VERSION = 2
@@ -275,12 +276,18 @@ def _kinds(annotation: Any) -> tuple[Any, ...]:
 
 def _values(owner: type, raw: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     """`owner`'s fields found in `raw`, each checked against its annotation."""
-    hints = typing.get_type_hints(owner)
+    hints = _hints(owner)
     return {
         f.name: _checked(hints[f.name], raw[f.name], prefix + f.name)
         for f in fields(owner)
         if f.name != "extra" and raw.get(f.name) is not None
     }
+
+
+@cache
+def _hints(owner: type) -> dict[str, Any]:
+    """A block's annotations, resolved once: resolving them (typing.get_type_hints) costs more than reading a log."""
+    return typing.get_type_hints(owner)
 
 
 def _block(kind: type, raw: Mapping[str, Any], where: str) -> Any:
@@ -351,7 +358,7 @@ def _expected(kind: Any) -> str:
 def key_list() -> dict[str, list[str]]:
     """Every top-level key, and the keys of each typed block: what docs/architecture.md must list."""
     blocks = {}
-    hints = typing.get_type_hints(RunMetadata)
+    hints = _hints(RunMetadata)
     for f in fields(RunMetadata):
         nested = _dataclass_in(hints[f.name])
         if nested is not None:

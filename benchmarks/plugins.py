@@ -8,29 +8,27 @@ The module defines `SPEC` (a `WorkloadSpec`), `build_model(data)`, `compile_args
 `load_data` may be left out when `SPEC.shapes` declares the data's shapes, and the runs then train on labelled
 synthetic data of those shapes (as they also do with `--dataset synthetic`, or `--allow-synthetic` where the
 loader raises `DatasetUnavailable`). Each run records the module file's name and content hash (`plugin` in the
-run metadata). `check` (`python -m benchmarks check-workload`) imports it, checks its SPEC, builds the model and
+run metadata). `trial_step` (`python -m benchmarks check-workload`) imports it, checks its SPEC, builds the model and
 trains one step on a tiny batch, on the CPU, before anything is launched or paid for.
 
-Reading a plug-in's name and SPEC literals (`declared`) needs no framework: the orchestrator plans from them.
+This is the side that imports a plug-in, where it trains or is checked; which plug-ins a command has, and their
+SPEC literals read without importing them, are benchmarks.workload_set's.
 """
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import importlib
 import importlib.util
+import os
 import re
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
-from importlib.metadata import entry_points
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
-from benchmarks import workloads
-from benchmarks.metadata import WorkloadSource
 from benchmarks.workloads import WORKLOADS, Cut, Shapes, WorkloadSpec
 
 ENTRY_POINT_GROUP = "keras_cloud_bench.workloads"
@@ -46,23 +44,17 @@ class BadWorkload(ValueError):
     """A plug-in that cannot run; the message is one line naming the file and what is wrong."""
 
 
-@dataclass(frozen=True)
-class Plugin:
-    name: str
-    module: ModuleType  # the adapter the runner trains: SPEC, load_data, build_model, compile_args[, after_training]
-    source: WorkloadSource
-
-
-_REGISTERED: dict[str, Plugin] = {}
-
-
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def checked_file(path: str | Path) -> Path:
     """The plug-in file, or BadWorkload naming why it cannot be one."""
     file = Path(path).expanduser()
+    try:
+        file.resolve(strict=True)
+    except FileNotFoundError:
+        raise BadWorkload(f"--workload-file {path}: no such file") from None
+    except (OSError, RuntimeError) as exc:  # a symbolic link loop (RuntimeError before Python 3.13), no permission
+        plain = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        reason = "a symbolic link loop" if "loop" in str(exc).lower() else plain
+        raise BadWorkload(f"--workload-file {path}: {reason}") from None
     if not file.is_file():
         raise BadWorkload(f"--workload-file {path}: no such file")
     if file.suffix != ".py":
@@ -75,8 +67,8 @@ def checked_file(path: str | Path) -> Path:
     return file
 
 
-def register_file(path: str | Path) -> Plugin:
-    """Import a workload file (Keras is imported with it: set KERAS_BACKEND first) and register it by SPEC.name."""
+def import_file(path: Path) -> ModuleType:
+    """A workload file imported (Keras is imported with it: set KERAS_BACKEND first), checked and adapted."""
     file = checked_file(path)
     module_name = "keras_cloud_bench_workload_" + re.sub(r"\W", "_", file.stem)
     spec = importlib.util.spec_from_file_location(module_name, file)
@@ -84,65 +76,47 @@ def register_file(path: str | Path) -> Plugin:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses and pickling look modules up by name
     try:
-        spec.loader.exec_module(module)
+        with refusing_exit(f"{file.name} does not import"):
+            spec.loader.exec_module(module)
     except Exception as exc:  # broad on purpose: whatever the user's file raises is one line naming it
         sys.modules.pop(module_name, None)
+        if isinstance(exc, BadWorkload):
+            raise
         raise BadWorkload(f"{file.name} does not import: {type(exc).__name__}: {_first_line(exc)}") from exc
-    source = WorkloadSource(FILE, file.name, sha256_of(file))
-    return _register(_adapted(module, file.name), source)
+    return _adapted(module, file.name)
 
 
-def register_entry_point(name: str) -> Plugin:
-    """Import the installed workload registered as `name` under ENTRY_POINT_GROUP, and register it."""
-    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
-    if not found:
-        raise BadWorkload(f"no workload entry point named {name!r} in group {ENTRY_POINT_GROUP}")
-    entry = found[0]
+def import_entry_point(module_name: str, where: str) -> ModuleType:
+    """An installed workload's module imported, checked and adapted."""
     try:
-        module = importlib.import_module(entry.value.partition(":")[0])
+        with refusing_exit(f"workload {where} does not import"):
+            module = importlib.import_module(module_name)
+    except BadWorkload:
+        raise
     except Exception as exc:  # broad on purpose, as for a file
-        raise BadWorkload(f"workload {name} ({entry.value}) does not import: {type(exc).__name__}: {exc}") from exc
-    origin = Path(module.__file__ or "")
-    if not origin.is_file():
-        raise BadWorkload(f"workload {name} ({entry.value}) has no module file to record")
-    dist = f"{entry.dist.name} {entry.dist.version}" if entry.dist is not None else None
-    source = WorkloadSource(ENTRY_POINT, origin.name, sha256_of(origin), f"{name} = {entry.value}", dist)
-    plugin = _register(_adapted(module, entry.value), source)
-    if plugin.name != name:
-        raise BadWorkload(f"workload entry point {name!r} ({entry.value}) declares SPEC.name={plugin.name!r}")
-    return plugin
+        raise BadWorkload(f"workload {where} does not import: {type(exc).__name__}: {_first_line(exc)}") from exc
+    return _adapted(module, where)
 
 
-def registered(name: str) -> Plugin | None:
-    """The plug-in of that name: registered in this process from a file, else an installed entry point."""
-    if name not in _REGISTERED and name in entry_point_names():
-        register_entry_point(name)
-    return _REGISTERED.get(name)
+@contextmanager
+def refusing_exit(where: str) -> Iterator[None]:
+    """A workload that ends the process (`sys.exit`, `os._exit`) while it is imported or checked is a bad workload,
+    said in one line (`where` heads it): the process must not end silently, least of all with status 0 as if the
+    check had passed. A process forked meanwhile still ends as it asks."""
+    real_exit, pid = os._exit, os.getpid()
 
+    def refused(status: int) -> NoReturn:
+        if os.getpid() != pid:
+            real_exit(status)
+        raise BadWorkload(f"{where}: it calls os._exit({status}), which would end this process")
 
-def names() -> list[str]:
-    return [*_REGISTERED, *(n for n in entry_point_names() if n not in _REGISTERED)]
-
-
-def entry_point_names() -> list[str]:
-    return sorted(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
-
-
-def source_of(name: str) -> WorkloadSource | None:
-    """What the run metadata records of a workload's origin: None for a built-in one."""
-    plugin = _REGISTERED.get(name)
-    return plugin.source if plugin is not None else None
-
-
-def _register(module: ModuleType, source: WorkloadSource) -> Plugin:
-    spec: WorkloadSpec = module.SPEC
-    known = _REGISTERED.get(spec.name)
-    if known is not None and known.source != source:
-        raise BadWorkload(f"{source.file}: workload {spec.name!r} is already registered from {known.source.file}")
-    plugin = Plugin(spec.name, module, source)
-    _REGISTERED[spec.name] = plugin
-    workloads.register(spec.name, module)  # so that the runner loads it as it loads a built-in workload
-    return plugin
+    os._exit = refused
+    try:
+        yield
+    except SystemExit as exc:
+        raise BadWorkload(f"{where}: it calls sys.exit({exc.code!r}), which would end this process") from None
+    finally:
+        os._exit = real_exit
 
 
 def _adapted(module: ModuleType, where: str) -> ModuleType:
@@ -169,15 +143,35 @@ def _loader(spec: WorkloadSpec, user_loader: Callable[..., Any] | None) -> Calla
     from benchmarks.data.loaders import SYNTHETIC_NAME
 
     def load_data(request: Any, where: Any) -> Any:
-        if request.dataset == SYNTHETIC_NAME:
-            if spec.shapes is None:
-                raise BadWorkload(f"workload {spec.name} declares no SPEC.shapes: no synthetic data can stand in")
+        if request.dataset == SYNTHETIC_NAME and spec.shapes is not None:
             return synthetic_data(spec.name, spec.shapes, request)
+        if request.dataset == SYNTHETIC_NAME and user_loader is not None:
+            # no shapes declared: the loader makes its own synthetic data, as the built-in loaders do (a copied
+            # built-in workload runs as the built-in does)
+            return _own_synthetic(spec.name, user_loader, request, where)
         if user_loader is None:
             raise BadWorkload(f"workload {spec.name} has no load_data: it runs on synthetic data of SPEC.shapes only")
         return user_loader(request, where)
 
     return load_data
+
+
+def _own_synthetic(name: str, user_loader: Callable[..., Any], request: Any, where: Any) -> Any:
+    from benchmarks.data.types import SYNTHETIC
+
+    try:
+        data = user_loader(request, where)
+    except Exception as exc:  # broad on purpose: the user's loader, asked for data it may not make
+        raise BadWorkload(
+            f"workload {name}: its load_data made no synthetic data ({type(exc).__name__}: {_first_line(exc)}) "
+            "and SPEC.shapes declares none: declare SPEC.shapes, or pass --data-dir"
+        ) from exc
+    if getattr(getattr(data, "info", None), "source", None) != SYNTHETIC:
+        raise BadWorkload(
+            f"workload {name}: asked for synthetic data, its load_data returned data not labelled synthetic: "
+            "declare SPEC.shapes, or label it (benchmarks.data.loaders.info_for)"
+        )
+    return data
 
 
 def check_contract(module: ModuleType, where: str) -> None:
@@ -278,28 +272,20 @@ def synthetic_data(name: str, shapes: Shapes, request: Any) -> Any:
     return Data(x_train, y_train, x_val, y_val, info)
 
 
-def trial_data(plugin: Plugin, where: Any, samples: int) -> Any:
-    """The tiny batch's data a check trains on: synthetic where the SPEC declares shapes, else the first dataset."""
-    from benchmarks.data.files import DatasetUnavailable
-    from benchmarks.data.loaders import SYNTHETIC_NAME
-    from benchmarks.data.types import DataRequest
-
-    module, spec, label = plugin.module, plugin.module.SPEC, plugin.source.file
-    dataset = SYNTHETIC_NAME if spec.shapes is not None else spec.datasets[0]
-    request = DataRequest(dataset=dataset, train_limit=samples, val_limit=samples, batch_size=samples)
-    return step(label, "load_data", lambda: module.load_data(request, where), DatasetUnavailable)
-
-
-def trial_step(plugin: Plugin, where: Any, samples: int = 4) -> str:
-    """Build the model and train one step on a tiny batch in this process (the caller chose the device: the CPU);
-    BadWorkload names the step that failed. Returns a one-line account of what ran."""
+def trial_step(module: ModuleType, label: str, sha256: str, where: Any, samples: int = 4) -> str:
+    """Build the model of a loaded workload (`label`: its file's name) and train one step on a tiny batch in this
+    process (the caller chose the device: the CPU); BadWorkload names the step that failed. Returns a one-line
+    account of what ran."""
     import keras
     import numpy as np
 
-    from benchmarks.data.types import head, is_multi_input
+    from benchmarks.data.loaders import SYNTHETIC_NAME
+    from benchmarks.data.types import DataRequest, head, is_multi_input
 
-    module, spec, label = plugin.module, plugin.module.SPEC, plugin.source.file
-    data = trial_data(plugin, where, samples)
+    spec = module.SPEC
+    dataset = SYNTHETIC_NAME if spec.shapes is not None else spec.datasets[0]
+    request = DataRequest(dataset=dataset, train_limit=samples, val_limit=samples, batch_size=samples)
+    data = trial_data(module, label, request, where)
     x, y = head(data.x_train, samples), head(data.y_train, samples)
     model = step(label, "build_model", lambda: module.build_model(data))
     if not isinstance(model, keras.Model):
@@ -311,20 +297,39 @@ def trial_step(plugin: Plugin, where: Any, samples: int = 4) -> str:
         raise BadWorkload(f"{label}: one training step gave {spec.loss_key}={loss}")
     count = len(x[0]) if is_multi_input(x) else len(x)
     return (
-        f"{label}: workload {spec.name}, sha256 {plugin.source.sha256[:12]}: imports, SPEC complete, model built "
+        f"{label}: workload {spec.name}, sha256 {sha256[:12]}: imports, SPEC complete, model built "
         f"({model.count_params():,} parameters), one step on {count} {data.info.dataset} samples trained on the CPU "
         f"({keras.backend.backend()}), {spec.loss_key} {loss:.4g}"
     )
 
 
-def step(label: str, what: str, call: Callable[[], Any], *unavailable: type[BaseException]) -> Any:
+def trial_data(module: ModuleType, label: str, request: Any, where: Any) -> Any:
+    """The step's data: the real data where it is here, else synthetic data as a run would train on with
+    --allow-synthetic (of SPEC.shapes, or the loader's own, as the built-in loaders make)."""
+    from benchmarks.data.files import DatasetUnavailable
+    from benchmarks.data.loaders import SYNTHETIC_NAME
+
+    try:
+        return step(label, "load_data", lambda: module.load_data(request, where), DatasetUnavailable)
+    except DatasetUnavailable as exc:
+        unavailable = exc
+    try:
+        return module.load_data(replace(request, dataset=SYNTHETIC_NAME), where)
+    except Exception:  # broad on purpose: what is wrong is the data that is not here
+        raise BadWorkload(
+            f"{label}: its data is unavailable here ({_first_line(unavailable)}); pass --data-dir, or declare "
+            "SPEC.shapes to check and run on synthetic data"
+        ) from unavailable
+
+
+def step(label: str, what: str, call: Callable[[], Any], *passed: type[BaseException]) -> Any:
+    """`call()`, its failure one line naming the step; exceptions of the `passed` kinds, and a BadWorkload already
+    said in one line, go through as they are."""
+    kept: tuple[type[BaseException], ...] = (BadWorkload, *passed)
     try:
         return call()
-    except unavailable as exc:
-        raise BadWorkload(
-            f"{label}: its data is unavailable here ({_first_line(exc)}); pass --data-dir, or declare "
-            "SPEC.shapes to check and run on synthetic data"
-        ) from exc
+    except kept:
+        raise
     except Exception as exc:  # broad on purpose: the user's code fails in one line naming the step
         raise BadWorkload(f"{label}: {what} failed: {type(exc).__name__}: {_first_line(exc)}") from exc
 
@@ -336,92 +341,3 @@ def _first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in plain.splitlines() if line.strip()]
     telling = [line for line in lines if not line.startswith("Exception encountered when calling")]
     return (telling or lines or ["(no message)"])[0]
-
-
-# --- read without importing: the orchestrator and the report plan from these -------------------------------
-
-
-@dataclass(frozen=True)
-class Declared:
-    """A plug-in file's SPEC literals, read from its source (no framework is imported)."""
-
-    name: str
-    file: str
-    sha256: str
-    epochs: int
-    batch_size: int
-    cuts: dict[str, Cut | None]
-    train_samples: int | None  # SPEC.shapes.train_samples, where declared
-
-
-def declared(path: str | Path) -> Declared:
-    """The name, epochs, batch size, cuts and declared sample count of a workload file's `SPEC = WorkloadSpec(...)`,
-    each a literal in the source; BadWorkload names the first that is not."""
-    file = checked_file(path)
-    try:
-        tree = ast.parse(file.read_text(), filename=file.name)
-    except SyntaxError as exc:
-        raise BadWorkload(f"{file.name} does not import: SyntaxError: {exc.msg} (line {exc.lineno})") from exc
-    call = _spec_call(tree, file.name)
-    keywords = {k.arg: k.value for k in call.keywords if k.arg}
-    values: dict[str, Any] = {}
-    for name in ("name", "epochs", "batch_size"):
-        if name not in keywords:
-            raise BadWorkload(f"{file.name}: SPEC = WorkloadSpec(...) has no {name}=")
-        values[name] = _literal(keywords[name], f"{file.name}: SPEC.{name}")
-    if not isinstance(values["name"], str) or not NAME_PATTERN.fullmatch(values["name"]):
-        raise BadWorkload(
-            f"{file.name}: SPEC.name {values['name']!r}: use lower-case letters, digits and '_', a letter first"
-        )
-    if values["name"] in WORKLOADS:
-        raise BadWorkload(f"{file.name}: SPEC.name {values['name']!r} is a built-in workload's; choose another name")
-    cuts: dict[str, Cut | None] = {}
-    for name in ("quick", "short", "bounded"):
-        if name in keywords:
-            cuts[name] = _cut(keywords[name], f"{file.name}: SPEC.{name}")
-    samples = None
-    shapes = keywords.get("shapes")
-    if isinstance(shapes, ast.Call):
-        for keyword in shapes.keywords:
-            if keyword.arg == "train_samples":
-                samples = _literal(keyword.value, f"{file.name}: SPEC.shapes.train_samples")
-    return Declared(values["name"], file.name, sha256_of(file), values["epochs"], values["batch_size"], cuts, samples)
-
-
-def spec_call(tree: ast.Module) -> ast.Call | None:
-    """A workload module's `SPEC = WorkloadSpec(...)` call, read without importing it; None where it has none."""
-    for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == "SPEC" for t in node.targets)
-            and isinstance(node.value, ast.Call)
-        ):
-            return node.value
-    return None
-
-
-def _spec_call(tree: ast.Module, where: str) -> ast.Call:
-    call = spec_call(tree)
-    if call is None:
-        raise BadWorkload(f"{where}: missing SPEC (a module-level `SPEC = WorkloadSpec(...)`; docs/workloads.md)")
-    return call
-
-
-def _literal(node: ast.expr, where: str) -> Any:
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        raise BadWorkload(f"{where}: write it as a literal, not {ast.unparse(node)}") from None
-
-
-def _cut(node: ast.expr, where: str) -> Cut | None:
-    if isinstance(node, ast.Constant) and node.value is None:
-        return None
-    if not isinstance(node, ast.Call):
-        raise BadWorkload(f"{where}: write it as Cut(...) with literal values, not {ast.unparse(node)}")
-    named = {k.arg: _literal(k.value, where) for k in node.keywords if k.arg}
-    positional = dict(zip([f.name for f in fields(Cut)], [_literal(a, where) for a in node.args], strict=False))
-    try:
-        return Cut(**positional, **named)
-    except TypeError as exc:
-        raise BadWorkload(f"{where}: {exc}") from None

@@ -18,16 +18,15 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from estimator.basis import folder_observations, reference_basis
 from estimator.model import (
     BASES,
-    COMMITTED_REFERENCE,
     Observation,
     Prediction,
     Target,
     fits,
     predict,
     published_observations,
-    reference_observations,
 )
 
 RANGE_QUANTILES = (0.05, 0.95)
@@ -113,11 +112,13 @@ def covered(outcomes: Sequence[Outcome]) -> list[bool | None]:
 
 
 @cache
-def committed_outcomes(reference: Path = COMMITTED_REFERENCE) -> tuple[Outcome, ...]:
-    return tuple(backtest(reference_observations(reference) + published_observations()))
+def committed_outcomes(reference: Path | None = None) -> tuple[Outcome, ...]:
+    """The backtest of the committed reference runs (the shipped basis), or of the runs in a `reference` folder."""
+    observed = reference_basis() if reference is None else folder_observations(reference.resolve())
+    return tuple(backtest(observed + published_observations()))
 
 
-def committed_bands(reference: Path = COMMITTED_REFERENCE) -> dict[str, Band]:
+def committed_bands(reference: Path | None = None) -> dict[str, Band]:
     return bands(committed_outcomes(reference))
 
 
@@ -227,11 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reference",
         type=Path,
-        default=COMMITTED_REFERENCE,
-        help="folder of reference runs (default: the committed logs/reference/)",
+        help="folder of reference runs (default: the committed logs/reference/, as the estimator ships them)",
     )
     args = parser.parse_args(argv)
-    if not args.reference.is_dir():
+    if args.reference is not None and not args.reference.is_dir():
         parser.exit(2, f"error: --reference {args.reference}: no such folder\n")
     print("\n".join(report_lines(committed_outcomes(args.reference))))
     return 0

@@ -6,8 +6,8 @@ takes a steady epoch plus the compilation the comparable runs spent in theirs (f
 comparable runs are, in this order of bases:
 
 1. measured: runs of the same workload, backend, machine and global batch in the user's logs/ and the committed
-   logs/reference/ (those of the same configuration where the target names one, else of the configuration
-   measured most, the default settings);
+   logs/reference/, shipped as a table (estimator.basis) (those of the same configuration where the target names
+   one, else of the configuration measured most, the default settings);
 2. published: the same, from the published studies' figures (estimator.published);
 3. hardware: the same workload, backend and batch on the nearest machine of the same kind (GPU or CPU) with a
    speed figure in data/estimate.toml, its throughput scaled by (figure ratio) ^ exponent, the exponent fitted on
@@ -29,13 +29,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
-from pathlib import Path
 
 from benchmarks.metadata import UNCACHED
 from benchmarks.workloads import WORKLOADS
 from estimator.published import Figures, Study, load_studies, published_figures
 from estimator.workload_plan import estimate_data, planned_spec, train_samples
-from records.loading import REFERENCE_FOLDER, Run, load_runs
+from records.loading import Run
 
 BASES = ("measured", "published", "hardware")
 # h200, k80, p100, a10g, l4, l40s, t4, b200, m60, p6000; not "80gb", and not the machine families n1, e2 or c2
@@ -209,23 +208,6 @@ def _outside_s(run: Run) -> float | None:
     except ValueError:
         return None
     return max(wall - run.total_s, 0.0)
-
-
-# The project's committed reference runs, next to this package in a checkout: a basis whatever --logs names.
-COMMITTED_REFERENCE = Path(__file__).resolve().parents[1] / "logs" / REFERENCE_FOLDER
-
-
-def measured(logs: Path) -> list[Observation]:
-    """The user's runs under `logs`, the reference runs under `logs/reference`, and the committed ones."""
-    found = measured_observations(load_runs(logs).runs, "measured") if logs.is_dir() else []
-    folders = {(logs / REFERENCE_FOLDER).resolve(), COMMITTED_REFERENCE}
-    return found + [o for folder in sorted(folders) for o in reference_observations(folder)]
-
-
-@cache
-def reference_observations(folder: Path) -> tuple[Observation, ...]:
-    children = sorted(folder.iterdir()) if folder.is_dir() else []
-    return tuple(o for child in children for o in measured_observations(load_runs(child).runs, "reference"))
 
 
 def _published_machine(hardware: str) -> str:

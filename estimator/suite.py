@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from benchmarks.workload_set import Workloads, built_in
 from estimator.backtest import Band, committed_bands
+from estimator.basis import measured
 from estimator.buyable import break_even, days_text, load_buyable
 from estimator.model import (
     Fit,
@@ -26,14 +28,13 @@ from estimator.model import (
     cpu_machine,
     fits,
     machine_kind,
-    measured,
     outside_epochs_s,
     predict,
     published_observations,
 )
 from estimator.plugin_scaling import BASIS as SCALED
 from estimator.plugin_scaling import scaled_by_builtins
-from estimator.workload_plan import UnknownSize, estimate_data, planned, planned_spec, plugin
+from estimator.workload_plan import UnknownSize, estimate_data, planned
 from records.catalog import Profile
 
 __all__ = [
@@ -220,34 +221,42 @@ def estimate_suite(
     logs: Path,
     shape: Shape = Shape(),
     carried_bytes: int = 0,
+    workloads: Workloads | None = None,
 ) -> SuiteEstimate:
+    """`items`' workloads are the built-in ones and those of `workloads` (the run's: a user's workload files)."""
     machine = shape.machine(profile_machine(profile))
     start = machine_start(profile, len(items), carried_bytes)
-    return SuiteEstimate(estimate_runs(machine, suite, items, logs, shape), start)
+    return SuiteEstimate(estimate_runs(machine, suite, items, logs, shape, workloads), start)
 
 
 def estimate_runs(
-    machine: str, suite: str, items: Sequence[tuple[str, str]], logs: Path, shape: Shape = Shape()
+    machine: str,
+    suite: str,
+    items: Sequence[tuple[str, str]],
+    logs: Path,
+    shape: Shape = Shape(),
+    workloads: Workloads | None = None,
 ) -> tuple[ItemEstimate, ...]:
     """Each planned run's estimate on `machine` (an estimate_model machine key: "h100", "rtx4090", ...)."""
+    known = workloads or built_in()
     pool = [*measured(logs), *published_observations()]
     fitted = fits(pool)
     bands = committed_bands()
     counts = Counter(items)  # in plan order; a workload repeated N times is estimated once, counted N times
     estimates = []
-    for (workload, backend), count in counts.items():
+    for (name, backend), count in counts.items():
+        workload = known[name]
         try:
             epochs, samples = planned(suite, workload, shape.epochs, shape.train_limit)
         except UnknownSize as exc:
-            estimates.append(ItemEstimate(workload, backend, None, None, None, f"not estimated: {exc}", count=count))
+            estimates.append(ItemEstimate(name, backend, None, None, None, f"not estimated: {exc}", count=count))
             continue
-        batch = shape.batch(planned_spec(workload).batch_size)
-        target = Target(workload, backend, machine, batch, samples, epochs)
-        declared = plugin(workload)
-        if declared is not None:
-            found = estimate_plugin_item(target, pool, fitted, bands, declared.sha256)
-        else:
+        batch = shape.batch(workload.spec.batch_size)
+        target = Target(name, backend, machine, batch, samples, epochs)
+        if workload.built_in:
             found = estimate_item(target, pool, fitted, bands)
+        else:
+            found = estimate_plugin_item(target, pool, fitted, bands, workload.sha256)
         estimates.append(replace(found, count=count))
     return tuple(estimates)
 

@@ -97,10 +97,10 @@ def copy_workload_files(host: Host, folder: str, files: Sequence[WorkloadFile]) 
             host.run(f"printf %s {encoded[start : start + WRITE_CHUNK_BYTES]} >> {target}.b64")
         host.run(f"base64 -d {target}.b64 > {target} && rm -f {target}.b64 && chmod a+r {target}")
         found = host.run(f"sha256sum {target}").stdout.split(" ", 1)[0]
-        if found != file.spec.sha256:
+        if found != file.sha256:
             raise RemoteError(
                 f"{file.path.name} arrived on {host.description} as sha256 {found[:12]}, "
-                f"not {file.spec.sha256[:12]}: it changed since it was checked"
+                f"not {file.sha256[:12]}: it changed since it was checked"
             )
 
 

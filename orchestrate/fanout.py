@@ -29,8 +29,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.suites import get_suite
-from benchmarks.workloads import spec
+from benchmarks.workloads import WORKLOADS
 from estimator.suite import Shape, estimate_suite
+from estimator.workload_plan import planned_spec
 from orchestrate.plan import RunPlan
 from records.catalog import CatalogError, Profile, get_profile, runs_as
 from records.ledger import STATUS_COMPLETE, RunRecord
@@ -119,7 +120,8 @@ def carried_bytes(plan: RunPlan) -> int:
 def estimate_candidate(candidate: Candidate, plan: RunPlan, billable: bool) -> CandidateEstimate:
     profile = plan.profile
     items = [(i.workload, i.backend) for i in plan.items]
-    estimate = estimate_suite(profile, plan.suite, items, plan.logs_dir, estimate_shape(plan), carried_bytes(plan))
+    shape = estimate_shape(plan)
+    estimate = estimate_suite(profile, plan.suite, items, plan.logs_dir, shape, carried_bytes(plan), plan.workloads)
     priced = billable and profile.hourly_price(plan.spot) is not None
     market = "spot" if plan.spot else "on-demand"
 
@@ -446,13 +448,18 @@ def _extrapolate(run: Run, suite: str) -> float | None:
     if first is None:
         return None
     steady = run.steady_median_s or first
-    return first + (suite_epochs(suite, run.workload) - 1) * steady
+    return first + (suite_epochs(suite, run) - 1) * steady
 
 
-def suite_epochs(suite: str, workload: str) -> int:
+def suite_epochs(suite: str, run: Run) -> int:
+    """The epochs `suite` runs the run's workload with: a built-in one's from its SPEC (read, not imported); a
+    user's workload's, as its run planned them."""
+    if run.workload not in WORKLOADS:
+        return run.epochs_planned or run.epochs_completed
     cut_name = get_suite(suite).cut
-    cut = getattr(spec(workload), cut_name) if cut_name else None
-    return spec(workload).epochs if cut is None else cut.epochs
+    spec = planned_spec(run.workload)
+    cut = spec.cuts.get(cut_name) if cut_name else None
+    return spec.epochs if cut is None else cut.epochs
 
 
 def results_table(results: Iterable[CandidateResult]) -> list[str]:

@@ -4,15 +4,16 @@ machine profile, the work items (`benchmarks.work.WorkItem`: workload x backend 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.command import RunnerCommand
 from benchmarks.work import WorkItem, item_command
+from benchmarks.workload_set import Workloads, built_in
 from orchestrate.data_dir import CONTAINER_DIR as DATA_IN_CONTAINER
 from orchestrate.data_dir import DataDir
 from orchestrate.images import BuildSpec
-from orchestrate.workload_files import WorkloadFile
+from orchestrate.workload_files import WorkloadFile, workload_files
 from records.catalog import Profile
 
 
@@ -46,8 +47,13 @@ class RunPlan:
     max_preemptions: int = 3
     install_host_software: bool = False
     validated_at: tuple[float, float] | None = None  # (started, ended) of the CLI's validation
-    workload_files: tuple[WorkloadFile, ...] = ()  # the user's workloads, checked; mounted at /workloads
+    workloads: Workloads = field(default_factory=built_in)  # the built-in ones and the user's files, checked
     data_dir: DataDir | None = None  # the user's data folder, checked; mounted at /data/offline
+
+    @property
+    def workload_files(self) -> tuple[WorkloadFile, ...]:
+        """The user's workload files, carried to the machine and mounted at /workloads."""
+        return workload_files(self.workloads)
 
     @property
     def run_logs(self) -> Path:

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.suites import UnknownSuite, get_suite
+from benchmarks.workload_set import Workloads, built_in
 from estimator.suite import SuiteEstimate, estimate_suite, suite_lines
-from estimator.workload_plan import add_plugin
 from orchestrate.capabilities import (
     CloudScheduler,
     Scheduler,
@@ -62,7 +62,13 @@ from orchestrate.schedule_spec import (
     ScheduleSpec,
 )
 from orchestrate.storage import StorageError, StorageURL
-from orchestrate.workload_files import WorkloadFile, check_workload_files, read_workload_files, suite_workloads
+from orchestrate.workload_files import (
+    WorkloadFile,
+    check_workload_files,
+    run_workloads,
+    suite_workloads,
+    workload_files,
+)
 from records.catalog import Profile, get_profile, load_catalogs
 from records.ledger import Ledger
 
@@ -89,7 +95,7 @@ def check_spec(
     spot: bool | None,
     max_lifetime_min: int,
     owner: str,
-    plugins: Sequence[str] = (),
+    known: Workloads | None = None,
 ) -> ScheduleSpec:
     """Every input of `schedule create`, checked before anything is created; ScheduleError names the bad one."""
     if not NAME_RE.fullmatch(name):
@@ -109,7 +115,7 @@ def check_spec(
         check_time_zone(time_zone)
         suite = get_suite(suite_name)
         chosen_backends = suite.subset("backend", backends)
-        chosen_workloads = suite_workloads(suite, workloads, plugins)
+        chosen_workloads = suite_workloads(suite, workloads, known or built_in())
     except (CronError, UnknownSuite) as exc:
         raise ScheduleError(str(exc)) from None
     use_spot = profile.use_spot if spot is None else spot
@@ -180,7 +186,9 @@ class MonthlyEstimate:
     from_ledger: bool  # the time per run is the median of earlier runs, not `suite`
 
 
-def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> MonthlyEstimate:
+def estimate(
+    spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any], workloads: Workloads | None = None
+) -> MonthlyEstimate:
     """Today's monthly cost of `spec`: machine time per run from earlier complete runs of its suite on its profile
     in the ledger, else estimator.suite's: the runs from measured or published throughput, plus the machine's start."""
     profile = spec.profile
@@ -194,7 +202,7 @@ def estimate(spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any]) -> Month
         for r in ledger_runs
         if r.profile == profile.name and r.suite == spec.suite and r.status == "complete" and r.billed_seconds
     )
-    suite = estimate_suite(profile, spec.suite, spec.items, logs)
+    suite = estimate_suite(profile, spec.suite, spec.items, logs, workloads=workloads)
     if earlier:
         seconds = low = high = float(earlier[len(earlier) // 2])
         basis = f"median of {len(earlier)} earlier complete {spec.suite} run(s) of {profile.name} in the ledger"
@@ -365,14 +373,13 @@ def _create(args: argparse.Namespace, owner: str) -> int:
     then the credentials, then that the name is free; only then is anything created."""
     profile = get_profile(load_catalogs(args.catalog), args.profile)
     name = args.name or default_name(profile.name, args.suite)
-    files = read_workload_files(args.workload_file)
+    workloads = run_workloads(args.workload_file)
+    files = workload_files(workloads)
     spec = check_spec(
         name, profile, args.cron, args.time_zone, args.suite, args.backends, args.workloads, args.spot,
-        args.max_lifetime, owner, [f.name for f in files],
+        args.max_lifetime, owner, workloads,
     )  # fmt: skip
-    for file in files:
-        add_plugin(file.spec)
-    for line in check_workload_files(files, spec.backends):  # on the CPU here, before anything is created
+    for line in check_workload_files(workloads, spec.backends):  # on the CPU here, before anything is created
         print(f"  workload: {line}")
     settings = dict(_key_value(text) for text in args.provider_setting)
     try:
@@ -382,7 +389,7 @@ def _create(args: argparse.Namespace, owner: str) -> int:
     storage = _storage_url(args.bucket, spec.provider)
     detached = _detached_spec(spec, args.image, args.image_source, storage or placeholder_bucket(spec.provider), files)
     _checked_boot_script(detached)  # its checks (image source, size limit) before anything else
-    found = estimate(spec, args.logs, list(Ledger(args.ledger).runs().values()))
+    found = estimate(spec, args.logs, list(Ledger(args.ledger).runs().values()), workloads)
     _print_plan(spec, args, storage, scheduler.how(spec))
     print("\n".join(estimate_text(spec, found)))
     credentials = _credentials(scheduler)

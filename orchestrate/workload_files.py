@@ -2,8 +2,10 @@
 is launched or paid for, then carried to the host beside the run's logs and mounted into each container read-only,
 so the image is used as it is (benchmarks.plugins is the runner's side).
 
-The check imports the file, checks its SPEC, builds its model and trains one step on a tiny batch on the CPU, in a
-`python -m benchmarks check-workload` subprocess: the orchestrator itself imports no framework.
+Reading them (`run_workloads`: the run's `benchmarks.workload_set.Workloads`) imports nothing. The check
+(`check_workload_files`, only when a file is given) imports each file, checks its SPEC, builds its model and trains
+one step on a tiny batch on the CPU, in a `python -m benchmarks check-workload` subprocess: the orchestrator itself
+imports no framework.
 """
 
 from __future__ import annotations
@@ -15,62 +17,68 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.plugins import BadWorkload, Declared, declared
+from benchmarks.plugins import BadWorkload
 from benchmarks.suites import Suite
+from benchmarks.workload_set import Workload, Workloads, workloads_of
 
 CONTAINER_DIR = "/workloads"  # where a container sees the run's workload files
 CHECK_TIMEOUT_S = 600
 BACKEND_PREFERENCE = ("jax", "torch", "tensorflow")  # the quickest to import first, for the check
 
-_CHECKED: dict[tuple[str, str], str] = {}  # (sha256, backend) -> the check's line: a fan-out plans each profile
-
 
 @dataclass(frozen=True)
 class WorkloadFile:
-    path: Path  # absolute, on this machine
-    spec: Declared  # its SPEC's literals
+    """One of the run's workload files, as it is carried to the machine."""
+
+    workload: Workload
+
+    @property
+    def path(self) -> Path:  # absolute, on this machine
+        return self.workload.path
 
     @property
     def name(self) -> str:
-        return self.spec.name
+        return self.workload.name
+
+    @property
+    def sha256(self) -> str:
+        return self.workload.sha256
 
     @property
     def in_container(self) -> str:
         return f"{CONTAINER_DIR}/{self.path.name}"
 
 
-def read_workload_files(paths: Sequence[Path]) -> tuple[WorkloadFile, ...]:
-    """Each file's declared SPEC, read without importing it; BadWorkload names the first unreadable one."""
-    files = tuple(WorkloadFile(Path(p).expanduser().resolve(), declared(p)) for p in paths)
-    for what, values in (("file name", [f.path.name for f in files]), ("SPEC.name", [f.name for f in files])):
-        repeated = sorted({v for v in values if values.count(v) > 1})
-        if repeated:
-            raise BadWorkload(f"--workload-file: two files with the {what} {repeated[0]}; give each once")
-    return files
+def run_workloads(paths: Sequence[Path]) -> Workloads:
+    """The run's workloads: the built-in ones and the files given, read without importing them; BadWorkload names
+    the first unreadable file."""
+    return workloads_of(paths)
 
 
-def suite_workloads(suite: Suite, chosen: str | None, plugins: Sequence[str]) -> list[str]:
+def suite_workloads(suite: Suite, chosen: str | None, workloads: Workloads) -> list[str]:
     """The workloads a run or a schedule plans: the suite's (UnknownSuite names one it lacks); with workload files,
     theirs alone unless `chosen` (--workloads) names built-in ones too (and only those of them it names, if any)."""
-    if not plugins:
+    mine = [w.name for w in workloads.files]
+    if not mine:
         return suite.subset("workload", chosen)
     names = [name.strip() for name in (chosen or "").split(",") if name.strip()]
-    built_in = [name for name in names if name not in plugins]
-    named = [name for name in names if name in plugins] or list(plugins)
+    built_in = [name for name in names if name not in mine]
+    named = [name for name in names if name in mine] or mine
     return [*(suite.subset("workload", ",".join(built_in)) if built_in else []), *named]
 
 
-def check_workload_files(files: Sequence[WorkloadFile], backends: Sequence[str]) -> list[str]:
-    """Train one step of each file's model on the CPU in a subprocess, with the first of the run's backends
-    installed here (else any installed one); the check's lines, or BadWorkload with its one-line error."""
+def workload_files(workloads: Workloads) -> tuple[WorkloadFile, ...]:
+    return tuple(WorkloadFile(w) for w in workloads.files)
+
+
+def check_workload_files(workloads: Workloads, backends: Sequence[str]) -> list[str]:
+    """Train one step of each workload file's model on the CPU in a subprocess, with the first of the run's
+    backends installed here (else any installed one); the check's lines, or BadWorkload with its one-line error.
+    Without a file there is nothing to check, and no backend is needed here."""
+    if not workloads.files:
+        return []
     backend = _local_backend(backends)
-    lines = []
-    for file in files:
-        key = (file.spec.sha256, backend)
-        if key not in _CHECKED:
-            _CHECKED[key] = _check(file, backend)
-        lines.append(_CHECKED[key])
-    return lines
+    return [_check(file, backend) for file in workloads.files]
 
 
 def _local_backend(backends: Sequence[str]) -> str:
@@ -83,7 +91,7 @@ def _local_backend(backends: Sequence[str]) -> str:
     )
 
 
-def _check(file: WorkloadFile, backend: str) -> str:
+def _check(file: Workload, backend: str) -> str:
     command = [sys.executable, "-m", "benchmarks", "check-workload", "--workload-file", str(file.path)]
     try:
         done = subprocess.run(
@@ -91,8 +99,12 @@ def _check(file: WorkloadFile, backend: str) -> str:
         )
     except subprocess.TimeoutExpired:
         raise BadWorkload(f"{file.path.name}: its check took over {CHECK_TIMEOUT_S} s on the CPU") from None
-    if done.returncode != 0:
-        said = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
-        reason = said[-1].removeprefix("error: ") if said else (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BadWorkload(reason)
-    return done.stdout.strip().splitlines()[-1].removeprefix("ok: ")
+    said_ok = [line.removeprefix("ok: ") for line in done.stdout.splitlines() if line.startswith("ok: ")]
+    if done.returncode == 0 and said_ok:
+        return said_ok[-1]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    if errors:
+        raise BadWorkload(errors[-1].removeprefix("error: "))
+    last = (done.stderr.strip().splitlines() or [""])[-1]
+    ended = f"exit status {done.returncode}" if done.returncode >= 0 else f"signal {-done.returncode}"
+    raise BadWorkload(f"{file.path.name}: its check ended ({ended}) without saying ok" + (f": {last}" if last else ""))

@@ -12,8 +12,9 @@ import pandas as pd
 
 from benchmarks.logs import LogFormatError
 from estimator.backtest import committed_bands
+from estimator.basis import measured
 from estimator.buyable import load_buyable
-from estimator.model import fits, measured, published_observations
+from estimator.model import fits, published_observations
 from estimator.owned import Owned
 from estimator.suite import profile_machine
 from records.loading import REFERENCE_FOLDER, LoadResult, Run, Skipped, assign_variants, load_runs

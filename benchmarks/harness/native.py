@@ -27,7 +27,7 @@ from benchmarks.harness.backends import Settings, dtype_policy
 from benchmarks.harness.distribution import Distribution
 from benchmarks.harness.processes import Place
 from benchmarks.harness.trainee import Trainee
-from benchmarks.plugins import BadWorkload, Plugin, step, trial_data
+from benchmarks.plugins import BadWorkload, step, trial_data
 from benchmarks.workloads import WorkloadSpec
 from benchmarks.workloads.native import Training
 
@@ -327,13 +327,16 @@ def scale_learning_rate(optimizer: torch.optim.Optimizer, spread: Distribution) 
     return replace(spread, published_learning_rate=published, learning_rate=published * spread.learning_rate_factor)
 
 
-def trial_step(plugin: Plugin, where: Any, samples: int = 4) -> str:
-    """`check-workload` for a native file: its training built on the CPU and one step trained through the harness's
-    own step; BadWorkload names the step that failed. Returns a one-line account of what ran."""
-    from benchmarks.data.types import head
+def trial_step(module: Any, label: str, sha256: str, where: Any, samples: int = 4) -> str:
+    """`check-workload` for a native file (`label`: its name): its training built on the CPU and one step trained
+    through the harness's own step; BadWorkload names the step that failed. Returns a one-line account."""
+    from benchmarks.data.loaders import SYNTHETIC_NAME
+    from benchmarks.data.types import DataRequest, head
 
-    module, spec, label = plugin.module, plugin.module.SPEC, plugin.source.file
-    data = trial_data(plugin, where, samples)
+    spec = module.SPEC
+    dataset = SYNTHETIC_NAME if spec.shapes is not None else spec.datasets[0]
+    request = DataRequest(dataset=dataset, train_limit=samples, val_limit=samples, batch_size=samples)
+    data = trial_data(module, label, request, where)
     device = torch.device("cpu")
     training = step(label, "build_training", lambda: module.build_training(data, device))
     for name, kind in (("model", torch.nn.Module), ("optimizer", torch.optim.Optimizer)):
@@ -341,15 +344,14 @@ def trial_step(plugin: Plugin, where: Any, samples: int = 4) -> str:
             raise BadWorkload(f"{label}: build_training's {name} is not a {kind.__module__}.{kind.__name__}")
     trainer = NativeTrainer(training, device, "float32", False, Place())
     sums = EpochSums.zeros(device)
-    batch = (head(data.x_train, samples), head(data.y_train, samples))
-    x, y = training.batch(batch)
+    x, y = training.batch((head(data.x_train, samples), head(data.y_train, samples)))
     step(label, "one training step", lambda: trainer.step(x, y, sums))
     loss = float(sums.loss)
     if not np.isfinite(loss):
         raise BadWorkload(f"{label}: one training step gave loss={loss}")
     parameters = sum(p.numel() for p in training.model.parameters())
     return (
-        f"{label}: workload {spec.name}, sha256 {plugin.source.sha256[:12]}: imports, SPEC complete, native model "
-        f"built ({parameters:,} parameters), one step on {samples} {data.info.dataset} samples trained on the CPU "
+        f"{label}: workload {spec.name}, sha256 {sha256[:12]}: imports, SPEC complete, native model built "
+        f"({parameters:,} parameters), one step on {samples} {data.info.dataset} samples trained on the CPU "
         f"(torch-native), loss {loss:.4g}"
     )

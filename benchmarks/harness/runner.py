@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import keras
 
-from benchmarks import metadata, plugins, stability, workloads
+from benchmarks import metadata, stability, workloads
 from benchmarks.data.files import DatasetUnavailable, FileLocations
 from benchmarks.data.loaders import SYNTHETIC_NAME
 from benchmarks.data.types import SYNTHETIC, Data, DataRequest
@@ -30,7 +31,8 @@ from benchmarks.harness.telemetry import Telemetry
 from benchmarks.harness.timing import EpochTimer
 from benchmarks.harness.trainee import Trainee
 from benchmarks.logs import EpochLogWriter, EpochRecord, write_metadata
-from benchmarks.metadata import RunMetadata, Status
+from benchmarks.metadata import RunMetadata, Status, WorkloadSource
+from benchmarks.workload_set import Workload
 
 # The run's telemetry paused while the block runs: a callback that waits between epochs (for a shared device, say)
 # keeps its process from polling the driver while another process is timed.
@@ -144,10 +146,11 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def run_workload(name: str, options: RunOptions, notices: set[str] | None = None) -> Path:
-    """Train one workload; return its CSV path. Raises after recording a partial run if training fails."""
+def run_workload(workload: Workload, module: ModuleType, options: RunOptions, notices: set[str] | None = None) -> Path:
+    """Train one workload (`module`: `workload.load()`, or its native twin on torch-native); return its CSV path.
+    Raises after recording a partial run if training fails."""
+    name = workload.name
     native = backends.is_native(options.backend)
-    module = workloads.load(name, native=native)
     check_kind(module, name, options.backend)
     spec: workloads.WorkloadSpec = module.SPEC
     place = processes.from_environment() if native else processes.Place()
@@ -176,7 +179,7 @@ def run_workload(name: str, options: RunOptions, notices: set[str] | None = None
         return _train_quietly(trainee, run_plan, spec, data, csv_path(options, name, data.info.source == SYNTHETIC))
     path = csv_path(options, name, data.info.source == SYNTHETIC)
     records: list[EpochRecord] = []
-    meta = run_metadata(spec, options, settings, run_plan, data, trainee, started_at)
+    meta = run_metadata(spec, options, settings, run_plan, data, trainee, started_at, workload.source)
     write_metadata(path, meta.to_dict())
     setup.lap("describe_s")
     meta = replace(meta, timing=setup.timing())
@@ -305,6 +308,7 @@ def run_metadata(
     data: Data,
     trainee: Trainee,
     started_at: str,
+    source: WorkloadSource | None = None,  # a plug-in's origin; None: a built-in workload
 ) -> RunMetadata:
     gpu = backends.gpu_available(options.backend)
     return RunMetadata(
@@ -318,7 +322,7 @@ def run_metadata(
         seed=options.seed,
         started_at=started_at,
         git_commit=sysinfo.git_commit(),
-        plugin=plugins.source_of(spec.name),
+        plugin=source,
         hyperparameters={"epochs": run_plan.epochs, **spec.hyperparameters, **run_plan.distribution.trained()},
         distribution=run_plan.distribution.as_dict(),
         cut=options.cut,

@@ -7,8 +7,8 @@ A workload module defines:
 - `compile_args() -> dict` (optimizer, loss, metrics, ...: the harness adds jit and steps-per-execution);
 - optionally `after_training(model, data) -> dict`, run outside the timed epochs.
 
-A user's own workload keeps the same contract in a file or an installed package (benchmarks.plugins);
-`load` finds it once it is registered there.
+A user's own workload keeps the same contract in a file or an installed package (benchmarks.plugins); the
+workloads a command knows, built-in and the user's, are one `benchmarks.workload_set.Workloads`.
 """
 
 from __future__ import annotations
@@ -101,26 +101,16 @@ class UnknownWorkload(ValueError):
     pass
 
 
-# Plug-ins (a user's workload file or installed entry point), registered here by benchmarks.plugins once checked.
-_PLUGINS: dict[str, ModuleType] = {}
-
-
-def register(name: str, module: ModuleType) -> None:
-    _PLUGINS[name] = module
-
-
 def load(name: str, native: bool = False) -> ModuleType:
-    """A built-in workload's module (its native twin's with `native`), or a registered plug-in's
-    (benchmarks.plugins)."""
-    if name in _PLUGINS:
-        return _PLUGINS[name]
-    if native and name in WORKLOADS:
+    """A built-in workload's module, or with `native` its native PyTorch twin's (benchmarks.workloads.native); a
+    user's workload is loaded through benchmarks.workload_set."""
+    if name not in WORKLOADS:
+        raise UnknownWorkload(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
+    if native:
         from benchmarks.workloads import native as native_workloads
 
         return native_workloads.load(name)
-    if name in WORKLOADS:
-        return importlib.import_module(f"benchmarks.workloads.{name}")
-    raise UnknownWorkload(f"unknown workload {name!r}; choose from {', '.join((*WORKLOADS, *_PLUGINS))}")
+    return importlib.import_module(f"benchmarks.workloads.{name}")
 
 
 def spec(name: str) -> WorkloadSpec:

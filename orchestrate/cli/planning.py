@@ -16,8 +16,8 @@ from benchmarks.harness.distribution import SINGLE_DEVICE_BACKENDS, TORCH_SINGLE
 from benchmarks.repeats import planned_rounds
 from benchmarks.suites import get_suite
 from benchmarks.work import WorkItem
+from benchmarks.workload_set import Workloads
 from estimator.suite import estimate_suite, suite_lines
-from estimator.workload_plan import add_plugin
 from orchestrate.capabilities import BatchQueue, offered, offering
 from orchestrate.cli.common import UsageError, check_name, credentials, key_value, owner_id, row
 from orchestrate.cli.request import MAX_LIFETIME_MIN, MAX_REPEATS, RunOptions
@@ -30,7 +30,7 @@ from orchestrate.provider import Capability, Provider
 from orchestrate.providers.ssh import SSHProvider
 from orchestrate.registry import load_provider_class
 from orchestrate.remote import SSHHost
-from orchestrate.workload_files import check_workload_files, read_workload_files, suite_workloads
+from orchestrate.workload_files import check_workload_files, suite_workloads
 from records.catalog import Profile, load_catalogs, retired_notice, runs_as
 from records.ledger import STATUS_COMPLETE, Ledger
 
@@ -76,13 +76,12 @@ def priced_per_task(profile: Profile, provider: Provider) -> Profile:
     return provider.allocation_price(profile) if isinstance(provider, BatchQueue) else profile
 
 
-def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunPlan:
+def make_plan(options: RunOptions, profile: Profile, provider: Provider, workloads: Workloads) -> RunPlan:
+    """`workloads`: the run's (orchestrate.workload_files.run_workloads), checked by `check_workloads` once its
+    plans are made."""
     suite = get_suite(options.suite)
     backends = suite.subset("backend", options.backends)
-    files = read_workload_files(options.workload_file)
-    for file in files:  # the estimate plans them as it plans the built-in workloads
-        add_plugin(file.spec)
-    workloads = suite_workloads(suite, options.workloads, [f.name for f in files])
+    planned = suite_workloads(suite, options.workloads, workloads)
     spot = profile.use_spot if options.spot is None else options.spot
     if spot and not provider.has(Capability.BILLABLE):
         raise UsageError(f"--spot applies to rented machines; {profile.name} is a {profile.provider} host")
@@ -97,15 +96,13 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunP
     _check_devices(options.gpus, profile, backends, exact_shape=provider.has(Capability.BILLABLE))
     data = _data_dir(options.data_dir)
     image = options.image or default_image_ref(profile.docker_image)
-    for line in check_workload_files(files, backends):  # last: the slowest check, once every flag is known good
-        row("workload", line)
     return RunPlan(
         run_id=options.run_id or new_run_id(),
         profile=priced_per_task(profile, provider),
         platform=platform,
         suite=suite.name,
         # round robin: repeat 1 of every item, then repeat 2..., so a slow drift does not favour one item
-        items=planned_rounds([WorkItem(w, b) for b in backends for w in workloads], options.repeats),
+        items=planned_rounds([WorkItem(w, b) for b in backends for w in planned], options.repeats),
         spot=spot,
         image_ref=image,
         image_source=options.image_source,
@@ -126,9 +123,17 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider) -> RunP
         max_lifetime_s=options.max_lifetime * 60,
         max_preemptions=options.max_preemptions,
         install_host_software=options.install_host_software,
-        workload_files=files,
+        workloads=workloads,
         data_dir=data,
     )
+
+
+def check_workloads(plan: RunPlan) -> None:
+    """The user's workload files trained one step here on the CPU, once a run's every other input is known good
+    (the slowest check last), each said in one line; nothing to do without one."""
+    backends = list(dict.fromkeys(item.backend for item in plan.items))
+    for line in check_workload_files(plan.workloads, backends):
+        row("workload", line)
 
 
 def _data_dir(given: Path | None) -> DataDir | None:
@@ -232,7 +237,9 @@ def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledg
 def print_estimate(plan: RunPlan) -> None:
     """A dry run's time and cost estimate: one for attached and detached runs alike (and, per run, schedules)."""
     items = [(i.workload, i.backend) for i in plan.items]
-    estimate = estimate_suite(plan.profile, plan.suite, items, plan.logs_dir, estimate_shape(plan), carried_bytes(plan))
+    estimate = estimate_suite(
+        plan.profile, plan.suite, items, plan.logs_dir, estimate_shape(plan), carried_bytes(plan), plan.workloads
+    )
     print("\n".join(suite_lines(estimate, plan.profile, plan.spot, plan.max_lifetime_s)))
 
 

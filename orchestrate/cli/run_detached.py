@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from orchestrate.cli.common import UsageError, credentials, row
 from orchestrate.cli.planning import (
+    check_workloads,
     make_plan,
     make_provider,
     print_estimate,
@@ -32,6 +33,7 @@ from orchestrate.images import is_registry_ref
 from orchestrate.progress import make_reporter
 from orchestrate.provider import Capability, Provider
 from orchestrate.storage import StorageError, StorageURL
+from orchestrate.workload_files import run_workloads
 from records.catalog import Profile
 from records.ledger import Ledger, StageRecord
 
@@ -42,7 +44,7 @@ def run(request: DetachedRun) -> int:
     profile = profile_to_run(request.profile, options)
     provider = make_provider(profile, options)
     check_boot_script(profile, provider)
-    plan = make_plan(options, profile, provider)
+    plan = make_plan(options, profile, provider, run_workloads(options.workload_file))
     refuse_existing_run(plan, Ledger(options.ledger))
     image_source = _detached_image_source(options.image_source, plan.image_ref)
     if image_source == "load" and not options.dry_run:
@@ -54,6 +56,7 @@ def run(request: DetachedRun) -> int:
     bucket, create = resolve_bucket(given, profile) if not options.dry_run else _dry_bucket(given, profile)
     spec = DetachedSpec.from_plan(plan, str(bucket), image_source, upload_interval_s=request.detach.upload_interval)
     boot_script(spec)  # its own checks (and EC2's 16 KB user-data limit) before anything is created
+    check_workloads(plan)
     status = credentials(provider)
     plan = with_validation_time(plan, started)
     print_plan(plan, provider, status, Ledger(options.ledger), dry_run=options.dry_run)

@@ -14,7 +14,14 @@ from pathlib import Path
 from benchmarks.cli import new_run_id
 from estimator.published import load_studies
 from orchestrate.cli.common import UsageError, check_name, key_value
-from orchestrate.cli.planning import SSH_FLAGS, make_plan, make_provider, readiness, refuse_existing_run
+from orchestrate.cli.planning import (
+    SSH_FLAGS,
+    check_workloads,
+    make_plan,
+    make_provider,
+    readiness,
+    refuse_existing_run,
+)
 from orchestrate.cli.request import AttachedRun, DetachedRun, Fanout
 from orchestrate.cli.run_detached import check_detachable
 from orchestrate.fanout import (
@@ -42,6 +49,7 @@ from orchestrate.fanout import (
 from orchestrate.plan import RunPlan
 from orchestrate.provider import Capability
 from orchestrate.registry import load_provider_class
+from orchestrate.workload_files import run_workloads
 from records.catalog import load_catalogs
 from records.ledger import Ledger, RunRecord
 
@@ -65,14 +73,16 @@ def run(request: Fanout) -> int:
     ledger = Ledger(options.ledger)
     children = {fanout_run_id(base, c.profile.name): child_request(request, c, base) for c in candidates}
     plans: dict[str, Planned] = {}
+    workloads = run_workloads(options.workload_file)
     for candidate in candidates:
         child = children[fanout_run_id(base, candidate.profile.name)]
         provider = make_provider(candidate.profile, child.options)
-        plan = make_plan(child.options, candidate.profile, provider)
+        plan = make_plan(child.options, candidate.profile, provider, workloads)
         refuse_existing_run(plan, ledger)
         if request.detach is not None:
             check_detachable(candidate.profile, provider, request.detach.bucket)
         plans[candidate.profile.name] = Planned(plan, provider.has(Capability.BILLABLE), readiness(plan, provider))
+    check_workloads(next(iter(plans.values())).plan)  # once: every profile's run carries the same files
     estimates = [estimate_candidate(c, plans[c.profile.name].plan, plans[c.profile.name].billable) for c in candidates]
     _print_fanout_plan(base, candidates, plans, estimates, options.dry_run)
     missing = unpriced(estimates)

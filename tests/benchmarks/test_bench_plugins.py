@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,8 @@ import pytest
 from benchmarks import plugins
 from benchmarks.data.files import FileLocations
 from benchmarks.metadata import RunMetadata, WorkloadSource
-from benchmarks.plugins import BadWorkload, declared, register_file, trial_step
+from benchmarks.plugins import BadWorkload, import_file, trial_step
+from benchmarks.workload_set import installed_names, read_declared, sha256_of, workloads_of
 from tests.benchmarks.conftest import REPO, run_benchmarks
 
 EXAMPLE = REPO / "examples" / "workloads" / "tiny_mlp.py"
@@ -110,7 +112,7 @@ def test_a_bad_workload_is_refused_in_one_line_naming_what_is_wrong(
 ) -> None:
     path = _workload(tmp_path, f"bad_{case}", change(GOOD))  # type: ignore[operator]
     with pytest.raises(BadWorkload) as refused:
-        trial_step(register_file(path), FileLocations(tmp_path, None, offline=True))
+        trial_step(import_file(path), path.name, sha256_of(path), FileLocations(tmp_path, None, offline=True))
     message = str(refused.value)
     assert said in message and "\n" not in message, message
     assert message.startswith(path.name) or "SPEC" in message
@@ -118,8 +120,8 @@ def test_a_bad_workload_is_refused_in_one_line_naming_what_is_wrong(
 
 
 def test_a_good_workload_trains_one_step_and_says_so(tmp_path: Path) -> None:
-    plugin = register_file(_workload(tmp_path, "good_one", GOOD))
-    line = trial_step(plugin, FileLocations(tmp_path, None, offline=True))
+    path = _workload(tmp_path, "good_one", GOOD)
+    line = trial_step(import_file(path), path.name, sha256_of(path), FileLocations(tmp_path, None, offline=True))
     assert line.startswith("good_one.py: workload good_one, sha256 ") and "one step on 4 synthetic:good_one" in line
 
 
@@ -129,12 +131,12 @@ def test_a_good_workload_trains_one_step_and_says_so(tmp_path: Path) -> None:
 )
 def test_a_path_that_is_no_workload_file_is_refused(path: str, said: str) -> None:
     with pytest.raises(BadWorkload, match=said):
-        declared(REPO / path)
+        workloads_of([REPO / path])
 
 
 def test_the_declared_spec_is_read_without_importing(tmp_path: Path) -> None:
     path = _workload(tmp_path, "plan_me", "import no_such_framework\n" + GOOD)  # would fail if imported
-    found = declared(path)
+    found = read_declared(path, path.name)
     assert (found.name, found.epochs, found.batch_size, found.train_samples) == ("plan_me", 2, 8, 64)
     assert found.cuts["quick"] is not None and found.cuts["quick"].train_limit == 32
 
@@ -175,7 +177,7 @@ def test_a_workload_file_trains_end_to_end_and_records_its_file_and_hash(tmp_pat
     assert synthetic.returncode == 0, synthetic.stdout + synthetic.stderr
     assert "tiny_mlp.npz is not in --data-dir" in synthetic.stderr
 
-    digest = plugins.sha256_of(EXAMPLE)
+    digest = sha256_of(EXAMPLE)
     real_meta = RunMetadata.from_dict(json.loads((tmp_path / "logs/local/real/tiny_mlp_jax.json").read_text()))
     assert real_meta.plugin == WorkloadSource("file", "tiny_mlp.py", digest)
     assert (real_meta.data.source, real_meta.data.train_samples, real_meta.epochs_completed) == ("real", 500, 2)
@@ -196,12 +198,13 @@ def test_an_installed_entry_point_is_a_workload(tmp_path: Path, monkeypatch: pyt
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tiny-ep-pkg\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[keras_cloud_bench.workloads]\ntiny_ep = tiny_ep_pkg\n")
     monkeypatch.syspath_prepend(str(site))
-    assert "tiny_ep" in plugins.names()
-    found = plugins.registered("tiny_ep")
-    assert found is not None and found.source.kind == "entry point"
+    assert "tiny_ep" in installed_names()
+    found = workloads_of(entry_points=["tiny_ep"])["tiny_ep"]
+    assert found.source is not None and found.source.kind == "entry point"
     assert (found.source.entry_point, found.source.distribution) == ("tiny_ep = tiny_ep_pkg", "tiny-ep-pkg 1.0")
-    assert found.source.sha256 == plugins.sha256_of(site / "tiny_ep_pkg.py")
-    assert "one step on 4 synthetic:tiny_ep" in trial_step(found, FileLocations(tmp_path, None, offline=True))
+    assert found.source.sha256 == sha256_of(site / "tiny_ep_pkg.py") and "tiny_ep_pkg" not in sys.modules
+    line = trial_step(found.load(), found.path.name, found.sha256, FileLocations(tmp_path, None, offline=True))
+    assert "one step on 4 synthetic:tiny_ep" in line
 
 
 def test_a_suite_with_a_workload_file_runs_it_alone(tmp_path: Path) -> None:
@@ -224,3 +227,53 @@ def test_the_image_entrypoint_form_reads_any_name_as_a_workload() -> None:
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2 and "unknown workload 'not_registered_anywhere'" in done.stderr
+
+
+def _non_utf8(path: Path) -> Path:
+    path.write_bytes(b"# caf\xe9\n" + GOOD.replace("NAME", path.stem).encode())
+    return path
+
+
+def _loop(path: Path) -> Path:
+    (path.parent / "other.py").symlink_to(path)
+    path.symlink_to(path.parent / "other.py")
+    return path
+
+
+# (what is wrong, how the file is made, what the one-line error says)
+UNREADABLE_OR_ENDING = [
+    ("non_utf8", _non_utf8, "is not utf-8 text: byte 0xe9 at offset 5; save it as UTF-8"),
+    ("sys_exit", lambda p: _workload(p.parent, p.stem, "import sys\nsys.exit(0)\n" + GOOD), "calls sys.exit(0)"),
+    ("os_exit", lambda p: _workload(p.parent, p.stem, "import os\nos._exit(0)\n" + GOOD), "calls os._exit(0)"),
+    ("loop", _loop, "a symbolic link loop"),
+]
+
+
+@pytest.mark.parametrize(("case", "make", "said"), UNREADABLE_OR_ENDING, ids=[c[0] for c in UNREADABLE_OR_ENDING])
+def test_a_file_that_is_not_text_ends_the_process_or_loops_is_one_line_and_exit_2(
+    tmp_path: Path, case: str, make: Callable[[Path], Path], said: str
+) -> None:
+    """`check-workload` never ends with status 0 without its "ok" line, whatever the file does at import."""
+    path = make(tmp_path / f"mine_{case}.py")
+    done = run_benchmarks(["check-workload", "--workload-file", str(path), "--backend", "jax"], tmp_path / "k", 120)
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(errors) == 1 and said in errors[0], done.stdout + done.stderr
+    assert errors[0].startswith(("error: mine_", f"error: --workload-file {path}")) and "ok:" not in done.stdout
+
+
+def test_a_copy_of_a_built_in_workload_runs_on_its_loaders_synthetic_data_as_the_built_in_does(tmp_path: Path) -> None:
+    """mnist_mlp.py copied under a new name (no SPEC.shapes: its loader makes labelled synthetic data itself), run
+    offline with --allow-synthetic and no MNIST file anywhere."""
+    source = (REPO / "benchmarks" / "workloads" / "mnist_mlp.py").read_text()
+    copy = tmp_path / "my_mlp.py"
+    copy.write_text(source.replace('name="mnist_mlp"', 'name="my_mlp"'))
+    done = run_benchmarks(
+        ["run", "--workload-file", str(copy), "--backend", "jax", "--offline", "--allow-synthetic", "--epochs", "2",
+         "--train-limit", "256", "--val-limit", "64", "--out", str(tmp_path / "logs"), "--run-id", "copy"],
+        tmp_path / "empty-keras-home",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "using labelled synthetic data instead" in done.stderr and "Traceback" not in done.stderr
+    meta = RunMetadata.from_dict(json.loads((tmp_path / "logs/local/copy/my_mlp_jax_synthetic.json").read_text()))
+    assert (meta.data.source, meta.data.dataset, meta.epochs_completed) == ("synthetic", "synthetic:mnist", 2)
+    assert meta.plugin == WorkloadSource("file", "my_mlp.py", sha256_of(copy))

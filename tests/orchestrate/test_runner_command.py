@@ -51,6 +51,7 @@ def test_importable_without_any_framework() -> None:
 
 
 def test_repeats_are_interleaved_and_named_as_the_runner_names_them() -> None:
+    from benchmarks.workload_set import built_in
     from orchestrate.cli import build_parser as orchestrate_parser
     from orchestrate.cli.planning import make_plan, make_provider
     from orchestrate.cli.request import AttachedRun, request_of
@@ -63,7 +64,7 @@ def test_repeats_are_interleaved_and_named_as_the_runner_names_them() -> None:
     ))  # fmt: skip
     assert isinstance(request, AttachedRun)
     profile = get_profile(load_catalog(), "ssh-gpu")
-    plan = make_plan(request.options, profile, make_provider(profile, request.options))
+    plan = make_plan(request.options, profile, make_provider(profile, request.options), built_in())
     items = [(w, b) for b in ("jax", "tensorflow") for w in ("mnist_mlp", "imdb_fasttext")]
     # repeat 1 of every item, then repeat 2, each round starting one item later (benchmarks.repeats.round_order)
     assert [(i.workload, i.backend, i.repeat) for i in plan.items] == [

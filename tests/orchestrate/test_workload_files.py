@@ -17,7 +17,7 @@ import pytest
 
 from benchmarks.logs import read_epoch_log
 from benchmarks.metadata import RunMetadata
-from benchmarks.plugins import sha256_of
+from benchmarks.workload_set import sha256_of
 from estimator.backtest import Band
 from estimator.model import Observation, Target
 from estimator.plugin_scaling import scaled_by_builtins

@@ -11,14 +11,15 @@ from collections import Counter
 from report_helpers import REPO
 
 from estimator.backtest import WORST, backtest, committed_outcomes, covered, report_lines, summaries, worst_lines
-from estimator.model import COMMITTED_REFERENCE, published_observations, reference_observations
+from estimator.basis import reference_basis
+from estimator.model import published_observations
 
 MAX_MEDIAN_ABS_PCT = 25.0
 MIN_COVERAGE = 0.80
 
 
 def test_every_committed_and_published_run_is_predicted_with_its_group_left_out() -> None:
-    observations = reference_observations(COMMITTED_REFERENCE) + published_observations()
+    observations = reference_basis() + published_observations()
     outcomes = committed_outcomes()
     # The runs a dry run estimates are judged: the default settings in fresh processes that compiled their first
     # epoch; the others only predict.

@@ -16,8 +16,8 @@ from report_helpers import REPO, write_run
 from benchmarks.suites import get_suite
 from benchmarks.workloads import REFERENCE_WORKLOADS
 from estimator.backtest import committed_bands
+from estimator.basis import COMMITTED_REFERENCE
 from estimator.model import (
-    COMMITTED_REFERENCE,
     Fit,
     Observation,
     Target,

@@ -17,7 +17,7 @@ import pytest
 
 from benchmarks.logs import STATUS_COMPLETE, metadata_path, read_epoch_log
 from benchmarks.metadata import RunMetadata
-from benchmarks.plugins import sha256_of
+from benchmarks.workload_set import sha256_of
 from records.ledger import read_runs
 from tests.orchestrate.orchestrate_helpers import ROOT, TINY, Workspace, wait_for
 from tests.slurm.conftest import PRICE_PER_NODE_HOUR, PROFILE, SECOND_PROFILE, SlurmSite

@@ -18,7 +18,7 @@ from orchestrate.provider import ProviderError
 from orchestrate.providers.slurm import TASK_LINE
 from orchestrate.providers.slurm.script import batch_script, sbatch_flags
 from orchestrate.providers.slurm.settings import settings_of, slurm_time
-from orchestrate.workload_files import read_workload_files
+from orchestrate.workload_files import run_workloads
 from records.catalog import Price, Profile
 from tests.orchestrate.orchestrate_helpers import ROOT, plan_on_image
 from tests.support.datasets import tiny_mlp_data
@@ -206,7 +206,7 @@ def carrying_script(tmp_path, runtime: str) -> str:
     profile = gpu_profile(runtime=runtime, **(VENV if runtime == "venv" else {}))
     plan = plan_on_image(
         tmp_path, IMAGE, RUN_ID, (WorkItem("tiny_mlp", "jax"),), provider="slurm", profile=profile,
-        workload_files=read_workload_files([ROOT / "examples" / "workloads" / "tiny_mlp.py"]),
+        workloads=run_workloads([ROOT / "examples" / "workloads" / "tiny_mlp.py"]),
         data_dir=read_data_dir(tiny_mlp_data(tmp_path / "mydata")),
     )  # fmt: skip
     return batch_script(settings_of(profile), RUN_ID, batch_job(plan))
