@@ -20,10 +20,10 @@ NATIVE = "torch-native"
 KERAS_NAMES = {"jax": "Keras on JAX", "torch": "Keras on PyTorch", "tensorflow": "Keras on TensorFlow"}
 NOTE = (
     "Each Keras backend's run against the native PyTorch twin of the same workload (`--backend torch-native`: the "
-    "same model, data, hyperparameters and precision, in a plain PyTorch training loop) on the same GPU model, "
-    "both with the runner's defaults in fresh processes, one device. *x native*: the ratio of the two medians of "
-    "the runs' median steady epochs (above 1: Keras takes longer) [95% interval; none under 3 runs on a side]; "
-    "*verdict*: the rank-sum test and the bootstrap ratio together (benchmarks.stats.compare)."
+    "same model, data, hyperparameters and precision, in a plain PyTorch training loop) on the same GPU model at "
+    "the same precision, both with the runner's defaults in fresh processes, one device. *x native*: the ratio of "
+    "the two medians of the runs' median steady epochs (above 1: Keras takes longer) [95% interval; none under 3 "
+    "runs on a side]; *verdict*: the rank-sum test and the bootstrap ratio together (benchmarks.stats.compare)."
 )
 
 
@@ -70,15 +70,21 @@ class Section:
 
 
 def rows_of(runs: Iterable[Any]) -> list[Row]:
-    sides = comparable_runs(runs)
+    """Per GPU model, workload and Keras backend, its runs against the native ones at the same precision (a Keras
+    run in mixed_float16 is never set against a native run in bfloat16)."""
+    by_precision: dict[str | None, list[Any]] = {}
+    for run in runs:
+        by_precision.setdefault(run.precision, []).append(run)
     rows = []
-    for (gpu, key), native in sides.items():
-        if key.backend != NATIVE:
-            continue
-        for backend in KERAS_NAMES:
-            keras = sides.get((gpu, Key(key.workload, backend, key.data_source, key.train_samples)))
-            if keras is not None:
-                rows.append(Row(gpu, key.workload, backend, keras, native))
+    for group in by_precision.values():
+        sides = comparable_runs(group)
+        for (gpu, key), native in sides.items():
+            if key.backend != NATIVE:
+                continue
+            for backend in KERAS_NAMES:
+                keras = sides.get((gpu, Key(key.workload, backend, key.data_source, key.train_samples)))
+                if keras is not None:
+                    rows.append(Row(gpu, key.workload, backend, keras, native))
     return sorted(rows, key=lambda r: (r.gpu, r.workload, r.backend))
 
 
@@ -95,8 +101,8 @@ def section(runs: Iterable[Any]) -> Section | None:
                 "GPU": short_name(r.gpu),
                 "workload": r.workload,
                 "Keras backend": KERAS_NAMES.get(r.backend, r.backend),
-                "Keras epoch s": f"{r.keras.estimate().value:.3f} ({len(r.keras.steady)} runs)",
-                "native epoch s": f"{r.native.estimate().value:.3f} ({len(r.native.steady)} runs)",
+                "Keras epoch s": f"{r.keras.estimate().value:.3f} ({_runs(len(r.keras.steady))})",
+                "native epoch s": f"{r.native.estimate().value:.3f} ({_runs(len(r.native.steady))})",
                 "x native": f"{r.ratio:.2f}x {r.interval()}",
                 "verdict": r.verdict(),
             }
@@ -104,3 +110,7 @@ def section(runs: Iterable[Any]) -> Section | None:
         ]
     )
     return Section(rows, table)
+
+
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
