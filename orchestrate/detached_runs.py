@@ -28,7 +28,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from orchestrate.accounting import close_accounts, launch_in_zones, machine_record, run_tags
 from orchestrate.capabilities import (
@@ -109,7 +109,6 @@ def check_bucket(url: StorageURL, create: bool, profile: Profile, run_id: str) -
 class Launched:
     record: RunRecord
     instance: Instance | None
-    message: str
 
 
 def launch(
@@ -121,44 +120,33 @@ def launch(
         raise DetachedRunError(
             f"provider {provider.name} cannot run a boot script: --detach needs {offering(Capability.BOOT_SCRIPT)}"
         )
+    url, payload = spec.storage, spec.run.payload
     with ExitStack() as packed:
         # both refused before any record: an image this engine lacks, a payload file changed since its check
         image = local_image(spec.run.image) if spec.image_source == "load" else None
-        payload = spec.run.payload
         data = packed.enter_context(payload_archive(payload)) if payload is not None else None
-        return _launch(plan, provider, ledger, spec, note, stages, image, data)
-
-
-def _launch(
-    plan: RunPlan,
-    provider: Provider,
-    ledger: Ledger,
-    spec: DetachedSpec,
-    note: Note,
-    stages: list[StageRecord],
-    image: Any,
-    data: BinaryIO | None,
-) -> Launched:
-    url = spec.storage
-    store = open_store(provider.name, url)
-    # its pid until the machine is launched: `collect` leaves a run its orchestrator still launches
-    record = plan.record(provider.name, status=STATUS_DETACHED, stages=list(stages), storage=str(url))
-    ledger.append(record)  # before anything exists in the cloud: `collect` and the sweep can always find it
-    plan.write_spec()
-    script = boot_script(spec)
-    prefix = url.run_prefix(plan.run_id)
-    try:
-        store.put(prefix + "spec.json", json.dumps(spec.to_json(), indent=1).encode())
-        if data is not None and spec.payload_key is not None:
-            note(f"putting the run's payload into {url}{spec.payload_key.removeprefix(url.prefix)}")
-            store.upload_file(spec.payload_key, data)
-        if image is not None:
-            upload_image(store, prefix + "image.tar", image, spec.run.image, note)
-    except StorageError as error:  # nothing launched: the run ends here, not `detached` until someone collects it
-        record.status, record.message, record.ended_at = STATUS_FAILED, f"nothing was launched: {error}", time.time()
-        close_accounts(record, plan.profile, provider.has(Capability.BILLABLE))
-        ledger.append(record)
-        raise
+        store = open_store(provider.name, url)
+        # its pid until the machine is launched: `collect` leaves a run its orchestrator still launches
+        record = plan.record(provider.name, status=STATUS_DETACHED, stages=list(stages), storage=str(url))
+        ledger.append(record)  # before anything exists in the cloud: `collect` and the sweep can always find it
+        plan.write_spec()
+        script, prefix = boot_script(spec), url.run_prefix(plan.run_id)
+        try:
+            store.put(prefix + "spec.json", json.dumps(spec.to_json(), indent=1).encode())
+            if data is not None and spec.payload_key is not None:
+                note(f"putting the run's payload into {url}{spec.payload_key.removeprefix(url.prefix)}")
+                store.upload_file(spec.payload_key, data)
+            if image is not None:
+                upload_image(store, prefix + "image.tar", image, spec.run.image, note)
+        except StorageError as error:  # nothing launched: the run ends here, not `detached` until collected
+            record.status, record.message, record.ended_at = (
+                STATUS_FAILED,
+                f"nothing was launched: {error}",
+                time.time(),
+            )
+            close_accounts(record, plan.profile, provider.has(Capability.BILLABLE))
+            ledger.append(record)
+            raise
     record.pid = 0  # from here no orchestrator process watches the run: its machine works alone
     instance = launch_machine(provider, record, plan.profile, spec, script, plan.max_lifetime_s, note)
     if instance is None:
@@ -167,7 +155,7 @@ def _launch(
         _release(provider, record, note)
         close_accounts(record, plan.profile, provider.has(Capability.BILLABLE))
     ledger.append(record)
-    return Launched(record, instance, record.message)
+    return Launched(record, instance)
 
 
 def local_image(ref: str) -> Any:

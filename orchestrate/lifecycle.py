@@ -296,7 +296,7 @@ class Lifecycle:
 
     def _run_item(self, item: SpecItem) -> None:
         session = self.session
-        assert session is not None and session.host is not None and session.info is not None
+        assert session is not None and session.host is not None and session.info is not None and session.image
         attempt = len(self.sessions)
         item_record = ItemRecord(item.workload, item.backend, status="running", started_at=time.time())
         item_record.attempt, item_record.repeat = attempt, item.repeat
@@ -308,10 +308,8 @@ class Lifecycle:
         console = self.plan.orchestrator_dir / f"{item.stem}.console.log"
         try:
             with console.open("ab") as output:
-                assert session.image is not None
-                machine = session.instance.instance_id
                 code = session.host.stream(
-                    container_command(self.plan.spec, item, session.info, session.image, machine),
+                    container_command(self.plan.spec, item, session.info, session.image, session.instance.instance_id),
                     output,
                     poll=self._poller(session, item),
                     poll_interval_s=PULL_INTERVAL_S if self._can_vanish else STATE_POLL_INTERVAL_S,

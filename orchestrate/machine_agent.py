@@ -57,12 +57,8 @@ class RunFailed(Exception):
     """The run cannot go on (the image is missing, docker cannot start a container); the message says why."""
 
 
-def utc(offset_s: float = 0.0, form: str = "%Y-%m-%dT%H:%M:%SZ") -> str:
-    return time.strftime(form, time.gmtime(time.time() + offset_s))
-
-
 def log(message: str) -> None:
-    print(f"{utc()} {message}", flush=True)
+    print(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), message, flush=True)
 
 
 def request(method: str, url: str, headers: dict | None = None, data: bytes | None = None, timeout: float = 60):

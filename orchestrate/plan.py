@@ -19,7 +19,6 @@ from benchmarks.workload_set import Workloads, built_in
 from orchestrate.data_dir import DataDir
 from orchestrate.images import BuildSpec
 from orchestrate.runspec import RunSpec, plan_spec
-from orchestrate.workload_files import WorkloadFile, workload_files
 from records.catalog import Profile
 from records.ledger import RunRecord
 
@@ -55,11 +54,6 @@ class RunPlan:
     data_dir: DataDir | None = None  # the user's data folder, checked; mounted at /data/offline
 
     @property
-    def workload_files(self) -> tuple[WorkloadFile, ...]:
-        """The user's workload files, carried to the machine and mounted at /workloads."""
-        return workload_files(self.workloads)
-
-    @property
     def run_logs(self) -> Path:
         return self.logs_dir / self.platform / self.run_id
 
@@ -86,5 +80,5 @@ class RunPlan:
         """The run as every mode delivers it: planned once (its payload's files hashed once)."""
         return plan_spec(
             self.run_id, self.platform, self.suite, self.image_ref, self.profile.has_gpu, self.items, self.repeats,
-            self.runner, self.workload_files, self.data_dir,
+            self.runner, self.workloads, self.data_dir,
         )  # fmt: skip

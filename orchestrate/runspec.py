@@ -29,12 +29,12 @@ from typing import Any, BinaryIO
 from benchmarks.command import RunnerCommand, repeat_stem
 from benchmarks.harness.distribution import SINGLE_DEVICE_BACKENDS, TORCH_SINGLE_DEVICE
 from benchmarks.work import WorkItem, item_command
+from benchmarks.workload_set import Workload, Workloads
 from estimator.suite import Shape
 from orchestrate.container_command import PROJECT_TAG, SUMS, container_argv
 from orchestrate.data_dir import CONTAINER_DIR as DATA_IN_CONTAINER
 from orchestrate.data_dir import BadDataDir, DataDir
 from orchestrate.workload_files import CONTAINER_DIR as WORKLOADS_IN_CONTAINER
-from orchestrate.workload_files import WorkloadFile
 from records.catalog import Profile
 
 SPEC_VERSION = 1
@@ -214,17 +214,19 @@ def plan_spec(
     items: Sequence[WorkItem],
     repeats: int = 1,
     runner: Mapping[str, Any] | None = None,
-    workload_files: Sequence[WorkloadFile] = (),
+    workloads: Workloads | None = None,
     data_dir: DataDir | None = None,
 ) -> RunSpec:
-    """The spec of a run: each item's runner arguments from the run's runner options, and its payload."""
+    """The spec of a run: each item's runner arguments from the run's runner options, and its payload (the files of
+    `workloads`, the user's workload files, and the data folder)."""
+    files = workloads.files if workloads is not None else ()
     shared = RunnerCommand(
         ("-",), "-", platform=platform, suite=suite, run_id=run_id or RUN_ID_TOKEN, out=LOGS_IN_CONTAINER,
-        workload_files=tuple(f.in_container for f in workload_files),
+        workload_files=tuple(f"{WORKLOADS_IN_CONTAINER}/{f.path.name}" for f in files),
         data_dir=DATA_IN_CONTAINER if data_dir is not None else None, **{"allow_synthetic": True, **(runner or {})},
     )  # fmt: skip
     mounts = [Mount("logs", LOGS_IN_CONTAINER), Mount("cache", KERAS_HOME)]
-    mounts += [Mount("workloads", WORKLOADS_IN_CONTAINER, True)] if workload_files else []
+    mounts += [Mount("workloads", WORKLOADS_IN_CONTAINER, True)] if files else []
     mounts += [Mount("data", DATA_IN_CONTAINER, True)] if data_dir is not None else []
     planned = tuple(
         SpecItem(i.workload, i.backend, i.repeat, tuple(item_command(shared, i, repeats).argv(entrypoint=True)))
@@ -234,14 +236,14 @@ def plan_spec(
         run_id, platform, suite, image, gpus, planned, tuple(mounts),
         env={"HOME": "/tmp", "KERAS_HOME": KERAS_HOME},  # HOME: the container's user has none in the image
         labels={"project": PROJECT_TAG, "run-id": run_id or RUN_ID_TOKEN},
-        payload=make_payload(workload_files, data_dir),
+        payload=make_payload(files, data_dir),
     )  # fmt: skip
 
 
 # ---- the payload ---------------------------------------------------------------------------------------------------
 
 
-def make_payload(workload_files: Sequence[WorkloadFile], data_dir: DataDir | None) -> Payload | None:
+def make_payload(workload_files: Sequence[Workload], data_dir: DataDir | None) -> Payload | None:
     """The manifest of the user's files: each workload file (hashed when its SPEC was read) and every file of the
     data folder, hashed here. None when the run carries none."""
     files = [PayloadFile(f"workloads/{f.path.name}", f.path.stat().st_size, f.sha256, f.path)

@@ -71,11 +71,9 @@ from orchestrate.schedule_spec import (
 )
 from orchestrate.storage import StorageError, StorageURL
 from orchestrate.workload_files import (
-    WorkloadFile,
     check_workload_files,
     run_workloads,
     suite_workloads,
-    workload_files,
 )
 from records.catalog import Profile, get_profile, load_catalogs
 from records.ledger import Ledger
@@ -334,13 +332,12 @@ def _create(args: argparse.Namespace, owner: str) -> int:
     profile = get_profile(load_catalogs(args.catalog), args.profile)
     name = args.name or default_name(profile.name, args.suite)
     workloads = run_workloads(args.workload_file)
-    files = workload_files(workloads)
     data = read_data_dir(args.data_dir) if args.data_dir is not None else None
     spec = check_spec(
         name, profile, args.cron, args.time_zone, args.suite, args.backends, args.workloads, args.spot,
         args.max_lifetime, owner, workloads,
     )  # fmt: skip
-    run = run_spec(args, spec, files, data)
+    run = run_spec(args, spec, workloads, data)
     for line in check_workload_files(workloads, spec.backends):  # on the CPU here, before anything is created
         print(f"  workload: {line}")
     settings = dict(_key_value(text) for text in args.provider_setting)
@@ -444,18 +441,15 @@ def _ready_bucket(bucket: str | None, spec: ScheduleSpec) -> tuple[StorageURL, s
     return url, region
 
 
-def run_spec(
-    args: argparse.Namespace, spec: ScheduleSpec, files: Sequence[WorkloadFile], data: DataDir | None
-) -> RunSpec:
+def run_spec(args: argparse.Namespace, spec: ScheduleSpec, workloads: Workloads, data: DataDir | None) -> RunSpec:
     """What each run of the schedule runs: its spec, planned here once, the run named at boot by its machine."""
     if args.image_source == "pull" and not is_registry_ref(args.image):
         raise ScheduleError(f"--image {args.image}: every run pulls it, so name a registry (REGISTRY/NAME:TAG)")
     runner = runner_options(args)
     check_runner_options(runner, spec.profile, spec.backends, exact=True)
     items = [WorkItem(workload, backend) for workload, backend in spec.items]
-    return plan_spec(
-        None, spec.profile.name, spec.suite, args.image, spec.profile.has_gpu, items, 1, runner, files, data
-    )
+    profile = spec.profile
+    return plan_spec(None, profile.name, spec.suite, args.image, profile.has_gpu, items, 1, runner, workloads, data)
 
 
 def _create_with_payload(scheduler: Scheduler, spec: ScheduleSpec, script: str, detached: DetachedSpec) -> list[str]:

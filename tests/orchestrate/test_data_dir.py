@@ -22,7 +22,7 @@ from orchestrate.data_dir import BadDataDir, read_data_dir
 from orchestrate.detached import DetachedSpec, boot_script
 from orchestrate.plan import WorkItem
 from orchestrate.runspec import RunSpec, payload_archive, plan_spec
-from orchestrate.workload_files import run_workloads, workload_files
+from orchestrate.workload_files import run_workloads
 from tests.orchestrate.orchestrate_helpers import ROOT, Workspace, orchestrate
 from tests.support.datasets import tiny_mlp_data
 
@@ -102,11 +102,11 @@ def test_fanout_children_get_the_data_dir_by_its_absolute_path() -> None:
 
 def _spec(tmp_path: Path, run_id: str | None = "r1") -> RunSpec:
     """A run of examples/workloads/tiny_mlp.py on its data folder, planned."""
-    files = workload_files(run_workloads([ROOT / "examples" / "workloads" / "tiny_mlp.py"]))
+    files = run_workloads([ROOT / "examples" / "workloads" / "tiny_mlp.py"])
     folder = tmp_path / "data"
     data = read_data_dir(folder if folder.exists() else tiny_mlp_data(folder))
     return plan_spec(run_id, "aws-e2e", "quick", "registry.example/kcb:cpu", False, (WorkItem("tiny_mlp", "jax"),),
-                     workload_files=files, data_dir=data)  # fmt: skip
+                     workloads=files, data_dir=data)  # fmt: skip
 
 
 def test_the_payload_is_one_archive_its_manifest_first_every_file_readable_by_any_user(tmp_path: Path) -> None:

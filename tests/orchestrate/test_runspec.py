@@ -45,7 +45,7 @@ from orchestrate.providers.ssh import SSHProvider
 from orchestrate.runspec import RunSpec, SpecError, plan_spec
 from orchestrate.schedule import check_spec, run_spec
 from orchestrate.testing.sshd import SSHServer
-from orchestrate.workload_files import run_workloads, workload_files
+from orchestrate.workload_files import run_workloads
 from records.catalog import Price, Profile
 from records.ledger import Ledger
 from tests.orchestrate.orchestrate_helpers import ROOT
@@ -129,7 +129,7 @@ def test_every_mode_runs_the_same_container(tmp_path: Path) -> None:
     """The copies once differed (the agent mounted the dataset cache only for images without datasets, labels
     differed): an attached run's, a detached machine's and a Slurm task's container now have one environment, one
     set of mounts (the cache always, seeded from the image) and one set of labels, each with its machine's."""
-    files = workload_files(run_workloads([ROOT / "examples" / "workloads" / "tiny_mlp.py"]))
+    files = run_workloads([ROOT / "examples" / "workloads" / "tiny_mlp.py"])
     data = read_data_dir(tiny_mlp_data(tmp_path / "data"))
     items = (WorkItem("tiny_mlp", "jax", 1),)
     spec = plan_spec("r1", "box", "quick", "img:1", True, items, 2, {"epochs": 1}, files, data)
