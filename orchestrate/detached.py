@@ -107,7 +107,7 @@ class DetachedSpec:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DetachedSpec:
-        """The spec a machine recorded in the bucket (`spec.json`): a relaunch boots exactly the same run."""
+        """The spec the orchestrator put in the bucket (`spec.json`): a relaunch boots exactly the same run."""
         if data.get("version") != SPEC_VERSION:
             raise DetachedError(f"spec.json version {data.get('version')}: this orchestrator boots {SPEC_VERSION}")
         return cls(

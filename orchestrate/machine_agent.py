@@ -21,9 +21,9 @@ AMI / VM), not in the project's environment. What it does:
 5. at the end, on every path (failure and SIGTERM included): uploads its own console and the image log, writes
    `summary.json` when the run is over, and deletes its own instance through the cloud's API.
 
-Bucket layout under `<prefix>/runs/<run-id>/`: `spec.json`, `status.json`, `summary.json`, `files/<name>` (the
-layout of `logs/<platform>/<run-id>/`), `partial/attempt-N/<name>`, `image.tar` (image source `load` only),
-`payload.tar` (a run with workload files or a data folder; a schedule's is `<prefix>payload.tar`).
+Bucket layout under `<prefix>/runs/<run-id>/`: `spec.json` (the orchestrator's, not a schedule's), `status.json`,
+`summary.json`, `files/<name>` (the layout of `logs/<platform>/<run-id>/`), `partial/attempt-N/<name>`, `image.tar`
+(image source `load` only), `payload.tar` (workload files or a data folder; a schedule's is `<prefix>payload.tar`).
 """
 
 from __future__ import annotations

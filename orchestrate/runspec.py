@@ -43,7 +43,8 @@ LOGS_IN_CONTAINER = "/logs"
 KERAS_HOME = "/data/keras"  # the dataset cache's place in every container (the project's images' KERAS_HOME)
 PAYLOAD_FOLDER = "payload"  # beside a run's logs on its host: the unpacked archive
 PAYLOAD_ARCHIVE = "payload.tar"
-# The runner's own options among `run`'s, by their RunnerCommand field (and RunOptions field) name.
+# The runner's own options among `run`'s, by their RunnerCommand and RunOptions field name (allow_synthetic: the
+# opposite of `--strict-data`).
 RUNNER_OPTIONS = ("epochs", "train_limit", "val_limit", "gpus", "batch_policy", "allow_synthetic")
 CHUNK_BYTES = 1 << 20
 
