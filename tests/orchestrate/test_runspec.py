@@ -260,7 +260,8 @@ def test_a_new_runner_option_reaches_the_runner_in_every_mode(
 
     args = argparse.Namespace(**{**vars(options), "image": "registry.example/kcb-echo:1", "image_source": "pull"})
     schedule = check_spec("echo", aws, "0 4 * * 1", "UTC", "quick", "jax", "mnist_mlp", None, 60, "me@here")
-    scheduled = DetachedSpec("aws", "s3://bucket/p/schedules/echo/", run_spec(args, schedule, built_in(), None), endpoints={})
+    run = run_spec(args, schedule, built_in(), None)
+    scheduled = DetachedSpec("aws", "s3://bucket/p/schedules/echo/", run, endpoints={})
     packed = re.search(r"> spec.json\n(.*?)\nKCB_FILE", boot_script(scheduled), re.DOTALL)
     assert packed is not None
     envelope = json.loads(gzip.decompress(base64.b64decode(packed.group(1))))
