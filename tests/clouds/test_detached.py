@@ -747,22 +747,25 @@ def test_collect_leaves_a_run_without_a_machine_alone_while_its_orchestrator_sti
 def test_boot_script_checks_its_spec_and_round_trips_it() -> None:
     from orchestrate.detached import DetachedError, DetachedSpec, boot_script
     from orchestrate.plan import WorkItem
+    from orchestrate.runspec import plan_spec
 
     items = tuple(WorkItem(w, b) for w in ("mnist_mlp", "imdb_fasttext") for b in ("jax", "torch", "tensorflow"))
-    spec = DetachedSpec("aws", "s3://bucket/p", "aws-e2e", "quick", items, "registry.example/kcb:cpu", endpoints={})
+    run = plan_spec(None, "aws-e2e", "quick", "registry.example/kcb:cpu", False, items)
+    spec = DetachedSpec("aws", "s3://bucket/p", run, endpoints={})
     script = boot_script(spec)
     assert script.startswith("#!/bin/sh\n") and "shutdown -h +240" in script and len(script) < 16 * 1024
     assert "AWS_SECRET" not in script and "Token" not in script  # credentials come from the metadata server
     assert DetachedSpec.from_json(spec.to_json()) == spec
-    scheduled = boot_script(DetachedSpec("gce", "gs://bkt", "gce-t4", "quick", items, "r/x:gpu", endpoints={}))
+    gpu = plan_spec(None, "gce-t4", "quick", "r/x:gpu", True, items)
+    scheduled = boot_script(DetachedSpec("gce", "gs://bkt", gpu, endpoints={}))
     assert "(named at boot)" in scheduled and "shutdown -h +" not in scheduled  # GCE: maxRunDuration
     bad = [
         ({"provider": "ssh"}, "provider 'ssh'"),
         ({"storage_url": "gs://bkt"}, "writes to a s3:// bucket"),
         ({"storage_url": "s3://Bad.Name"}, "bucket name 'Bad.Name'"),
         ({"image_source": "stream"}, "image source 'stream'"),
-        ({"run_id": "a;b"}, "run_id 'a;b'"),
-        ({"items": ()}, "items: nothing to run"),
+        ({"run": replace(run, run_id="a;b")}, "run_id 'a;b'"),
+        ({"run": replace(run, items=())}, "items: nothing to run"),
     ]
     for change, message in bad:
         with pytest.raises(DetachedError, match=re.escape(message)):
