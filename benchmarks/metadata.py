@@ -78,8 +78,8 @@ class Timing:
     data_s: float | None = None
     build_s: float | None = None
     describe_s: float | None = None
-    # A staged child's wait after its first epoch for its turn on the device (campaign.turns): outside
-    # every timed epoch, but inside the run's span.
+    # What the run's extra callbacks (a `process.design` that takes turns on one device) held the loop after its
+    # first epoch: outside every timed epoch, but inside the run's span.
     turn_wait_s: float | None = None
 
 
@@ -192,6 +192,18 @@ class WorkloadSource:
 
 
 @dataclass(frozen=True)
+class RunSpecRecord:
+    """What an orchestrated run carried (the orchestrator's BENCH_RUN_SPEC): its run spec's sha256, as its ledger
+    entry records it, and its payload (the user's workload files and data folder): the sha256 of the payload's
+    manifest, which names every file's, its files and bytes. None on a run started by hand."""
+
+    sha256: str
+    payload_sha256: str | None = None
+    payload_files: int = 0
+    payload_bytes: int = 0
+
+
+@dataclass(frozen=True)
 class RunMetadata:
     run_id: str
     workload: str
@@ -230,6 +242,7 @@ class RunMetadata:
     error: str | None = None
     relabelled_from: dict[str, Any] | None = None
     plugin: WorkloadSource | None = None  # None: a built-in workload
+    run_spec: RunSpecRecord | None = None  # None: not started by the orchestrator
     extra: dict[str, Any] = field(default_factory=dict)  # keys this schema does not know (a newer writer's)
 
     def to_dict(self) -> dict[str, Any]:

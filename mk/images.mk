@@ -138,14 +138,16 @@ image-cpu-compiled: datasets-context
 	  --build-arg TF_WHEEL=$(if $(TF_WHEEL),$(call quote,$(TF_WHEEL)),"$$(ls $(call quote,$(TF_WHEEL_DIR))/tensorflow*.whl | head -n 1)") \
 	  .
 
-# The image ID stands in for the digest when the image was never pushed to a registry.
+# The image ID stands in for the digest when the image was never pushed to a registry. The container is the one every
+# orchestrated run starts (orchestrate/container_command.py, standard library only: the machine's python3 runs it).
 bench-docker:
 	@$(Q_DOCKER) image inspect $(call quote,$(IMAGE_CPU)) >/dev/null 2>&1 || \
 	  { echo "no image "$(call quote,$(IMAGE_CPU))": run make image-cpu" >&2; exit 2; }
 	mkdir -p $(call abs,$(LOGS_DIR))
-	$(call with_words,BENCH_ARGS,$(Q_DOCKER) run --rm --user "$$(id -u):$$(id -g)" -v $(call abs,$(LOGS_DIR):/logs) \
-	  $(if $(KERAS_CACHE),-v $(call abs,$(KERAS_CACHE):/data/keras)) \
-	  $(if $(BENCH_DATA_DIR),-v $(call abs,$(BENCH_DATA_DIR):/data/offline:ro) -e BENCH_DATA_DIR=/data/offline) \
-	  -e BENCH_IMAGE_DIGEST="$$($(Q_DOCKER) image inspect --format '{{if .RepoDigests}}{{index .RepoDigests 0}}{{else}}{{.Id}}{{end}}' $(call quote,$(IMAGE_CPU)))" \
-	  $(call quote,$(IMAGE_CPU)) suite --suite $(call quote,$(BENCH_SUITE)) --platform $(call quote,$(BENCH_PLATFORM)) \
+	$(call with_words,BENCH_ARGS,$(call quote,$(PYTHON)) $(call quote,$(KCB_MK_DIR)../orchestrate/container_command.py) \
+	  --engine $(Q_DOCKER) --user "$$(id -u):$$(id -g)" --env HOME=/tmp --mount $(call abs,$(LOGS_DIR):/logs) \
+	  $(if $(KERAS_CACHE),--mount $(call abs,$(KERAS_CACHE):/data/keras)) \
+	  $(if $(BENCH_DATA_DIR),--mount $(call abs,$(BENCH_DATA_DIR):/data/offline:ro) --env BENCH_DATA_DIR=/data/offline) \
+	  --env BENCH_IMAGE_DIGEST="$$($(Q_DOCKER) image inspect --format '{{if .RepoDigests}}{{index .RepoDigests 0}}{{else}}{{.Id}}{{end}}' $(call quote,$(IMAGE_CPU)))" \
+	  $(call quote,$(IMAGE_CPU)) -- suite --suite $(call quote,$(BENCH_SUITE)) --platform $(call quote,$(BENCH_PLATFORM)) \
 	  --out /logs)

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from orchestrate.accounting import close_accounts
+from orchestrate.accounting import close_accounts, machine_record
 from orchestrate.capabilities import BatchQueue, offered
 from orchestrate.lifecycle import EXIT_USAGE, Lifecycle, LifecycleError, _Session, _tail
 from orchestrate.plan import RunPlan, WorkItem
@@ -33,8 +33,6 @@ from orchestrate.provider import (
     TASK_FAILED,
     TASK_PENDING,
     TASK_RUNNING,
-    BatchJob,
-    BatchTask,
     Capability,
     Instance,
     LaunchRequest,
@@ -65,22 +63,6 @@ def lifecycle_for(plan: RunPlan, provider: Provider, ledger: Ledger, reporter: R
     if offered(provider, Capability.BATCH):
         return BatchLifecycle(plan, provider, ledger, reporter)
     return Lifecycle(plan, provider, ledger, reporter)
-
-
-def batch_job(plan: RunPlan) -> BatchJob:
-    """Every work item of the plan as one task, in the plan's order, with the user's files the tasks read."""
-    tasks = tuple(
-        BatchTask(index, item.label, item.stem, tuple(plan.runner_command(item).argv(entrypoint=True)))
-        for index, item in enumerate(plan.items)
-    )
-    return BatchJob(
-        platform=plan.platform,
-        image_ref=plan.image_ref,
-        gpus=plan.profile.has_gpu,
-        tasks=tasks,
-        workload_files=plan.workload_files,
-        data_dir=plan.data_dir,
-    )
 
 
 LABEL = re.compile(r"^(\S+) \[(\S+)\](?: #(\d+))?$")  # WorkItem.label: `mnist_mlp [jax]`, `mnist_mlp [jax] #2`
@@ -160,30 +142,19 @@ class BatchLifecycle(Lifecycle):
     def _submit(self) -> _Session:
         plan = self.plan
         tags = self._run_tags()
-        request = LaunchRequest(
-            plan.run_id, plan.profile, None, False, plan.max_lifetime_s, tags, batch=batch_job(plan)
-        )
+        request = LaunchRequest(plan.run_id, plan.profile, None, False, plan.max_lifetime_s, tags, batch=plan.spec)
         with self._stage("launch") as detail:
             asked_at = time.time()
             instance = self.provider.launch(request)
-            record = InstanceRecord(
-                provider=self.provider.name,
-                instance_id=instance.instance_id,
-                zone=None,
-                spot=False,
-                launched_at=instance.launched_at or asked_at,
-                expires_at=float(tags["expiry"]),
-            )
+            record = machine_record(instance, asked_at, expires_at=float(tags["expiry"]))
             self.record.instances.append(record)
             session = _Session(instance=instance, record=record)
             self.sessions.append(session)
             self.session = session
             self._save()  # the job exists: record it before anything else can fail
             detail.append(f"job {instance.instance_id}, {len(plan.items)} tasks")
-            if plan.workload_files:  # carried to the cluster by the launch, as a host's prepare stage does
-                detail.append("workload files " + ", ".join(f.path.name for f in plan.workload_files))
-            if plan.data_dir is not None:
-                detail.append(f"data folder {plan.data_dir.describe()}")
+            if plan.spec.payload is not None:  # carried to the cluster by the launch, as a host's prepare stage does
+                detail.append(f"payload {plan.spec.payload.describe()}")
         return session
 
     def _follow(self, instance: Instance) -> None:
@@ -277,17 +248,8 @@ class BatchLifecycle(Lifecycle):
     def _requeued(self, instance: Instance, task: _Task, previous: TaskState) -> None:
         """The scheduler requeued the task: bill its ended attempt; an unfinished item is a preemption."""
         if previous.started_at is not None:
-            self.attempts.append(
-                InstanceRecord(
-                    provider=self.provider.name,
-                    instance_id=f"{instance.instance_id}_{previous.index} (attempt {previous.restarts + 1})",
-                    zone=None,
-                    spot=False,
-                    launched_at=previous.started_at,
-                    terminated_at=previous.ended_at or time.time(),
-                    preempted=True,
-                )
-            )
+            name = f"{instance.instance_id}_{previous.index} (attempt {previous.restarts + 1})"
+            self.attempts.append(self._task_machine(name, previous, time.time(), preempted=True))
         if task.ended:
             self.reporter.note(f"{task.item.label}: requeued after it ended; its task exits without running it again")
             return
@@ -373,33 +335,25 @@ class BatchLifecycle(Lifecycle):
             for state in recorded:
                 counts[state.index] = counts.get(state.index, 0) + 1
                 last = counts[state.index] == sum(1 for s in recorded if s.index == state.index)
-                assert state.started_at is not None  # attempts() lists attempts that started
-                machines.append(
-                    InstanceRecord(
-                        provider=self.provider.name,
-                        instance_id=f"{job}_{state.index}" + ("" if last else f" (attempt {counts[state.index]})"),
-                        zone=None,
-                        spot=False,
-                        launched_at=state.started_at,
-                        terminated_at=state.ended_at or session.record.terminated_at,
-                        preempted=not last,
-                    )
-                )
+                name = f"{job}_{state.index}" + ("" if last else f" (attempt {counts[state.index]})")
+                machines.append(self._task_machine(name, state, session.record.terminated_at, preempted=not last))
         else:
             machines = self.attempts + [
-                InstanceRecord(
-                    provider=self.provider.name,
-                    instance_id=f"{job}_{state.index}",
-                    zone=None,
-                    spot=False,
-                    launched_at=state.started_at,
-                    terminated_at=state.ended_at or session.record.terminated_at,
-                )
+                self._task_machine(f"{job}_{state.index}", state, session.record.terminated_at)
                 for state in states
                 if state.started_at is not None
             ]
         self.record.instances = [r for r in self.record.instances if r is not session.record] + machines
         self._save()
+
+    def _task_machine(
+        self, name: str, state: TaskState, ended: float | None, preempted: bool = False
+    ) -> InstanceRecord:
+        """One task attempt as the machine it billed as, from its start to its end (else `ended`)."""
+        assert state.started_at is not None  # only attempts that started are billed
+        return InstanceRecord(
+            self.provider.name, name, None, False, state.started_at, state.ended_at or ended, preempted=preempted
+        )
 
 
 # ---- `collect RUN_ID` of a batch run -------------------------------------------------------------------------------

@@ -225,12 +225,6 @@ def cloud_scheduler(provider: Provider | type[Provider]) -> type[CloudScheduler]
     return cls
 
 
-def batch_queue(provider: Provider | type[Provider]) -> type[BatchQueue]:
-    cls = require(provider, Capability.BATCH)
-    assert issubclass(cls, BatchQueue)  # require() checked it
-    return cls
-
-
 def offering(capability: Capability) -> str:
     """The registered providers that offer `capability`, for messages: `aws, gce`."""
     names = []

@@ -1,26 +1,21 @@
 """A user's data folder (`run --data-dir`) on the orchestrator's side: checked before anything is launched or paid
-for, then carried as one tar archive (streamed to the host beside the run's files, or put in a detached run's bucket
-as `data.tar`) and mounted read-only at /data/offline in every container, where the runner reads it
-(`--data-dir /data/offline`): the image is used as it is.
+for, then carried in the run's payload (orchestrate.runspec: one archive with the workload files, streamed to the
+host beside the run's files, or put in a detached run's bucket) and mounted read-only at /data/offline in every
+container, where the runner reads it (`--data-dir /data/offline`): the image is used as it is.
 
-Files are carried by their contents: a link to a file travels as that file. A link to a folder, or anything that
-is not a regular file, is refused by name rather than left out unseen.
+Files are carried by their contents: a link to a file travels as that file. A link to a folder, anything that is
+not a regular file, or a name the payload's manifest cannot hold (a newline or a backslash in it), is refused by
+name rather than left out unseen.
 """
 
 from __future__ import annotations
 
 import os
-import tarfile
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 CONTAINER_DIR = "/data/offline"  # where every container sees the folder, read-only
-ARCHIVE_NAME = "data.tar"  # a detached run's copy, beside its spec.json in the bucket
-CHUNK_BYTES = 1 << 20
 
 
 class BadDataDir(ValueError):
@@ -55,6 +50,10 @@ def read_data_dir(given: Path) -> DataDir:
             relative = _relative(path, folder, name)
             if not file.is_file():
                 raise BadDataDir(f"--data-dir {given}: {relative} is not a regular file (or a link to one)")
+            if "\n" in relative or "\\" in relative:
+                raise BadDataDir(
+                    f"--data-dir {given}: {relative!r}: a file name with a newline or backslash; rename it"
+                )
             if not os.access(file, os.R_OK):
                 raise BadDataDir(f"--data-dir {given}: {relative} is not readable")
             files.append(relative)
@@ -73,41 +72,6 @@ def _raise_unreadable(given: Path) -> Callable[[OSError], None]:
 
 def _relative(root: Path, folder: str, name: str) -> str:
     return Path(folder, name).relative_to(root).as_posix()
-
-
-def write_archive(data: DataDir, handle: BinaryIO) -> None:
-    """The folder's files as an uncompressed tar (data files are mostly compressed already), each readable by any
-    user: the container's user need not own them. BadDataDir when the folder changed since it was checked."""
-    with tarfile.open(fileobj=handle, mode="w", format=tarfile.PAX_FORMAT, dereference=True) as archive:
-        for relative in data.files:
-            try:
-                archive.add(data.path / relative, arcname=relative, recursive=False, filter=_readable)
-            except OSError as error:
-                raise BadDataDir(f"--data-dir {data.path}: {relative} changed since it was checked ({error})") from None
-        carried = sum(member.size for member in archive.getmembers())
-    if carried != data.size:
-        raise BadDataDir(f"--data-dir {data.path}: its files changed size since it was checked; run again")
-
-
-def _readable(info: tarfile.TarInfo) -> tarfile.TarInfo:
-    info.mode |= 0o444
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    return info
-
-
-@contextmanager
-def archive_file(data: DataDir) -> Iterator[BinaryIO]:
-    """The archive in a file without a name (freed however this process ends), rewound for reading."""
-    with tempfile.TemporaryFile(suffix=".tar") as handle:
-        write_archive(data, handle)
-        handle.flush()
-        handle.seek(0)
-        yield handle
-
-
-def chunks(handle: BinaryIO) -> Iterator[bytes]:
-    return iter(lambda: handle.read(CHUNK_BYTES), b"")
 
 
 def human_size(size: int) -> str:

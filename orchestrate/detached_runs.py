@@ -15,13 +15,12 @@ machine billed from its launch to the time it recorded before deleting itself; a
 terminated. Without a summary and with the machine gone: a preempted machine is relaunched with the same spec (the
 new machine skips what is finished, up to --max-preemptions), any other loss finalises the run as failed. A run
 that never got a machine (its orchestrator killed before the launch, e.g. during the image upload) is finalised as
-failed once that orchestrator is gone, and its uploads are aborted (or its image.tar and data.tar deleted).
+failed once that orchestrator is gone, and its uploads are aborted (or its image.tar and payload.tar deleted).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import socket
 import tempfile
 import time
@@ -29,9 +28,9 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from orchestrate.accounting import close_accounts
+from orchestrate.accounting import close_accounts, launch_in_zones, machine_record, run_tags
 from orchestrate.capabilities import (
     ObjectStore,
     check_storage_url,
@@ -41,20 +40,17 @@ from orchestrate.capabilities import (
     region_of,
     storage_of,
 )
-from orchestrate.data_dir import ARCHIVE_NAME as DATA_ARCHIVE
-from orchestrate.data_dir import archive_file
 from orchestrate.detached import DetachedSpec, boot_script
 from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.provider import (
-    PROJECT_TAG,
     Capability,
-    CapacityError,
     Instance,
     InstanceState,
     LaunchRequest,
     Provider,
     ProviderError,
 )
+from orchestrate.runspec import PAYLOAD_ARCHIVE, payload_archive
 from orchestrate.storage import StorageError, StorageURL, own_bucket_name
 from orchestrate.sweep import local_process_alive
 from records.catalog import Profile
@@ -113,68 +109,44 @@ def check_bucket(url: StorageURL, create: bool, profile: Profile, run_id: str) -
 class Launched:
     record: RunRecord
     instance: Instance | None
-    message: str
 
 
 def launch(
     plan: RunPlan, provider: Provider, ledger: Ledger, spec: DetachedSpec, note: Note, stages: list[StageRecord]
 ) -> Launched:
-    """Spec (and data.tar, image.tar) into the bucket, the run into the ledger (`detached`), the machine launched;
+    """Spec (and payload.tar, image.tar) into the bucket, the run into the ledger (`detached`), the machine launched;
     then return."""
     if not offered(provider, Capability.BOOT_SCRIPT):
         raise DetachedRunError(
             f"provider {provider.name} cannot run a boot script: --detach needs {offering(Capability.BOOT_SCRIPT)}"
         )
+    url, payload = spec.storage, spec.run.payload
     with ExitStack() as packed:
-        # both refused before any record: an image this engine lacks, a data folder changed since its check
-        image = local_image(spec.image_ref) if spec.image_source == "load" else None
-        data = packed.enter_context(archive_file(plan.data_dir)) if plan.data_dir is not None else None
-        return _launch(plan, provider, ledger, spec, note, stages, image, data)
-
-
-def _launch(
-    plan: RunPlan,
-    provider: Provider,
-    ledger: Ledger,
-    spec: DetachedSpec,
-    note: Note,
-    stages: list[StageRecord],
-    image: Any,
-    data: BinaryIO | None,
-) -> Launched:
-    url = spec.storage
-    store = open_store(provider.name, url)
-    record = RunRecord(
-        run_id=plan.run_id,
-        profile=plan.profile.name,
-        provider=provider.name,
-        platform=plan.platform,
-        suite=plan.suite,
-        owner=plan.owner,
-        pid=os.getpid(),  # until the machine is launched: `collect` leaves a run its orchestrator still launches
-        started_at=plan.validated_at[0] if plan.validated_at else time.time(),
-        status=STATUS_DETACHED,
-        spot=plan.spot,
-        image=plan.image_ref,
-        logs_dir=str(plan.run_logs),
-        stages=list(stages),
-        storage=str(url),
-    )
-    ledger.append(record)  # before anything exists in the cloud: `collect` and the sweep can always find it
-    script = boot_script(spec)
-    prefix = url.run_prefix(plan.run_id)
-    try:
-        store.put(prefix + "spec.json", json.dumps(spec.to_json(), indent=1).encode())
-        if data is not None:
-            note(f"putting the data folder into {url}{spec.data_key().removeprefix(url.prefix)}")
-            store.upload_file(spec.data_key(), data)
-        if image is not None:
-            upload_image(store, prefix + "image.tar", image, spec.image_ref, note)
-    except StorageError as error:  # nothing launched: the run ends here, not `detached` until someone collects it
-        record.status, record.message, record.ended_at = STATUS_FAILED, f"nothing was launched: {error}", time.time()
-        close_accounts(record, plan.profile, provider.has(Capability.BILLABLE))
-        ledger.append(record)
-        raise
+        # both refused before any record: an image this engine lacks, a payload file changed since its check
+        image = local_image(spec.run.image) if spec.image_source == "load" else None
+        data = packed.enter_context(payload_archive(payload)) if payload is not None else None
+        store = open_store(provider.name, url)
+        # its pid until the machine is launched: `collect` leaves a run its orchestrator still launches
+        record = plan.record(provider.name, status=STATUS_DETACHED, stages=list(stages), storage=str(url))
+        ledger.append(record)  # before anything exists in the cloud: `collect` and the sweep can always find it
+        plan.write_spec()
+        script, prefix = boot_script(spec), url.run_prefix(plan.run_id)
+        try:
+            store.put(prefix + "spec.json", json.dumps(spec.to_json(), indent=1).encode())
+            if data is not None and spec.payload_key is not None:
+                note(f"putting the run's payload into {url}{spec.payload_key.removeprefix(url.prefix)}")
+                store.upload_file(spec.payload_key, data)
+            if image is not None:
+                upload_image(store, prefix + "image.tar", image, spec.run.image, note)
+        except StorageError as error:  # nothing launched: the run ends here, not `detached` until collected
+            record.status, record.message, record.ended_at = (
+                STATUS_FAILED,
+                f"nothing was launched: {error}",
+                time.time(),
+            )
+            close_accounts(record, plan.profile, provider.has(Capability.BILLABLE))
+            ledger.append(record)
+            raise
     record.pid = 0  # from here no orchestrator process watches the run: its machine works alone
     instance = launch_machine(provider, record, plan.profile, spec, script, plan.max_lifetime_s, note)
     if instance is None:
@@ -183,7 +155,7 @@ def _launch(
         _release(provider, record, note)
         close_accounts(record, plan.profile, provider.has(Capability.BILLABLE))
     ledger.append(record)
-    return Launched(record, instance, record.message)
+    return Launched(record, instance)
 
 
 def local_image(ref: str) -> Any:
@@ -220,39 +192,19 @@ def launch_machine(
     note: Note,
 ) -> Instance | None:
     """The machine in the first zone with capacity, recorded in `record`; None when no zone had any."""
-    tags = {
-        "project": PROJECT_TAG,
-        "run-id": record.run_id,
-        "owner": record.owner,
-        "profile": profile.name,
-        "expiry": str(int(time.time() + max_lifetime_s)),
-        "mode": "detached",
-    }
-    started = time.time()
-    prefix = f"{spec.storage}runs/{record.run_id}/"
-    for zone in profile.zones or (None,):
-        request = LaunchRequest(
-            record.run_id, profile, zone, record.spot, max_lifetime_s, tags, boot_script=script, storage_prefix=prefix
-        )
-        asked_at = time.time()
-        try:
-            instance = provider.launch(request)
-        except CapacityError as error:
-            note(f"no capacity in {zone}: {error}; trying the next zone")
-            continue
-        record.instances.append(
-            InstanceRecord(
-                provider=provider.name,
-                instance_id=instance.instance_id,
-                zone=instance.zone,
-                spot=instance.spot,
-                launched_at=instance.launched_at or asked_at,
-            )
-        )
-        record.stages.append(StageRecord("launch", started, time.time(), f"{instance.instance_id} in {zone}"))
-        return instance
-    record.stages.append(StageRecord("launch", started, time.time(), "no capacity"))
-    return None
+    tags = run_tags(record.run_id, record.owner, profile.name, max_lifetime_s, mode="detached")
+    started, prefix = time.time(), f"{spec.storage}runs/{record.run_id}/"
+    request = LaunchRequest(
+        record.run_id, profile, None, record.spot, max_lifetime_s, tags, boot_script=script, storage_prefix=prefix
+    )
+    launched = launch_in_zones(provider, request, note)
+    if isinstance(launched, list):
+        record.stages.append(StageRecord("launch", started, time.time(), "no capacity"))
+        return None
+    instance, asked_at = launched
+    record.instances.append(machine_record(instance, asked_at))
+    record.stages.append(StageRecord("launch", started, time.time(), f"{instance.instance_id} in {instance.zone}"))
+    return instance
 
 
 def _release(provider: Provider, record: RunRecord, note: Note) -> None:
@@ -321,15 +273,7 @@ def machine_state(provider: Provider, record: RunRecord) -> InstanceState | None
     if not record.instances:
         found = [i for i in provider.list_instances() if i.tags.get("run-id") == record.run_id]
         for instance in found:
-            record.instances.append(
-                InstanceRecord(
-                    provider=provider.name,
-                    instance_id=instance.instance_id,
-                    zone=instance.zone,
-                    spot=instance.spot,
-                    launched_at=instance.launched_at or record.started_at,
-                )
-            )
+            record.instances.append(machine_record(instance, record.started_at))
         if not found:
             return None
     last = record.instances[-1]
@@ -539,12 +483,12 @@ def _launching_here(record: RunRecord) -> bool:
 
 
 def discard_uploads(store: ObjectStore, prefix: str) -> list[str]:
-    """The image and data folder of a run that never launched, gone: an unfinished upload (S3 multipart: no
-    object, yet its parts are billed until aborted) is aborted, and a finished image.tar or data.tar deleted (a
+    """The image and payload of a run that never launched, gone: an unfinished upload (S3 multipart: no
+    object, yet its parts are billed until aborted) is aborted, and a finished image.tar or payload.tar deleted (a
     failed run is never relaunched, so nothing reads them). Cloud Storage has nothing to abort (see
     `GCSStore.abort_uploads`). What was done."""
     done = [f"aborted its unfinished upload of {key.removeprefix(prefix)}" for key in store.abort_uploads(prefix)]
-    for name in ("image.tar", DATA_ARCHIVE):
+    for name in ("image.tar", PAYLOAD_ARCHIVE):
         if prefix + name in store.list(prefix + name):
             store.delete(prefix + name)
             done.append(f"deleted its unused {name}")

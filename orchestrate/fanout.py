@@ -30,9 +30,10 @@ from pathlib import Path
 
 from benchmarks.suites import get_suite
 from benchmarks.workloads import WORKLOADS
-from estimator.suite import Shape, estimate_suite
+from estimator.suite import SuiteEstimate, estimate_suite
 from estimator.workload_plan import planned_spec
 from orchestrate.plan import RunPlan
+from orchestrate.runspec import estimate_shape
 from records.catalog import CatalogError, Profile, get_profile, runs_as
 from records.ledger import STATUS_COMPLETE, RunRecord
 from records.loading import Run, load_runs
@@ -105,23 +106,17 @@ class CandidateEstimate:
         return self.unestimated > 0, self.cost is None, self.seconds if self.cost is None else self.cost
 
 
-def estimate_shape(plan: RunPlan) -> Shape:
-    """The runner flags of `plan` that change its runs' time: epochs, sample cap, devices and batch policy."""
-    devices = plan.profile.accelerator_count if plan.gpus == "all" else int(plan.gpus or 1)
-    per_device = plan.batch_policy == "per-device"
-    return Shape(plan.epochs, plan.train_limit, max(devices, 1), per_device)
-
-
-def carried_bytes(plan: RunPlan) -> int:
-    """What the run carries to the machine before its first run besides the image: the user's data folder."""
-    return plan.data_dir.size if plan.data_dir is not None else 0
+def estimate_plan(plan: RunPlan) -> SuiteEstimate:
+    """The plan's estimate (estimator.suite): its items, shaped by its runner options, after its payload's transfer."""
+    items = [(i.workload, i.backend) for i in plan.items]
+    carried = plan.spec.payload.size if plan.spec.payload is not None else 0
+    shape = estimate_shape(plan.runner, plan.profile)
+    return estimate_suite(plan.profile, plan.suite, items, plan.logs_dir, shape, carried, plan.workloads)
 
 
 def estimate_candidate(candidate: Candidate, plan: RunPlan, billable: bool) -> CandidateEstimate:
     profile = plan.profile
-    items = [(i.workload, i.backend) for i in plan.items]
-    shape = estimate_shape(plan)
-    estimate = estimate_suite(profile, plan.suite, items, plan.logs_dir, shape, carried_bytes(plan), plan.workloads)
+    estimate = estimate_plan(plan)
     priced = billable and profile.hourly_price(plan.spot) is not None
     market = "spot" if plan.spot else "on-demand"
 

@@ -21,7 +21,6 @@ from docker.utils import build as docker_build
 from orchestrate.remote import Host, LocalHost
 
 IMAGE_SOURCES = ("auto", "present", "pull", "stream", "build")
-DATASETS_LABEL = "io.keras-cloud-bench.datasets"  # "keras": the image holds the Keras datasets in $KERAS_HOME
 SOURCE_TREE = Path(__file__).resolve().parents[1]  # the checkout holding Dockerfile.<variant>
 
 Log = BinaryIO
@@ -36,8 +35,6 @@ class ImageInfo:
     ref: str
     image_id: str
     digest: str  # the registry digest when the image came from one, else the image ID
-    keras_home: str | None  # the image's KERAS_HOME
-    bakes_datasets: bool
     how: str  # what this run did to get it there
 
 
@@ -183,18 +180,8 @@ def _run_logged(host: Host, command: str, log: Log, what: str) -> None:
 
 
 def _info(ref: str, inspect: dict, how: str) -> ImageInfo:
-    config = inspect.get("Config") or {}
-    env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
-    labels = config.get("Labels") or {}
     digests = inspect.get("RepoDigests") or []
-    return ImageInfo(
-        ref=ref,
-        image_id=inspect["Id"],
-        digest=digests[0] if digests else inspect["Id"],
-        keras_home=env.get("KERAS_HOME"),
-        bakes_datasets=labels.get(DATASETS_LABEL) == "keras",
-        how=how,
-    )
+    return ImageInfo(ref=ref, image_id=inspect["Id"], digest=digests[0] if digests else inspect["Id"], how=how)
 
 
 def git_commit(path: Path = SOURCE_TREE) -> str | None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import signal
 import threading
 import time
@@ -28,12 +27,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrate.accounting import close_accounts
+from orchestrate.accounting import close_accounts, launch_in_zones, machine_record, run_tags
 from orchestrate.containers import (
-    ContainerSpec,
-    docker_run_command,
-    put_data_dir,
-    put_workload_files,
+    container_command,
+    deliver_payload,
     run_containers,
     seed_dataset_cache,
     stop_containers,
@@ -44,9 +41,7 @@ from orchestrate.images import ImageError, ImageInfo, ensure_image
 from orchestrate.plan import RunPlan, WorkItem
 from orchestrate.progress import Reporter
 from orchestrate.provider import (
-    PROJECT_TAG,
     Capability,
-    CapacityError,
     Instance,
     InstanceState,
     LaunchRequest,
@@ -54,6 +49,7 @@ from orchestrate.provider import (
     ProviderError,
 )
 from orchestrate.remote import ConnectionLost, Host, LocalHost, RemoteError, SSHHost, wait_for_ssh
+from orchestrate.runspec import SpecItem
 from records.ledger import (
     STATUS_COMPLETE,
     STATUS_FAILED,
@@ -121,20 +117,7 @@ class Lifecycle:
         self.provider = provider
         self.ledger = ledger
         self.reporter = reporter
-        self.record = RunRecord(
-            run_id=plan.run_id,
-            profile=plan.profile.name,
-            provider=provider.name,
-            platform=plan.platform,
-            suite=plan.suite,
-            owner=plan.owner,
-            pid=os.getpid(),
-            started_at=plan.validated_at[0] if plan.validated_at else time.time(),
-            spot=plan.spot,
-            image=plan.image_ref,
-            logs_dir=str(plan.run_logs),
-            planned_items=len(plan.items),
-        )
+        self.record = plan.record(provider.name, planned_items=len(plan.items))
         self.session: _Session | None = None
         self.sessions: list[_Session] = []
         self.done: set[WorkItem] = set()
@@ -150,7 +133,7 @@ class Lifecycle:
     def run(self) -> Outcome:
         if self.plan.validated_at:
             self.record.stages.append(StageRecord("validate", *self.plan.validated_at))
-        self.plan.orchestrator_dir.mkdir(parents=True, exist_ok=True)
+        self.plan.write_spec()
         self._save()
         self.reporter.items_planned([item.label for item in self.plan.items])
         outcome = Outcome(self.record, self.torn_down, self.teardown_failures)
@@ -201,10 +184,9 @@ class Lifecycle:
         else:
             self._finish(STATUS_COMPLETE, f"all {len(self.plan.items)} {what} complete")
 
-    def _pending(self) -> list[WorkItem]:
-        if self.abort_reason:
-            return []
-        return [item for item in self.plan.items if item not in self.done]
+    def _pending(self) -> list[SpecItem]:
+        """The spec's items not yet done (a relaunch after a preemption runs only these)."""
+        return [] if self.abort_reason else [item for item in self.plan.spec.items if item not in self.done]
 
     def _start_session(self) -> _Session:
         self.session = None  # a failed launch must not be blamed on the previous (preempted) machine
@@ -228,12 +210,10 @@ class Lifecycle:
                 new_run=len(self.sessions) == 1,  # a relaunch after preemption finds its own folder on a kept host
             )
             detail.append(", ".join(f"installed {w}" for w in session.info.installed) or "ready")
-            if self.plan.workload_files:
-                put_workload_files(session.host, session.info, self.plan.run_id, self.plan.workload_files)
-                detail.append("workload files " + ", ".join(f.path.name for f in self.plan.workload_files))
-            if self.plan.data_dir is not None:
-                put_data_dir(session.host, session.info, self.plan.run_id, self.plan.data_dir)
-                detail.append(f"data folder {self.plan.data_dir.describe()}")
+            payload = self.plan.spec.payload
+            if payload is not None:
+                deliver_payload(session.host, session.info.run_dir(self.plan.run_id), payload)
+                detail.append(f"payload {payload.describe()}")
             self._record_host(session)
         with self._stage("image") as detail:
             session.image = self._ensure_image(session)
@@ -245,46 +225,25 @@ class Lifecycle:
         return session
 
     def _run_tags(self) -> dict[str, str]:
-        """The tags every launched resource carries: the sweep finds what a killed run left by them."""
         plan = self.plan
-        return {
-            "project": PROJECT_TAG,
-            "run-id": plan.run_id,
-            "owner": plan.owner,
-            "profile": plan.profile.name,
-            "expiry": str(int(time.time() + plan.max_lifetime_s)),
-        }
+        return run_tags(plan.run_id, plan.owner, plan.profile.name, plan.max_lifetime_s)
 
     def _launch(self) -> tuple[Instance, InstanceRecord]:
-        plan = self.plan
-        tags = self._run_tags()
-        failures: list[str] = []
+        plan, tags = self.plan, self._run_tags()
         with self._stage("launch") as detail:
-            for zone in plan.profile.zones or (None,):
-                request = LaunchRequest(plan.run_id, plan.profile, zone, plan.spot, plan.max_lifetime_s, tags)
-                asked_at = time.time()
-                try:
-                    instance = self.provider.launch(request)
-                except CapacityError as exc:
-                    failures.append(f"{zone}: {exc}")
-                    self.reporter.note(f"no capacity in {zone}: {exc}; trying the next zone")
-                    continue
-                record = InstanceRecord(
-                    provider=self.provider.name,
-                    instance_id=instance.instance_id,
-                    zone=instance.zone,
-                    spot=instance.spot,
-                    launched_at=instance.launched_at or asked_at,
-                    expires_at=float(tags["expiry"]),
+            request = LaunchRequest(plan.run_id, plan.profile, None, plan.spot, plan.max_lifetime_s, tags)
+            launched = launch_in_zones(self.provider, request, self.reporter.note)
+            if isinstance(launched, list):
+                raise LifecycleError(
+                    f"no capacity for {plan.profile.name} in any of its zones ({'; '.join(launched)}); "
+                    "try later, another profile, or --on-demand"
                 )
-                self.record.instances.append(record)
-                self._save()  # the machine exists: record it before anything else can fail
-                detail.append(f"{instance.instance_id}{f' in {zone}' if zone else ''}")
-                return instance, record
-        raise LifecycleError(
-            f"no capacity for {plan.profile.name} in any of its zones ({'; '.join(failures)}); "
-            "try later, another profile, or --on-demand"
-        )
+            instance, asked_at = launched
+            record = machine_record(instance, asked_at, expires_at=float(tags["expiry"]))
+            self.record.instances.append(record)
+            self._save()  # the machine exists: record it before anything else can fail
+            detail.append(f"{instance.instance_id}{f' in {instance.zone}' if instance.zone else ''}")
+            return instance, record
 
     def _record_host(self, session: _Session) -> None:
         """Where this run's files and containers are, for the sweep to recover them if this process dies."""
@@ -335,9 +294,9 @@ class Lifecycle:
         for item in self._pending():
             self._run_item(item)
 
-    def _run_item(self, item: WorkItem) -> None:
+    def _run_item(self, item: SpecItem) -> None:
         session = self.session
-        assert session is not None and session.host is not None and session.info is not None
+        assert session is not None and session.host is not None and session.info is not None and session.image
         attempt = len(self.sessions)
         item_record = ItemRecord(item.workload, item.backend, status="running", started_at=time.time())
         item_record.attempt, item_record.repeat = attempt, item.repeat
@@ -350,7 +309,7 @@ class Lifecycle:
         try:
             with console.open("ab") as output:
                 code = session.host.stream(
-                    self._docker_run_command(item, session),
+                    container_command(self.plan.spec, item, session.info, session.image, session.instance.instance_id),
                     output,
                     poll=self._poller(session, item),
                     poll_interval_s=PULL_INTERVAL_S if self._can_vanish else STATE_POLL_INTERVAL_S,
@@ -375,16 +334,6 @@ class Lifecycle:
             item.label, item_record.status, stage.seconds or 0.0, _tail(console) if code else ""
         )
         self._save()
-
-    def _docker_run_command(self, item: WorkItem, session: _Session) -> str:
-        assert session.info is not None and session.image is not None
-        spec = ContainerSpec(
-            name=item.container_name(self.plan.run_id),
-            run_id=self.plan.run_id,
-            command=self.plan.runner_command(item),
-            gpus=self.plan.profile.has_gpu,
-        )
-        return docker_run_command(spec, session.info, session.image)
 
     @property
     def _can_vanish(self) -> bool:
@@ -532,14 +481,7 @@ class Lifecycle:
                 self.provider.terminate(instance)
                 self.torn_down.append(f"terminated stray instance {instance.instance_id}")
                 self.record.instances.append(
-                    InstanceRecord(
-                        provider=self.provider.name,
-                        instance_id=instance.instance_id,
-                        zone=instance.zone,
-                        spot=instance.spot,
-                        launched_at=instance.launched_at or self.record.started_at,
-                        terminated_at=time.time(),
-                    )
+                    machine_record(instance, self.record.started_at, terminated_at=time.time())
                 )
 
     def _release(self) -> None:
@@ -579,16 +521,13 @@ class Lifecycle:
         stage = StageRecord(name, time.time())
         self.record.stages.append(stage)
         self.reporter.stage_started(name)
+        status = "failed"
         try:
             yield detail
-        except BaseException:
-            stage.ended_at = time.time()
-            stage.detail = "; ".join(detail)
-            self.reporter.stage_finished(name, stage.seconds or 0.0, "failed", stage.detail)
-            raise
-        stage.ended_at = time.time()
-        stage.detail = "; ".join(detail)
-        self.reporter.stage_finished(name, stage.seconds or 0.0, "done", stage.detail)
+            status = "done"
+        finally:
+            stage.ended_at, stage.detail = time.time(), "; ".join(detail)
+            self.reporter.stage_finished(name, stage.seconds or 0.0, status, stage.detail)
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------

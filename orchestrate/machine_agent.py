@@ -12,16 +12,18 @@ AMI / VM), not in the project's environment. What it does:
 2. reads the run's `status.json` from the bucket: a relaunch after a preemption skips the items an earlier machine
    finished, and marks the one it was running `preempted`;
 3. gets the image (`present`, `pull`, or `load`: `docker load` of the image tar the orchestrator put in the bucket),
-   and unpacks the user's data folder (`data.tar`, when the run was given `--data-dir`);
-4. runs each pending item as one container, uploading the item's files to `partial/attempt-N/` while it runs
+   seeds the dataset cache from it, and unpacks the run's payload (`payload.tar`: the user's workload files and
+   data folder), checked against the manifest the run spec names;
+4. runs each pending item as one container (`container_command.py`, beside it: the command every mode runs),
+   uploading the item's files to `partial/attempt-N/` while it runs
    (every `upload_interval_s`), and its CSV, metadata JSON and console log to `files/` as soon as it ends, then
    `status.json`;
 5. at the end, on every path (failure and SIGTERM included): uploads its own console and the image log, writes
    `summary.json` when the run is over, and deletes its own instance through the cloud's API.
 
-Bucket layout under `<prefix>/runs/<run-id>/`: `spec.json`, `status.json`, `summary.json`, `files/<name>` (the
-layout of `logs/<platform>/<run-id>/`), `partial/attempt-N/<name>`, `image.tar` (image source `load` only),
-`data.tar` (`--data-dir` only).
+Bucket layout under `<prefix>/runs/<run-id>/`: `spec.json` (the orchestrator's, not a schedule's), `status.json`,
+`summary.json`, `files/<name>` (the layout of `logs/<platform>/<run-id>/`), `partial/attempt-N/<name>`, `image.tar`
+(image source `load` only), `payload.tar` (workload files or a data folder; a schedule's is `<prefix>payload.tar`).
 """
 
 from __future__ import annotations
@@ -39,12 +41,11 @@ import urllib.parse
 import urllib.request
 
 CLOUD_MODULE = "cloud.py"  # the cloud's side, beside this file on the machine
-RUN_ID_TOKEN = "{run_id}"  # in the items' runner arguments: replaced by the run id (derived here when unset)
+COMMAND_MODULE = "container_command.py"  # the container command every mode runs, beside this file
+RUN_ID_TOKEN = "{run_id}"  # in the run spec of a run named at boot: replaced by the run id derived here
 FINISHED = ("complete", "failed")  # an item in one of these states is never run again
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
 DOCKER_CANNOT_RUN = (125, 126, 127)
-DATASETS_LABEL = "io.keras-cloud-bench.datasets"
-DATA_IN_CONTAINER = "/data/offline"  # orchestrate.data_dir.CONTAINER_DIR: the runner's --data-dir in the items' argv
 RETRIES = 5
 
 
@@ -56,12 +57,8 @@ class RunFailed(Exception):
     """The run cannot go on (the image is missing, docker cannot start a container); the message says why."""
 
 
-def utc(offset_s: float = 0.0, form: str = "%Y-%m-%dT%H:%M:%SZ") -> str:
-    return time.strftime(form, time.gmtime(time.time() + offset_s))
-
-
 def log(message: str) -> None:
-    print(f"{utc()} {message}", flush=True)
+    print(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), message, flush=True)
 
 
 def request(method: str, url: str, headers: dict | None = None, data: bytes | None = None, timeout: float = 60):
@@ -92,19 +89,21 @@ def derived_run_id(instance_id: str) -> str:
 class Run:
     def __init__(self, spec: dict, cloud, work: str) -> None:
         self.spec, self.cloud, self.work = spec, cloud, work
-        self.run_id = spec.get("run_id") or derived_run_id(cloud.instance_id)
+        self.run = spec["run"]  # the run spec (orchestrate.runspec), as planned
+        self.run_id = self.run.get("run_id") or derived_run_id(cloud.instance_id)
         base = spec["storage"].get("prefix", "")
         self.prefix = f"{base}runs/{self.run_id}/"
-        self.run_dir = os.path.join(work, "logs", spec["platform"], self.run_id)
-        self.cache = os.path.join(work, "cache", "keras")
-        for folder in (os.path.join(self.run_dir, "orchestrate"), os.path.join(self.cache, "datasets")):
+        self.run_dir = os.path.join(work, "logs", self.run["platform"], self.run_id)
+        payload = os.path.join(work, "payload")
+        self.places = {  # where each of the spec's mounts is on this machine
+            "logs": os.path.join(work, "logs"),
+            "cache": os.path.join(work, "cache", "keras"),
+            "workloads": os.path.join(payload, "workloads"),
+            "data": os.path.join(payload, "data"),
+        }
+        for folder in (os.path.join(self.run_dir, "orchestrate"), os.path.join(self.places["cache"], "datasets")):
             os.makedirs(folder, exist_ok=True)
-        self.workloads = os.path.join(work, "workloads")  # the user's workload files, mounted at /workloads
-        for name, text in spec.get("workload_files", {}).items():
-            os.makedirs(self.workloads, exist_ok=True)
-            with open(os.path.join(self.workloads, os.path.basename(name)), "w") as handle:
-                handle.write(text)
-        self.data = os.path.join(work, "data")  # the user's data folder, mounted at DATA_IN_CONTAINER
+        self.command = load_module(os.path.join(os.path.dirname(os.path.abspath(__file__)), COMMAND_MODULE))
         self.status: dict = {}
         self.attempt: dict = {}
         self.abort: str | None = None
@@ -131,21 +130,18 @@ class Run:
         }
         self.status["attempts"].append(self.attempt)
         self.status["state"] = "running"
-        if number == 1:  # the spec with its run id, for a relaunch (`orchestrate collect`) to boot the same run
-            self.cloud.put(self.prefix + "spec.json", json.dumps({**self.spec, "run_id": self.run_id}).encode())
         self.save()
         log(f"run {self.run_id}, attempt {number} on {self.cloud.instance_id} in {self.cloud.zone}")
 
     def _new_status(self) -> dict:
-        spec = self.spec
         return {
             "run_id": self.run_id,
-            "provider": spec["provider"],
-            "platform": spec["platform"],
-            "suite": spec["suite"],
-            "image": spec["image"]["ref"],
+            "provider": self.spec["provider"],
+            "platform": self.run["platform"],
+            "suite": self.run["suite"],
+            "image": self.spec["image"]["ref"],
             "image_digest": None,
-            "planned": [[i["workload"], i["backend"], i["repeat"]] for i in spec["items"]],
+            "planned": [[i["workload"], i["backend"], i["repeat"]] for i in self.run["items"]],
             "state": "running",
             "message": "",
             "started_at": time.time(),
@@ -160,7 +156,7 @@ class Run:
 
     def pending(self) -> list:
         latest = {(i["workload"], i["backend"], i["repeat"]): i["status"] for i in self.status["items"]}
-        return [i for i in self.spec["items"] if latest.get((i["workload"], i["backend"], i["repeat"])) not in FINISHED]
+        return [i for i in self.run["items"] if latest.get((i["workload"], i["backend"], i["repeat"])) not in FINISHED]
 
     # -- the machine and the image ---------------------------------------------------------------------------
 
@@ -178,7 +174,7 @@ class Run:
             if subprocess.call(["sh", "-c", script], stdout=output, stderr=subprocess.STDOUT) != 0:
                 raise RunFailed(f"could not {what} on {self.cloud.instance_id}: see orchestrate/host.log")
 
-    def image(self) -> dict:
+    def image(self) -> None:
         ref, source = self.spec["image"]["ref"], self.spec["image"]["source"]
         with open(os.path.join(self.run_dir, "orchestrate", "image.log"), "ab") as output:
             if source == "pull":
@@ -187,58 +183,53 @@ class Run:
                         break
                     time.sleep(10 * (attempt + 1))
             elif source == "load":
-                body = self.cloud.open(self.prefix + "image.tar")
-                if body is None:
-                    raise RunFailed(f"image {ref}: {self.prefix}image.tar is not in the bucket")
-                loader = subprocess.Popen(["docker", "load"], stdin=subprocess.PIPE, stdout=output, stderr=output)
-                assert loader.stdin is not None  # stdin=PIPE
-                for chunk in iter(lambda: body.read(1 << 20), b""):
-                    loader.stdin.write(chunk)
-                loader.stdin.close()
-                loader.wait()
+                self.pipe(self.prefix + "image.tar", ["docker", "load"], output, f"image {ref}")
         found = subprocess.run(["docker", "image", "inspect", ref], capture_output=True, text=True)
         if found.returncode != 0:
             raise RunFailed(f"image {ref} is not on {self.cloud.instance_id} after `{source}` (see image.log)")
         inspect = json.loads(found.stdout)[0]
         self.status["image_digest"] = (inspect.get("RepoDigests") or [inspect["Id"]])[0]
-        config = inspect.get("Config") or {}
-        env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
-        baked = (config.get("Labels") or {}).get(DATASETS_LABEL) == "keras"
         log(f"image {ref} ready ({source}): {self.status['image_digest']}")
-        return {"keras_home": env.get("KERAS_HOME") or "/data/keras", "baked": baked}
+        cache, marker = self.places["cache"], self.command.seed_marker(inspect["Id"])
+        if not os.path.exists(os.path.join(cache, marker)):  # what the image holds, visible under the cache's mount
+            with open(os.path.join(self.run_dir, "orchestrate", "image.log"), "ab") as output:
+                seed = self.command.seed_argv("docker", ref, cache, marker, user="0:0")
+                subprocess.call(seed, stdout=output, stderr=subprocess.STDOUT)
 
-    def fetch_data(self) -> None:
-        """The user's data folder: the run's data.tar from the bucket, unpacked once before the first item."""
-        data = self.spec.get("data")
-        if not data:
+    def fetch_payload(self) -> None:
+        """The run's payload (the user's workload files and data folder) from the bucket, unpacked once before the
+        first item and checked against its manifest."""
+        payload = self.run.get("payload")
+        if not payload:
             return
-        body = self.cloud.open(data["key"])
-        if body is None:
-            raise RunFailed(f"--data-dir: {data['key']} is not in the bucket")
-        os.makedirs(self.data, exist_ok=True)
+        key = self.spec["payload_key"]
+        script = self.command.unpack_payload(os.path.join(self.work, "payload"), payload["sha256"])
         with open(os.path.join(self.run_dir, "orchestrate", "host.log"), "ab") as output:
-            unpack = subprocess.Popen(["tar", "-x", "-f", "-", "-C", self.data], stdin=subprocess.PIPE, stderr=output)
-            assert unpack.stdin is not None  # stdin=PIPE
-            for chunk in iter(lambda: body.read(1 << 20), b""):
-                unpack.stdin.write(chunk)
-            unpack.stdin.close()
-            code = unpack.wait()
-        found = sum(len(files) for _, _, files in os.walk(self.data))
-        if code != 0 or found != data["files"]:
-            raise RunFailed(
-                f"--data-dir: unpacking {data['key']} gave {found} of {data['files']} files (tar exit {code})"
-            )
-        log(f"data folder: {found} files, {data['bytes']} bytes from {data['key']}")
+            if self.pipe(key, ["sh", "-c", script], output, "the run's payload") != 0:
+                raise RunFailed(f"the run's payload {key} did not unpack whole (see orchestrate/host.log)")
+        log(f"payload: {payload['files']} files, {payload['bytes']} bytes from {key}")
+
+    def pipe(self, key: str, command: list, output, what: str) -> int:
+        """The bucket's object `key` into `command`'s stdin; its exit code. RunFailed when the object is missing."""
+        body = self.cloud.open(key)
+        if body is None:
+            raise RunFailed(f"{what}: {key} is not in the bucket")
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=output, stderr=output)
+        assert process.stdin is not None  # stdin=PIPE
+        for chunk in iter(lambda: body.read(1 << 20), b""):
+            process.stdin.write(chunk)
+        process.stdin.close()
+        return process.wait()
 
     # -- the items -------------------------------------------------------------------------------------------
 
-    def run_items(self, image: dict) -> None:
+    def run_items(self) -> None:
         for item in self.pending():
-            self.run_item(item, image)
+            self.run_item(item)
             if self.abort:
                 break
 
-    def run_item(self, item: dict, image: dict) -> None:
+    def run_item(self, item: dict) -> None:
         record = {
             "workload": item["workload"],
             "backend": item["backend"],
@@ -254,7 +245,7 @@ class Run:
         log(f"item {item['stem']}: started")
         console = os.path.join(self.run_dir, "orchestrate", f"{item['stem']}.console.log")
         with open(console, "ab") as output:
-            process = subprocess.Popen(self._docker_run(item, image), stdout=output, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(self.container(item), stdout=output, stderr=subprocess.STDOUT)
             while True:
                 try:
                     code = process.wait(timeout=float(self.spec["upload_interval_s"]))
@@ -269,25 +260,22 @@ class Run:
         self.save()
         log(f"item {item['stem']}: {record['status']} (exit {code})")
 
-    def _docker_run(self, item: dict, image: dict) -> list:
-        argv = [part.replace(RUN_ID_TOKEN, self.run_id) for part in item["argv"]]
-        name = item["container"].replace(RUN_ID_TOKEN, self.run_id)
-        command = ["docker", "run", "--rm", "--name", name, "--user", "0:0"]
-        command += ["-e", "HOME=/tmp", "-e", f"KERAS_HOME={image['keras_home']}"]
-        command += ["-e", f"BENCH_IMAGE_DIGEST={self.status['image_digest']}"]
-        command += ["-v", f"{os.path.join(self.work, 'logs')}:/logs"]
-        if not image["baked"]:  # an image with the datasets inside would have them hidden by the mount
-            command += ["-v", f"{self.cache}:{image['keras_home']}"]
-        labels = {"project": "keras-cloud-bench", "run-id": self.run_id, "machine": self.cloud.instance_id}
-        for key, value in labels.items():
-            command += ["--label", f"{key}={value}"]
-        if self.spec.get("workload_files"):
-            command += ["-v", f"{self.workloads}:/workloads:ro"]
-        if self.spec.get("data"):
-            command += ["-v", f"{self.data}:{DATA_IN_CONTAINER}:ro"]
-        if self.spec.get("gpus"):
-            command += ["--gpus", "all"]
-        return [*command, self.spec["image"]["ref"], *argv]
+    def container(self, item: dict) -> list:
+        """The item's container, as the run spec says (orchestrate.runspec.RunSpec.container), run as root."""
+        run = self.run
+        env = {**run["env"], "BENCH_IMAGE_DIGEST": self.status["image_digest"], "BENCH_RUN_SPEC": self.spec["carried"]}
+        labels = {**run["labels"], "run-id": self.run_id, "machine": self.cloud.instance_id}
+        return self.command.container_argv(
+            "docker",
+            self.spec["image"]["ref"],
+            [part.replace(RUN_ID_TOKEN, self.run_id) for part in item["argv"]],
+            mounts=[(self.places[place], target, read_only) for place, target, read_only in run["mounts"]],
+            env=env,
+            labels=labels,
+            name=item["container"].replace(RUN_ID_TOKEN, self.run_id),
+            user="0:0",
+            gpus=run["gpus"],
+        )
 
     def _item_status(self, item: dict, code: int, console: str) -> str:
         if code == EXIT_OK:
@@ -323,8 +311,8 @@ class Run:
 
     def finish(self, failure: str | None) -> None:
         latest = {(i["workload"], i["backend"], i["repeat"]): i["status"] for i in self.status["items"]}
-        planned = len(self.spec["items"])
-        keys = [(i["workload"], i["backend"], i["repeat"]) for i in self.spec["items"]]
+        planned = len(self.run["items"])
+        keys = [(i["workload"], i["backend"], i["repeat"]) for i in self.run["items"]]
         not_complete = [f"{k[0]} [{k[1]}] ({latest.get(k, 'not run')})" for k in keys if latest.get(k) != "complete"]
         if failure or self.abort:
             self.status["state"], self.status["message"] = "failed", failure or self.abort
@@ -355,11 +343,11 @@ class Run:
                 self.cloud.put(self.prefix + "summary.json", json.dumps(self.status, indent=1).encode())
 
 
-def load_cloud(path: str):
-    """The cloud's side of the agent (`MachineIdentity.agent_source`, written beside this file by the boot script):
-    a `Cloud(spec, request)` class with `instance_id`, `zone`, `put(key, data)`, `open(key)` (a stream, or None when the
-    object does not exist) and `delete_self()`, speaking to the metadata server, the bucket and the compute API."""
-    module_spec = importlib.util.spec_from_file_location("kcb_cloud", path)
+def load_module(path: str):
+    """A module the boot script wrote beside this file: the container command, or the cloud's side of the agent
+    (`MachineIdentity.agent_source`): a `Cloud(spec, request)` class with `instance_id`, `zone`, `put(key, data)`,
+    `open(key)` (a stream, or None when the object does not exist) and `delete_self()`."""
+    module_spec = importlib.util.spec_from_file_location("kcb_" + os.path.basename(path)[:-3], path)
     if module_spec is None or module_spec.loader is None:
         raise RunFailed(f"{path} is not a Python module")
     module = importlib.util.module_from_spec(module_spec)
@@ -376,15 +364,15 @@ def main(argv: list) -> int:
     with open(spec_path) as handle:
         spec = json.load(handle)
     signal.signal(signal.SIGTERM, on_sigterm)
-    cloud = load_cloud(os.path.join(os.path.dirname(os.path.abspath(spec_path)), CLOUD_MODULE)).Cloud(spec, request)
+    cloud = load_module(os.path.join(os.path.dirname(os.path.abspath(spec_path)), CLOUD_MODULE)).Cloud(spec, request)
     run = Run(spec, cloud, os.path.dirname(os.path.abspath(spec_path)))
     stopped, failure = False, None
     try:
         run.begin()
         run.prepare()
-        image = run.image()
-        run.fetch_data()
-        run.run_items(image)
+        run.image()
+        run.fetch_payload()
+        run.run_items()
     except Stop:
         stopped = True
         log("SIGTERM: the machine is going away; uploading what there is")

@@ -1,20 +1,28 @@
 """What one orchestrated run will do, decided and validated before anything starts (see orchestrate.cli): the
 machine profile, the work items (`benchmarks.work.WorkItem`: workload x backend x repeat, in the order of
-`benchmarks.repeats.planned_rounds`), the image, the limits, and the runner's command line for each item."""
+`benchmarks.repeats.planned_rounds`), the image, the limits, and the run's spec (orchestrate.runspec), which every
+mode delivers."""
 
 from __future__ import annotations
 
+import json
+import os
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
-from benchmarks.command import RunnerCommand
-from benchmarks.work import WorkItem, item_command
+from benchmarks.work import WorkItem
 from benchmarks.workload_set import Workloads, built_in
-from orchestrate.data_dir import CONTAINER_DIR as DATA_IN_CONTAINER
 from orchestrate.data_dir import DataDir
 from orchestrate.images import BuildSpec
-from orchestrate.workload_files import WorkloadFile, workload_files
+from orchestrate.runspec import RunSpec, plan_spec
 from records.catalog import Profile
+from records.ledger import RunRecord
+
+__all__ = ["RunPlan", "WorkItem"]
 
 
 @dataclass(frozen=True)
@@ -33,13 +41,8 @@ class RunPlan:
     logs_dir: Path
     owner: str
     remote_dir: str = "~/keras-cloud-bench"
-    epochs: int | None = None  # runner flags; None: the suite's
-    train_limit: int | None = None
-    val_limit: int | None = None
-    gpus: str | None = None  # runner --gpus: a count or "all"
-    batch_policy: str | None = None  # runner --batch-policy
+    runner: Mapping[str, Any] = field(default_factory=dict)  # the runner options given (orchestrate.runspec)
     repeats: int = 1  # with more than one, each item carries its repeat index (see WorkItem)
-    allow_synthetic: bool = True
     ssh_config: Path | None = None
     ssh_timeout_s: float = 300.0
     boot_timeout_s: float = 600.0
@@ -51,11 +54,6 @@ class RunPlan:
     data_dir: DataDir | None = None  # the user's data folder, checked; mounted at /data/offline
 
     @property
-    def workload_files(self) -> tuple[WorkloadFile, ...]:
-        """The user's workload files, carried to the machine and mounted at /workloads."""
-        return workload_files(self.workloads)
-
-    @property
     def run_logs(self) -> Path:
         return self.logs_dir / self.platform / self.run_id
 
@@ -63,22 +61,24 @@ class RunPlan:
     def orchestrator_dir(self) -> Path:
         return self.run_logs / "orchestrate"
 
-    def runner_command(self, item: WorkItem) -> RunnerCommand:
-        """The runner invocation of one container run (the image entrypoint form)."""
-        shared = RunnerCommand(
-            workloads=(item.workload,),
-            backend=item.backend,
-            platform=self.platform,
-            suite=self.suite,
-            run_id=self.run_id,
-            out="/logs",
-            allow_synthetic=self.allow_synthetic,
-            epochs=self.epochs,
-            train_limit=self.train_limit,
-            val_limit=self.val_limit,
-            gpus=self.gpus,
-            batch_policy=self.batch_policy,
-            workload_files=tuple(f.in_container for f in self.workload_files),
-            data_dir=DATA_IN_CONTAINER if self.data_dir is not None else None,
-        )
-        return item_command(shared, item, self.repeats)
+    def record(self, provider: str, **more: Any) -> RunRecord:
+        """The run's ledger entry as it starts: this orchestrator's pid, the spec's sha256."""
+        started = self.validated_at[0] if self.validated_at else time.time()
+        return RunRecord(
+            run_id=self.run_id, profile=self.profile.name, provider=provider, platform=self.platform, suite=self.suite,
+            owner=self.owner, pid=os.getpid(), started_at=started, spot=self.spot, image=self.image_ref,
+            logs_dir=str(self.run_logs), spec=self.spec.sha256, **more,
+        )  # fmt: skip
+
+    def write_spec(self) -> None:
+        """The spec, every payload file listed, beside the run's logs: what ran, for whoever reads them later."""
+        self.orchestrator_dir.mkdir(parents=True, exist_ok=True)
+        (self.orchestrator_dir / "spec.json").write_text(json.dumps(self.spec.to_json(manifest=True), indent=1))
+
+    @cached_property
+    def spec(self) -> RunSpec:
+        """The run as every mode delivers it: planned once (its payload's files hashed once)."""
+        return plan_spec(
+            self.run_id, self.platform, self.suite, self.image_ref, self.profile.has_gpu, self.items, self.repeats,
+            self.runner, self.workloads, self.data_dir,
+        )  # fmt: skip

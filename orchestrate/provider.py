@@ -16,12 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-if TYPE_CHECKING:
-    from orchestrate.data_dir import DataDir
-    from orchestrate.workload_files import WorkloadFile
-    from records.catalog import Profile
+from orchestrate.container_command import PROJECT_TAG as PROJECT_TAG  # the project tag, as plug-ins import it
 
-PROJECT_TAG = "keras-cloud-bench"  # value of the `project` tag/label on everything this project creates
+if TYPE_CHECKING:
+    from orchestrate.runspec import RunSpec
+    from records.catalog import Profile
 
 
 def safe_name(text: str, limit: int, allowed: str = "a-z0-9-") -> str:
@@ -67,7 +66,9 @@ class Capability(enum.StrEnum):
 
 
 # The capabilities that come with an interface (orchestrate.capabilities), so are derived from a provider's bases.
-WITH_INTERFACE = frozenset({Capability.BOOT_SCRIPT, Capability.OBJECT_STORE, Capability.SCHEDULER, Capability.SPOT})
+WITH_INTERFACE = frozenset(
+    {Capability.BOOT_SCRIPT, Capability.OBJECT_STORE, Capability.SCHEDULER, Capability.SPOT, Capability.BATCH}
+)
 
 
 class InstanceState(enum.StrEnum):
@@ -89,30 +90,6 @@ class SSHTarget:
         user = f"{self.user}@" if self.user else ""
         port = f":{self.port}" if self.port else ""
         return f"{user}{self.host}{port}"
-
-
-@dataclass(frozen=True)
-class BatchTask:
-    """One task of a batch job: one work item, run as the image entrypoint with `argv` (`W --backend B ...`)."""
-
-    index: int  # the task's index in the job (a Slurm array index), 0-based
-    label: str  # the work item's label, for messages
-    stem: str  # the runner's file stem (`mnist_mlp_jax`, `..._jax.r02`): its console log is `<stem>.console.log`
-    argv: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class BatchJob:
-    """What a Capability.BATCH provider queues at launch: every task of the run, in one job."""
-
-    platform: str  # the runner's --platform: its files are under `<platform>/<run id>/` of the logs folder
-    image_ref: str
-    gpus: bool  # the containers see the allocation's GPUs
-    tasks: tuple[BatchTask, ...]
-    # The user's files, checked: carried beside the run's logs before the job is queued, read-only in every task
-    # (the tasks' argv name them as the container sees them: /workloads/<file>, --data-dir /data/offline)
-    workload_files: tuple[WorkloadFile, ...] = ()
-    data_dir: DataDir | None = None
 
 
 @dataclass(frozen=True)
@@ -154,7 +131,9 @@ class LaunchRequest:
     # over SSH (no SSH key or ingress is set up), and the only storage it may write: `s3://b/<prefix>runs/<id>/`.
     boot_script: str | None = None
     storage_prefix: str | None = None
-    batch: BatchJob | None = None  # Capability.BATCH: the job to queue (required by such a provider)
+    # Capability.BATCH: the run to queue as one job (required by such a provider): one task per item of its spec,
+    # each running the spec's container; the spec's payload, carried beside the run's logs before the job is queued
+    batch: RunSpec | None = None
 
 
 @dataclass
@@ -204,15 +183,16 @@ class Provider(abc.ABC):
         if not _capability_set(declared):
             cls.capabilities = declared  # a wrong declaration: the registry names it in one line, as a broken plug-in
             return
-        if "capabilities" in cls.__dict__:  # a plug-in that declares the whole set, as plug-ins once did: it must agree
-            claimed = frozenset(declared) & WITH_INTERFACE
-            if claimed != implemented:
-                wrong = sorted(claimed ^ implemented)
-                raise TypeError(
-                    f"{cls.__name__}: capabilities {', '.join(wrong)} come from implementing their interfaces "
-                    "(orchestrate.capabilities), and its declared capabilities disagree with the interfaces it inherits"
-                )
-            cls.host_capabilities = frozenset(declared) - WITH_INTERFACE
+        # one that declares the whole set, as plug-ins once did, must agree with its interfaces; none may claim one
+        # without its interface (the registry reports the class as broken, in one line)
+        claimed = frozenset(declared) & WITH_INTERFACE
+        wrong = sorted(claimed ^ implemented if "capabilities" in cls.__dict__ else claimed - implemented)
+        if wrong:
+            raise TypeError(
+                f"{cls.__name__}: capabilities {', '.join(wrong)} come from implementing their interfaces "
+                "(orchestrate.capabilities), and its declared capabilities disagree with the interfaces it inherits"
+            )
+        cls.host_capabilities = frozenset(declared) - WITH_INTERFACE
         cls.capabilities = cls.host_capabilities | implemented
 
     def has(self, capability: Capability) -> bool:

@@ -27,24 +27,32 @@ from typing import Any
 
 from benchmarks.suites import UnknownSuite, get_suite
 from benchmarks.workload_set import Workloads, built_in
-from estimator.suite import SuiteEstimate, estimate_suite, suite_lines
+from estimator.suite import Shape, SuiteEstimate, estimate_suite, suite_lines
 from orchestrate.capabilities import (
     CloudScheduler,
     Scheduler,
-    check_storage_url,
     cloud_scheduler,
     offered,
     offering,
     open_store,
 )
 from orchestrate.cron import CronError, check_time_zone, parse_cron
-from orchestrate.detached import DetachedError, DetachedSpec
+from orchestrate.data_dir import DataDir, read_data_dir
+from orchestrate.detached import DetachedSpec
 from orchestrate.detached import boot_script as detached_boot_script
 from orchestrate.detached_runs import check_bucket, placeholder_bucket, resolve_bucket
 from orchestrate.images import is_registry_ref
 from orchestrate.plan import WorkItem
 from orchestrate.provider import Capability, ProviderError, safe_name
 from orchestrate.registry import load_provider_class, provider_names
+from orchestrate.runspec import (
+    RunSpec,
+    check_runner_options,
+    estimate_shape,
+    payload_archive,
+    plan_spec,
+    runner_options,
+)
 from orchestrate.schedule_cost import (
     PRICES_FILE,
     UnitPrice,
@@ -63,11 +71,9 @@ from orchestrate.schedule_spec import (
 )
 from orchestrate.storage import StorageError, StorageURL
 from orchestrate.workload_files import (
-    WorkloadFile,
     check_workload_files,
     run_workloads,
     suite_workloads,
-    workload_files,
 )
 from records.catalog import Profile, get_profile, load_catalogs
 from records.ledger import Ledger
@@ -187,7 +193,12 @@ class MonthlyEstimate:
 
 
 def estimate(
-    spec: ScheduleSpec, logs: Any, ledger_runs: Sequence[Any], workloads: Workloads | None = None
+    spec: ScheduleSpec,
+    logs: Any,
+    ledger_runs: Sequence[Any],
+    workloads: Workloads | None = None,
+    shape: Shape | None = None,
+    carried: int = 0,
 ) -> MonthlyEstimate:
     """Today's monthly cost of `spec`: machine time per run from earlier complete runs of its suite on its profile
     in the ledger, else estimator.suite's: the runs from measured or published throughput, plus the machine's start."""
@@ -202,7 +213,7 @@ def estimate(
         for r in ledger_runs
         if r.profile == profile.name and r.suite == spec.suite and r.status == "complete" and r.billed_seconds
     )
-    suite = estimate_suite(profile, spec.suite, spec.items, logs, workloads=workloads)
+    suite = estimate_suite(profile, spec.suite, spec.items, logs, shape or Shape(), carried, workloads)
     if earlier:
         seconds = low = high = float(earlier[len(earlier) // 2])
         basis = f"median of {len(earlier)} earlier complete {spec.suite} run(s) of {profile.name} in the ledger"
@@ -297,59 +308,6 @@ NO_FUNCTIONS_NOTE = (
 # ---- `python -m orchestrate schedule ...` ------------------------------------------------------------------------
 
 
-def add_commands(parser: argparse.ArgumentParser, parser_class: type[argparse.ArgumentParser]) -> None:
-    sub = parser.add_subparsers(dest="schedule_command", required=True, parser_class=parser_class)
-    create = sub.add_parser("create", help="schedule a cloud profile's suite: the cloud's scheduler starts it")
-    create.add_argument("--profile", required=True, help="a catalog profile of a cloud with a scheduler (aws, gce)")
-    create.add_argument("--cron", required=True, help='unix cron, minute hour day month weekday: "0 4 * * 1"')
-    create.add_argument("--time-zone", default="UTC", help="IANA time zone of the cron times (default: UTC)")
-    create.add_argument("--name", help="the schedule's name (default: <profile>-<suite>)")
-    create.add_argument("--suite", default="quick", help="the suite each run runs (default: quick)")
-    create.add_argument("--backends", help="comma-separated subset of the suite's backends")
-    create.add_argument("--workloads", help="comma-separated subset of the suite's workloads")
-    create.add_argument(
-        "--workload-file",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="FILE.py",
-        help="your own workload (docs/workloads.md): checked here on the CPU, carried in every run's boot script",
-    )
-    market = create.add_mutually_exclusive_group()
-    market.add_argument("--spot", dest="spot", action="store_true", default=None, help="spot/preemptible machines")
-    market.add_argument("--on-demand", dest="spot", action="store_false", help="on-demand machines")
-    create.add_argument("--image", required=True, help="the image every run pulls: REGISTRY/NAME:TAG")
-    create.add_argument(
-        "--image-source", choices=("pull", "present"), default="pull", help="pull it, or it is in the machine image"
-    )
-    create.add_argument("--bucket", help="s3://B[/P] or gs://B[/P] for the logs (default: the project's own)")
-    create.add_argument("--max-lifetime", type=int, default=240, help="minutes after which a machine ends itself")
-    create.add_argument("--service-account", help="the account the scheduler launches as (gce: calls instances.insert)")
-    create.add_argument(
-        "--provider-setting",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="the provider's settings, as for detached runs (gce: the VM's service_account and self_delete_role)",
-    )
-    create.add_argument("--dry-run", action="store_true", help="print the plan and the monthly cost; create nothing")
-    create.add_argument("--logs", type=Path, default=Path("logs"), help="logs to estimate the run time from")
-    create.add_argument("--ledger", type=Path, help="ledger with earlier runs to estimate from")
-    create.add_argument("--catalog", action="append", default=[], type=Path, metavar="FILE", help="an extra catalog")
-    collect = sub.add_parser("collect", help="fetch the logs of a schedule's runs from its bucket into logs/")
-    collect.add_argument("name", help="the schedule's name")
-    collect.add_argument("--profile", required=True, help="its profile: the runs' platform in logs/")
-    collect.add_argument("--bucket", help="the bucket it was created with (default: the project's own)")
-    collect.add_argument("--logs", type=Path, default=Path("logs"), help="log root (default: logs)")
-    collect.add_argument("--catalog", action="append", default=[], type=Path, metavar="FILE", help="an extra catalog")
-    for name, what in (("list", "list the project's schedules"), ("delete", "delete a schedule and its resources")):
-        command = sub.add_parser(name, help=what)
-        if name == "delete":
-            command.add_argument("name", help="the schedule's name (see schedule list)")
-        command.add_argument("--provider", help="only this cloud (default: every cloud with a scheduler)")
-    sub.add_parser("published", help="the 2018 study's scheduled run: its monthly cost recomputed from its inputs")
-
-
 def run_command(args: argparse.Namespace, owner: str) -> int:
     if args.schedule_command == "create":
         return _create(args, owner)
@@ -374,11 +332,12 @@ def _create(args: argparse.Namespace, owner: str) -> int:
     profile = get_profile(load_catalogs(args.catalog), args.profile)
     name = args.name or default_name(profile.name, args.suite)
     workloads = run_workloads(args.workload_file)
-    files = workload_files(workloads)
+    data = read_data_dir(args.data_dir) if args.data_dir is not None else None
     spec = check_spec(
         name, profile, args.cron, args.time_zone, args.suite, args.backends, args.workloads, args.spot,
         args.max_lifetime, owner, workloads,
     )  # fmt: skip
+    run = run_spec(args, spec, workloads, data)
     for line in check_workload_files(workloads, spec.backends):  # on the CPU here, before anything is created
         print(f"  workload: {line}")
     settings = dict(_key_value(text) for text in args.provider_setting)
@@ -386,11 +345,16 @@ def _create(args: argparse.Namespace, owner: str) -> int:
         scheduler = make_scheduler(spec.provider, args.service_account, settings)
     except ProviderError as exc:
         raise ScheduleError(str(exc)) from None
-    storage = _storage_url(args.bucket, spec.provider)
-    detached = _detached_spec(spec, args.image, args.image_source, storage or placeholder_bucket(spec.provider), files)
-    _checked_boot_script(detached)  # its checks (image source, size limit) before anything else
-    found = estimate(spec, args.logs, list(Ledger(args.ledger).runs().values()), workloads)
-    _print_plan(spec, args, storage, scheduler.how(spec))
+    storage = resolve_bucket(args.bucket, profile)[0] if args.bucket is not None else None
+    detached = DetachedSpec(
+        spec.provider, str(schedule_storage(storage or placeholder_bucket(spec.provider), name)), run,
+        args.image_source, max_lifetime_s=spec.max_lifetime_s,
+    )  # fmt: skip
+    detached_boot_script(detached)  # its checks (image source, size limit) before anything else
+    carried = run.payload.size if run.payload is not None else 0
+    shape = estimate_shape(runner_options(args), profile)
+    found = estimate(spec, args.logs, list(Ledger(args.ledger).runs().values()), workloads, shape, carried)
+    _print_plan(spec, args, storage, scheduler.how(spec), run)
     print("\n".join(estimate_text(spec, found)))
     credentials = _credentials(scheduler)
     print(f"  credentials: {credentials}")
@@ -402,9 +366,9 @@ def _create(args: argparse.Namespace, owner: str) -> int:
         raise ScheduleError(f"schedule {spec.name} exists in {spec.region}: `schedule delete {spec.name}` first")
     bucket, region = _ready_bucket(args.bucket, spec)
     runs = schedule_storage(bucket, spec.name)
-    detached = replace(_detached_spec(spec, args.image, args.image_source, runs, files), storage_region=region)
-    script = _checked_boot_script(detached)
-    created = scheduler.create(spec, script, runs)
+    detached = replace(detached, storage_url=str(runs), storage_region=region)
+    script = detached_boot_script(detached)
+    created = _create_with_payload(scheduler, spec, script, detached)
     print(f"\nSchedule {spec.name} created: {spec.cron.text} ({spec.time_zone}); logs to {runs}runs/<run-id>/")
     print("  created " + "\n          ".join(created))
     print(f"  `python -m orchestrate schedule collect {spec.name} --profile {spec.profile.name} --bucket {bucket}`")
@@ -466,17 +430,6 @@ def _key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _storage_url(bucket: str | None, provider: str) -> StorageURL | None:
-    if bucket is None:
-        return None
-    try:
-        url = StorageURL.parse(bucket)
-        check_storage_url(url, provider, bucket)
-    except StorageError as exc:
-        raise ScheduleError(str(exc)) from None
-    return url
-
-
 def _ready_bucket(bucket: str | None, spec: ScheduleSpec) -> tuple[StorageURL, str | None]:
     """The bucket, as a detached run's (the user's, else the project's own, created in the schedule's region),
     checked writable where the schedule's runs will write; and its region (S3)."""
@@ -488,31 +441,32 @@ def _ready_bucket(bucket: str | None, spec: ScheduleSpec) -> tuple[StorageURL, s
     return url, region
 
 
-def _detached_spec(
-    spec: ScheduleSpec, image: str, source: str, storage: StorageURL, files: Sequence[WorkloadFile] = ()
-) -> Any:
-    if source == "pull" and not is_registry_ref(image):
-        raise ScheduleError(f"--image {image}: every run pulls it, so name a registry (REGISTRY/NAME:TAG)")
-    return DetachedSpec(
-        provider=spec.provider,
-        storage_url=str(storage),
-        platform=spec.profile.name,
-        suite=spec.suite,
-        items=tuple(WorkItem(workload, backend) for workload, backend in spec.items),
-        image_ref=image,
-        image_source=source,
-        run_id=None,  # named at boot by the machine: there is no orchestrator to name it
-        gpu_host=spec.profile.has_gpu,
-        max_lifetime_s=spec.max_lifetime_s,
-        workload_files=tuple((f.path.name, f.path.read_text()) for f in files),
-    )
+def run_spec(args: argparse.Namespace, spec: ScheduleSpec, workloads: Workloads, data: DataDir | None) -> RunSpec:
+    """What each run of the schedule runs: its spec, planned here once, the run named at boot by its machine."""
+    if args.image_source == "pull" and not is_registry_ref(args.image):
+        raise ScheduleError(f"--image {args.image}: every run pulls it, so name a registry (REGISTRY/NAME:TAG)")
+    runner = runner_options(args)
+    check_runner_options(runner, spec.profile, spec.backends, exact=True)
+    items = [WorkItem(workload, backend) for workload, backend in spec.items]
+    profile = spec.profile
+    return plan_spec(None, profile.name, spec.suite, args.image, profile.has_gpu, items, 1, runner, workloads, data)
 
 
-def _checked_boot_script(detached: Any) -> str:
+def _create_with_payload(scheduler: Scheduler, spec: ScheduleSpec, script: str, detached: DetachedSpec) -> list[str]:
+    """The schedule, its payload (if any) put in its bucket first (the first run may start at once) and named in
+    its description, so that `delete` removes it; taken out again when the create fails."""
+    key, storage = detached.payload_key, detached.storage
+    if key is None or detached.run.payload is None:
+        return scheduler.create(spec, script, storage)
+    store, url = open_store(spec.provider, storage), f"{storage.scheme}://{storage.bucket}/{key}"
     try:
-        return detached_boot_script(detached)
-    except DetachedError as exc:
-        raise ScheduleError(str(exc)) from None
+        with payload_archive(detached.run.payload) as archive:
+            store.upload_file(key, archive)
+        created = scheduler.create(replace(spec, payload=url), script, storage)
+    except BaseException:
+        store.delete(key)
+        raise
+    return [*created, f"its payload {url}"]
 
 
 def _credentials(scheduler: Scheduler) -> str:
@@ -523,7 +477,9 @@ def _credentials(scheduler: Scheduler) -> str:
     return "ok"
 
 
-def _print_plan(spec: ScheduleSpec, args: argparse.Namespace, storage: StorageURL | None, how: str) -> None:
+def _print_plan(
+    spec: ScheduleSpec, args: argparse.Namespace, storage: StorageURL | None, how: str, run: RunSpec
+) -> None:
     head = "Schedule (dry run: nothing is created)" if args.dry_run else "Schedule"
     print(f"{head} {spec.name}")
     print(f"  when         {spec.cron.text} ({spec.time_zone}): {spec.cron.runs_per_month():.2f} runs a month")
@@ -533,6 +489,9 @@ def _print_plan(spec: ScheduleSpec, args: argparse.Namespace, storage: StorageUR
     print(f"  image        {args.image} ({args.image_source} at every run)")
     bucket = str(storage) if storage else "<the project's own bucket, created if missing>/"
     print(f"  logs         {bucket}schedules/{spec.name}/runs/<run-id>/ (`schedule collect {spec.name}` fetches them)")
+    if run.payload is not None:
+        print(f"  payload      {run.payload.describe()}: payload.tar beside the runs, unpacked by each machine")
+    print(f"  spec         sha256 {run.sha256[:12]}: runner {' '.join(run.items[0].argv[1:])}")
     print(f"  max lifetime {spec.max_lifetime_s // 60} min, then the machine ends itself")
 
 
@@ -575,7 +534,13 @@ def _delete(name: str, providers: Sequence[str]) -> int:
                 raise ScheduleError(f"{provider}: {credentials}; nothing deleted")
             print(f"{provider}: skipped: {credentials}", file=sys.stderr)
             continue
+        payloads = [info.payload for info in scheduler.list() if info.name == name and info.payload]
         deleted += scheduler.delete(name)
+        for url in payloads:  # the schedule's own payload.tar: no run reads it any more
+            scheme, _, rest = url.partition("://")
+            bucket, _, key = rest.partition("/")
+            open_store(provider, StorageURL(scheme, bucket)).delete(key)
+            deleted.append(f"its payload {url}")
     if not deleted:
         print(f"schedule {name}: nothing to delete (already gone)")
     for what in deleted:

@@ -40,6 +40,7 @@ class ScheduleSpec:
     spot: bool
     max_lifetime_s: int
     owner: str  # who created it: user@host
+    payload: str | None = None  # the URL of its runs' payload archive, which `delete` removes with it
 
     @property
     def provider(self) -> str:
@@ -72,6 +73,7 @@ class ScheduleSpec:
 
     def description(self) -> str:
         facts = {"profile": self.profile.name, "suite": self.suite, "cron": self.cron.text, "owner": self.owner}
+        facts |= {"payload": self.payload} if self.payload else {}
         return DESCRIPTION_HEAD + json.dumps(facts, sort_keys=True)
 
 
@@ -89,6 +91,7 @@ class ScheduleInfo:
     profile: str
     suite: str
     last_attempt: str = ""  # Cloud Scheduler's last attempt and its status, where known
+    payload: str = ""  # the URL of its runs' payload archive (ScheduleSpec.payload)
 
 
 def description_facts(description: str) -> dict[str, str]:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrate.accounting import close_accounts
+from orchestrate.accounting import close_accounts, machine_record
 from orchestrate.provider import Capability, CredentialsError, Instance, Provider, ProviderError
 from records.catalog import Profile
 from records.ledger import (
@@ -349,15 +349,7 @@ def _record_termination(instance: Instance, context: SweepContext, billable: boo
         return
     records = [r for r in run.instances if r.instance_id == instance.instance_id]
     if not records:
-        records = [
-            InstanceRecord(
-                provider=instance.provider,
-                instance_id=instance.instance_id,
-                zone=instance.zone,
-                spot=instance.spot,
-                launched_at=instance.launched_at or run.started_at,
-            )
-        ]
+        records = [machine_record(instance, run.started_at)]
         run.instances.extend(records)
     for record in records:
         if record.terminated_at is None and ended is not None:

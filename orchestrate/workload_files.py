@@ -14,7 +14,6 @@ import importlib.util
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.plugins import BadWorkload
@@ -24,29 +23,6 @@ from benchmarks.workload_set import Workload, Workloads, workloads_of
 CONTAINER_DIR = "/workloads"  # where a container sees the run's workload files
 CHECK_TIMEOUT_S = 600
 BACKEND_PREFERENCE = ("jax", "torch", "tensorflow")  # the quickest to import first, for the check
-
-
-@dataclass(frozen=True)
-class WorkloadFile:
-    """One of the run's workload files, as it is carried to the machine."""
-
-    workload: Workload
-
-    @property
-    def path(self) -> Path:  # absolute, on this machine
-        return self.workload.path
-
-    @property
-    def name(self) -> str:
-        return self.workload.name
-
-    @property
-    def sha256(self) -> str:
-        return self.workload.sha256
-
-    @property
-    def in_container(self) -> str:
-        return f"{CONTAINER_DIR}/{self.path.name}"
 
 
 def run_workloads(paths: Sequence[Path]) -> Workloads:
@@ -65,10 +41,6 @@ def suite_workloads(suite: Suite, chosen: str | None, workloads: Workloads) -> l
     built_in = [name for name in names if name not in mine]
     named = [name for name in names if name in mine] or mine
     return [*(suite.subset("workload", ",".join(built_in)) if built_in else []), *named]
-
-
-def workload_files(workloads: Workloads) -> tuple[WorkloadFile, ...]:
-    return tuple(WorkloadFile(w) for w in workloads.files)
 
 
 def check_workload_files(workloads: Workloads, backends: Sequence[str]) -> list[str]:

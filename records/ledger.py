@@ -129,6 +129,8 @@ class RunRecord:
     host: dict[str, str] = field(default_factory=dict)
     # A detached run's bucket URL (s3://b/prefix/ or gs://b/prefix/): its files are under <prefix>runs/<run_id>/.
     storage: str | None = None
+    # The sha256 of the run's spec (orchestrate.runspec): what it ran and carried; each run's metadata records it too.
+    spec: str | None = None
 
     @property
     def final(self) -> bool:

@@ -35,7 +35,7 @@ from benchmarks.stats import (
 from records.loading import Run
 from report.tables import Group
 
-AGREE_WITHIN = 0.05  # the target of issue 11: two machines' medians within 5 % of each other
+AGREE_WITHIN = 0.05  # the reproducibility target: two machines' medians within 5 % of each other
 NOT_RECORDED = "not recorded (logs before metadata schema 2)"
 FINGERPRINT_FIELDS = (
     ("host_single_thread_score", "host single-thread score"),

@@ -84,8 +84,8 @@ def _on_gpu(backend: str, **changes: Any) -> Settings:
     return replace(DEFAULTS[backend], float32_matmul="tf32", **changes)
 
 
-# On GPUs every backend computes float32 matmuls in TF32, and a workload's default is the configuration that
-# was fastest in steady epochs on an H200 (the table in campaign/notes/2026-11.md, logs in logs/reference/NVIDIA-H200):
+# On GPUs every backend computes float32 matmuls in TF32, and a workload's default is the configuration that was
+# fastest in steady epochs on an H200 (docs/results.md's configurations table, logs in logs/reference/NVIDIA-H200):
 # several steps per dispatch on JAX, XLA's own LSTM loop on JAX, torch.compile for PyTorch's non-recurrent models.
 GPU_DEFAULTS: dict[tuple[str, str], Settings] = {
     ("jax", "mnist_mlp"): _on_gpu("jax", steps_per_execution=32),

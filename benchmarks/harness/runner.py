@@ -344,6 +344,7 @@ def run_metadata(
         software=sysinfo.software(backends.framework_versions(options.backend)),
         hardware={**sysinfo.hardware(), "accelerator": "gpu" if gpu else "cpu"},
         container=sysinfo.container(),
+        run_spec=sysinfo.run_spec(),
         fingerprint=metadata.Fingerprint(**fingerprint(options.backend, gpu)),
         repeat=options.repeat,
         process=options.process,

@@ -15,7 +15,7 @@ import numpy as np
 import psutil
 
 from benchmarks.harness.telemetry import visible_gpu_indices
-from benchmarks.metadata import Container
+from benchmarks.metadata import Container, RunSpecRecord
 
 
 @cache
@@ -97,6 +97,17 @@ def software(framework: dict[str, Any]) -> dict[str, Any]:
         "numpy": np.__version__,
         **framework,
     }
+
+
+def run_spec() -> RunSpecRecord | None:
+    """What the orchestrator's run spec carried, from BENCH_RUN_SPEC: `<spec sha256>[ <payload sha256> <files>
+    <bytes>]`; None when the variable is unset or not of that form."""
+    words = os.environ.get("BENCH_RUN_SPEC", "").split()
+    if len(words) == 1:
+        return RunSpecRecord(words[0])
+    if len(words) == 4 and words[2].isdigit() and words[3].isdigit():
+        return RunSpecRecord(words[0], words[1], int(words[2]), int(words[3]))
+    return None
 
 
 def container() -> Container | None:

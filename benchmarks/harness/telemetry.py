@@ -216,8 +216,8 @@ class Telemetry:
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
-        """No samples meanwhile: a staged child waiting for its turn (campaign.turns) must not poll the
-        driver while a sibling's epochs are timed, nor count the sibling's load as its own."""
+        """No samples meanwhile: a process waiting for its turn on a shared device (a `process.design` that takes
+        turns) must not poll the driver while a sibling's epochs are timed, nor count the sibling's load as its own."""
         self._sampling.clear()
         try:
             yield

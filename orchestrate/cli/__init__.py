@@ -20,6 +20,7 @@ from orchestrate.cli.common import EXIT_USAGE, Parser, UsageError, check_ledger_
 from orchestrate.data_dir import BadDataDir
 from orchestrate.detached import DetachedError
 from orchestrate.provider import ProviderError
+from orchestrate.runspec import SpecError
 from orchestrate.schedule import ScheduleError, ScheduleFailure
 from orchestrate.storage import StorageError
 from records.catalog import CatalogError
@@ -65,6 +66,7 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         ScheduleError,
         BadWorkload,
         BadDataDir,
+        SpecError,
     ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -6,30 +6,28 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 import time
-from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 
 from benchmarks.cli import new_run_id
 from benchmarks.harness.backends import BACKENDS
-from benchmarks.harness.distribution import SINGLE_DEVICE_BACKENDS, TORCH_SINGLE_DEVICE
 from benchmarks.repeats import planned_rounds
 from benchmarks.suites import get_suite
 from benchmarks.work import WorkItem
 from benchmarks.workload_set import Workloads
-from estimator.suite import estimate_suite, suite_lines
+from estimator.suite import suite_lines
 from orchestrate.capabilities import BatchQueue, offered, offering
 from orchestrate.cli.common import UsageError, check_name, credentials, key_value, owner_id, row
 from orchestrate.cli.request import MAX_LIFETIME_MIN, MAX_REPEATS, RunOptions
 from orchestrate.data_dir import CONTAINER_DIR as DATA_IN_CONTAINER
-from orchestrate.data_dir import BadDataDir, DataDir, read_data_dir
-from orchestrate.fanout import carried_bytes, estimate_shape
+from orchestrate.data_dir import read_data_dir
+from orchestrate.fanout import estimate_plan
 from orchestrate.images import default_build_spec, default_image_ref
 from orchestrate.plan import RunPlan
 from orchestrate.provider import Capability, Provider
 from orchestrate.providers.ssh import SSHProvider
 from orchestrate.registry import load_provider_class
 from orchestrate.remote import SSHHost
+from orchestrate.runspec import check_runner_options, runner_options
 from orchestrate.workload_files import check_workload_files, suite_workloads
 from records.catalog import Profile, load_catalogs, retired_notice, runs_as
 from records.ledger import STATUS_COMPLETE, Ledger
@@ -92,9 +90,10 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider, workloa
     platform = options.platform or profile.name
     check_name("--platform", platform)
     check_name("--run-id", options.run_id)
-    _check_limits(options, profile)
-    _check_devices(options.gpus, profile, backends, exact_shape=provider.has(Capability.BILLABLE))
-    data = _data_dir(options.data_dir)
+    _check_limits(options)
+    runner = runner_options(options)
+    check_runner_options(runner, profile, backends, exact=provider.has(Capability.BILLABLE))
+    data = read_data_dir(options.data_dir) if options.data_dir is not None else None
     image = options.image or default_image_ref(profile.docker_image)
     return RunPlan(
         run_id=options.run_id or new_run_id(),
@@ -110,13 +109,8 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider, workloa
         logs_dir=options.logs,
         owner=owner_id(),
         remote_dir=options.remote_dir,
-        epochs=options.epochs,
-        train_limit=options.train_limit,
-        val_limit=options.val_limit,
-        gpus=options.gpus,
-        batch_policy=options.batch_policy,
+        runner=runner,
         repeats=options.repeats,
-        allow_synthetic=not options.strict_data,
         ssh_config=options.ssh_config,
         ssh_timeout_s=options.ssh_timeout,
         boot_timeout_s=options.boot_timeout,
@@ -136,17 +130,7 @@ def check_workloads(plan: RunPlan) -> None:
         row("workload", line)
 
 
-def _data_dir(given: Path | None) -> DataDir | None:
-    """The user's data folder, read and checked here: a bad one fails before anything is launched or paid for."""
-    if given is None:
-        return None
-    try:
-        return read_data_dir(given)
-    except BadDataDir as error:
-        raise UsageError(str(error)) from None
-
-
-def _check_limits(options: RunOptions, profile: Profile) -> None:
+def _check_limits(options: RunOptions) -> None:
     """Flags whose bad values would otherwise surface only once a machine runs."""
     if options.max_lifetime > MAX_LIFETIME_MIN:
         raise UsageError(f"--max-lifetime {options.max_lifetime}: at most {MAX_LIFETIME_MIN} minutes (a week)")
@@ -157,22 +141,6 @@ def _check_limits(options: RunOptions, profile: Profile) -> None:
         raise UsageError(f"--remote-dir {remote!r}: use ~, ~/path or /path of letters, digits and / . _ - + @ only")
     if ".." in remote.split("/"):
         raise UsageError(f"--remote-dir {remote!r}: '..' is not allowed")
-    if (options.gpus is not None or options.batch_policy is not None) and not profile.has_gpu:
-        flag = "--gpus" if options.gpus is not None else "--batch-policy"
-        raise UsageError(f"{flag} applies to GPU profiles; {profile.name} has no accelerator")
-
-
-def _check_devices(gpus: str | None, profile: Profile, backends: Sequence[str], exact_shape: bool) -> None:
-    """A --gpus that the machine or a backend cannot honour fails here, not on a machine already paid for. A rented
-    profile's GPU count is its shape; an SSH profile's is only what its catalog entry says of the user's box."""
-    if gpus is None:
-        return
-    known = profile.accelerator_count if exact_shape else None
-    if known is not None and gpus != "all" and int(gpus) > known:
-        raise UsageError(f"--gpus {gpus}: {profile.name} has {known} GPU(s)")
-    devices = known if gpus == "all" else int(gpus)
-    if SINGLE_DEVICE_BACKENDS & set(backends) and devices is not None and devices > 1:
-        raise UsageError(f"--gpus {gpus}: {TORCH_SINGLE_DEVICE}; choose --backends jax,tensorflow")
 
 
 def readiness(plan: RunPlan, provider: Provider) -> str:
@@ -223,8 +191,11 @@ def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledg
         print(f"    {workload:<{width}}  {cells}")
     if plan.data_dir is not None:  # carried at the prepare stage (the estimate: with the image's transfer)
         row("data", f"{plan.data_dir.describe()}, read-only at {DATA_IN_CONTAINER} in every container")
+    if plan.spec.payload is not None:
+        row("payload", plan.spec.payload.describe())
     row("logs", str(plan.run_logs))
-    runner = plan.runner_command(plan.items[0]).argv(entrypoint=True)
+    row("spec", f"sha256 {plan.spec.sha256[:12]} ({len(plan.spec.items)} items)")
+    runner = plan.spec.items[0].argv
     shown = ("--epochs", "--train-limit", "--val-limit", "--gpus", "--batch-policy")
     flags = [f"{flag} {runner[i + 1]}" for i, flag in enumerate(runner) if flag in shown]
     extra = f"; runner {' '.join(flags)}" if flags else ""
@@ -236,11 +207,7 @@ def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledg
 
 def print_estimate(plan: RunPlan) -> None:
     """A dry run's time and cost estimate: one for attached and detached runs alike (and, per run, schedules)."""
-    items = [(i.workload, i.backend) for i in plan.items]
-    estimate = estimate_suite(
-        plan.profile, plan.suite, items, plan.logs_dir, estimate_shape(plan), carried_bytes(plan), plan.workloads
-    )
-    print("\n".join(suite_lines(estimate, plan.profile, plan.spot, plan.max_lifetime_s)))
+    print("\n".join(suite_lines(estimate_plan(plan), plan.profile, plan.spot, plan.max_lifetime_s)))
 
 
 def _print_cost(plan: RunPlan, ledger: Ledger) -> None:

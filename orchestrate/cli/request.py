@@ -173,6 +173,32 @@ def request_of(args: argparse.Namespace) -> RunRequest:
     return AttachedRun(args.profile, options)
 
 
+def add_runner_options(parser: argparse.ArgumentParser) -> None:
+    """What `run` and `schedule create` tell the runner (orchestrate.runspec.RUNNER_OPTIONS) and carry to it."""
+    parser.add_argument(
+        "--workload-file",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE.py",
+        help="your own workload (docs/workloads.md): checked here on the CPU, then carried to the machine; "
+        "the suite runs it alone unless --workloads names others too",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="your own data folder (docs/workloads.md): carried to every machine of the run and mounted read-only "
+        "at /data/offline in each container, where the runner reads it (--data-dir)",
+    )
+    parser.add_argument("--epochs", type=positive_int, help="runner --epochs: override the suite's epochs")
+    parser.add_argument("--train-limit", type=positive_int, help="runner --train-limit: first N training samples")
+    parser.add_argument("--val-limit", type=positive_int, help="runner --val-limit: first N validation samples")
+    parser.add_argument("--strict-data", action="store_true", help="fail instead of using labelled synthetic data")
+    parser.add_argument("--gpus", type=gpus, help="runner --gpus: how many GPUs each run uses, N or all (GPU profiles)")
+    parser.add_argument("--batch-policy", choices=BATCH_POLICIES, help="runner --batch-policy on several GPUs")
+
+
 def add_run_options(run: argparse.ArgumentParser) -> None:
     which = run.add_mutually_exclusive_group(required=True)
     which.add_argument("--profile", help="catalog profile (python -m orchestrate profiles)")
@@ -183,22 +209,7 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--suite", default="quick", help=f"one of {', '.join(SUITES)} (default: quick)")
     run.add_argument("--backends", help=f"comma-separated subset of {', '.join(BACKENDS)} (default: the suite's)")
     run.add_argument("--workloads", help="comma-separated subset of the suite's workloads")
-    run.add_argument(
-        "--workload-file",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="FILE.py",
-        help="your own workload (docs/workloads.md): checked here on the CPU, then carried to the machine; "
-        "the suite runs it alone unless --workloads names others too",
-    )
-    run.add_argument(
-        "--data-dir",
-        type=Path,
-        metavar="DIR",
-        help="your own data folder (docs/workloads.md): carried to every machine of the run and mounted read-only "
-        "at /data/offline in each container, where the runner reads it (--data-dir)",
-    )
+    add_runner_options(run)
     run.add_argument("--dry-run", action="store_true", help="print the plan and cost estimate; launch nothing")
     run.add_argument("--host", help="ssh profiles: user@box or an ~/.ssh/config alias")
     run.add_argument("--port", help="ssh profiles: SSH port (default: ~/.ssh/config, else 22)")
@@ -223,18 +234,12 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
         default="auto",
         help="how the image gets there (load: through the bucket, detached runs only)",
     )
-    run.add_argument("--epochs", type=positive_int, help="runner --epochs: override the suite's epochs")
-    run.add_argument("--train-limit", type=positive_int, help="runner --train-limit: first N training samples")
-    run.add_argument("--val-limit", type=positive_int, help="runner --val-limit: first N validation samples")
-    run.add_argument("--strict-data", action="store_true", help="fail instead of using labelled synthetic data")
     run.add_argument(
         "--repeats",
         type=positive_int,
         default=1,
         help=f"run every workload x backend N times (1-{MAX_REPEATS}), interleaved, each in a fresh container",
     )
-    run.add_argument("--gpus", type=gpus, help="runner --gpus: how many GPUs each run uses, N or all (GPU profiles)")
-    run.add_argument("--batch-policy", choices=BATCH_POLICIES, help="runner --batch-policy on several GPUs")
     run.add_argument("--logs", type=Path, default=Path("logs"), help="local log root (default: logs)")
     ledger_option(run)
     run.add_argument("--run-id", help="name of this run's log folder (default: UTC time + random)")

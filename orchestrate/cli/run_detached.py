@@ -54,13 +54,16 @@ def run(request: DetachedRun) -> int:
             raise UsageError(str(exc)) from None
     given = request.detach.bucket
     bucket, create = resolve_bucket(given, profile) if not options.dry_run else _dry_bucket(given, profile)
-    spec = DetachedSpec.from_plan(plan, str(bucket), image_source, upload_interval_s=request.detach.upload_interval)
+    spec = DetachedSpec(
+        profile.provider, str(bucket), plan.spec, image_source, max_lifetime_s=plan.max_lifetime_s,
+        upload_interval_s=request.detach.upload_interval,
+    )  # fmt: skip
     boot_script(spec)  # its own checks (and EC2's 16 KB user-data limit) before anything is created
     check_workloads(plan)
     status = credentials(provider)
     plan = with_validation_time(plan, started)
     print_plan(plan, provider, status, Ledger(options.ledger), dry_run=options.dry_run)
-    data = "; data: data.tar beside them, unpacked on the machine" if spec.data_files else ""
+    data = "; payload: payload.tar beside them, unpacked on the machine" if spec.payload_key else ""
     row("detached", f"logs to {bucket}runs/{plan.run_id}/ ({'created if missing' if create else 'yours'}); "
         f"image: {image_source}{data}")  # fmt: skip
     if options.dry_run:

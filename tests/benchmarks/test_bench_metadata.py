@@ -12,6 +12,7 @@ from benchmarks.metadata import (
     Fingerprint,
     Repeat,
     RunMetadata,
+    RunSpecRecord,
     Settings,
     Stability,
     StabilityLabel,
@@ -37,6 +38,7 @@ def _full() -> RunMetadata:
         stability=Stability(0.06, 4, [3], StabilityLabel.UNSTABLE, 0.9, True),
         energy=Energy(gpu_joules=52.3, gpu_wh=0.0145, gpu_joules_per_epoch=[52.3], gpu_method="nvml-energy-counter"),
         telemetry={"interval_s": 0.2, "samples": 10},
+        run_spec=RunSpecRecord("a" * 64, "b" * 64, 3, 85052),
     )
 
 
@@ -105,3 +107,16 @@ def test_a_process_design_is_recorded_as_given_and_older_flags_read_as_designs()
     ):
         old = RunMetadata.from_dict({"process": {"position": 2, "workloads": 3, **flags}})
         assert old.process is not None and (old.process.position, old.process.design) == (2, design)
+
+
+def test_the_run_spec_a_run_carried_is_read_from_the_orchestrators_variable(monkeypatch) -> None:
+    from benchmarks.harness import sysinfo
+
+    for value, expected in [
+        ("a" * 64, RunSpecRecord("a" * 64)),
+        (f"{'a' * 64} {'b' * 64} 3 85052", RunSpecRecord("a" * 64, "b" * 64, 3, 85052)),
+        ("", None),
+        ("not a spec at all", None),
+    ]:
+        monkeypatch.setenv("BENCH_RUN_SPEC", value)
+        assert sysinfo.run_spec() == expected, value

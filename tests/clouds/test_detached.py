@@ -226,8 +226,8 @@ def test_aws_detached_run_end_to_end(aws_detached: Detached, aws: FaultyMotoServ
 
 
 def test_aws_detached_run_carries_a_workload_file_and_a_data_folder_to_the_machine(aws_detached: Detached) -> None:
-    """The user's workload file rides in the boot script, their data folder in the bucket (data.tar); the machine
-    mounts both into the image's containers, and the run trains on the carried file."""
+    """The user's workload file and data folder wait in the bucket as the run's payload (payload.tar); the machine
+    unpacks and checks it, mounts both into the image's containers, and the run trains on the carried file."""
     bench, run_id = aws_detached, "20250101T000000Z-dtwf"
     example = REPO / "examples" / "workloads" / "tiny_mlp.py"
     data = tiny_mlp_data(bench.tmp / "mydata")
@@ -236,7 +236,7 @@ def test_aws_detached_run_carries_a_workload_file_and_a_data_folder_to_the_machi
         launched = bench.call(["tiny_mlp" if a == "mnist_mlp" else a for a in args])  # --workloads: the file's alone
         assert launched.returncode == 0, launched.stdout + launched.stderr
         assert "tiny_mlp.py: workload tiny_mlp" in launched.stdout  # checked here before the launch
-        assert f"bench/runs/{run_id}/data.tar" in s3_keys(f"bench/runs/{run_id}/")
+        assert f"bench/runs/{run_id}/payload.tar" in s3_keys(f"bench/runs/{run_id}/")
         wait_for(lambda: not aws_live(), 600, "the machine to finish and delete itself", bench)
         collected = bench.collect(run_id)
         assert collected.returncode == 0, collected.stdout + collected.stderr
@@ -248,6 +248,7 @@ def test_aws_detached_run_carries_a_workload_file_and_a_data_folder_to_the_machi
     assert meta["data"]["source"] == "real" and meta["data"]["files"] == [{"name": "tiny_mlp.npz"}]
     assert meta["plugin"]["file"] == "tiny_mlp.py"
     assert meta["plugin"]["sha256"] == hashlib.sha256(example.read_bytes()).hexdigest()
+    assert meta["run_spec"]["sha256"] == bench.record(run_id).spec and meta["run_spec"]["payload_files"] == 3
     assert_nothing_left_in_aws(run_id)
 
 
@@ -441,8 +442,8 @@ def test_aws_orchestrator_killed_during_the_image_upload_then_the_sweep_finalise
 ) -> None:
     """kill -9 while `--image-source load` uploads the image (a multipart upload: the base image is ~200 MB): the
     ledger says `detached` with no machine and the bucket holds an unfinished upload, billed until aborted, and the
-    run's data.tar (`--data-dir`, uploaded before the image). The sweep (as `collect` would) finalises the run as
-    never launched, aborts the upload and deletes data.tar. The kill comes from moto, once it has stored the first
+    run's payload.tar (`--data-dir`, uploaded before the image). The sweep (as `collect` would) finalises the run as
+    never launched, aborts the upload and deletes payload.tar. The kill comes from moto, once it has stored the first
     part of the image, so the upload is certainly unfinished."""
     bench, run_id, tag = aws_detached, "20250101T000000Z-dt10", "kcb-test/upload-me:1"
     prefix, scratch = f"bench/runs/{run_id}/", bench.tmp / "orchestrator-tmp"
@@ -472,7 +473,7 @@ def test_aws_orchestrator_killed_during_the_image_upload_then_the_sweep_finalise
         subprocess.run(["docker", "rmi", tag], capture_output=True)
     assert parts and bench.record(run_id).status == "detached" and bench.record(run_id).instances == []
     assert unfinished_uploads(prefix) == [prefix + "image.tar"] and prefix + "image.tar" not in s3_keys(prefix)
-    assert prefix + "data.tar" in s3_keys(prefix)
+    assert prefix + "payload.tar" in s3_keys(prefix)
     looked = bench.call(bench.command("sweep", "--provider", "aws", "--dry-run", "--ledger", str(bench.ledger)))
     assert f"run {run_id}: would finalise it: its orchestrator died before it launched a machine" in looked.stdout, (
         looked.stdout
@@ -483,7 +484,7 @@ def test_aws_orchestrator_killed_during_the_image_upload_then_the_sweep_finalise
     assert swept.returncode == 0 and "Traceback" not in out, out
     [line] = [line for line in swept.stdout.splitlines() if run_id in line]
     assert line.startswith(f"recovered    run {run_id}: no machine was launched"), out
-    assert "aborted its unfinished upload of image.tar" in line and "deleted its unused data.tar" in line, out
+    assert "aborted its unfinished upload of image.tar" in line and "deleted its unused payload.tar" in line, out
     record = bench.record(run_id)
     assert record.status == "failed" and record.instances == [] and record.ended_at is not None
     assert unfinished_uploads(prefix) == [] and s3_keys(prefix) == [prefix + "spec.json"]
@@ -746,22 +747,25 @@ def test_collect_leaves_a_run_without_a_machine_alone_while_its_orchestrator_sti
 def test_boot_script_checks_its_spec_and_round_trips_it() -> None:
     from orchestrate.detached import DetachedError, DetachedSpec, boot_script
     from orchestrate.plan import WorkItem
+    from orchestrate.runspec import plan_spec
 
     items = tuple(WorkItem(w, b) for w in ("mnist_mlp", "imdb_fasttext") for b in ("jax", "torch", "tensorflow"))
-    spec = DetachedSpec("aws", "s3://bucket/p", "aws-e2e", "quick", items, "registry.example/kcb:cpu", endpoints={})
+    run = plan_spec(None, "aws-e2e", "quick", "registry.example/kcb:cpu", False, items)
+    spec = DetachedSpec("aws", "s3://bucket/p", run, endpoints={})
     script = boot_script(spec)
     assert script.startswith("#!/bin/sh\n") and "shutdown -h +240" in script and len(script) < 16 * 1024
     assert "AWS_SECRET" not in script and "Token" not in script  # credentials come from the metadata server
     assert DetachedSpec.from_json(spec.to_json()) == spec
-    scheduled = boot_script(DetachedSpec("gce", "gs://bkt", "gce-t4", "quick", items, "r/x:gpu", endpoints={}))
+    gpu = plan_spec(None, "gce-t4", "quick", "r/x:gpu", True, items)
+    scheduled = boot_script(DetachedSpec("gce", "gs://bkt", gpu, endpoints={}))
     assert "(named at boot)" in scheduled and "shutdown -h +" not in scheduled  # GCE: maxRunDuration
     bad = [
         ({"provider": "ssh"}, "provider 'ssh'"),
         ({"storage_url": "gs://bkt"}, "writes to a s3:// bucket"),
         ({"storage_url": "s3://Bad.Name"}, "bucket name 'Bad.Name'"),
         ({"image_source": "stream"}, "image source 'stream'"),
-        ({"run_id": "a;b"}, "run_id 'a;b'"),
-        ({"items": ()}, "items: nothing to run"),
+        ({"run": replace(run, run_id="a;b")}, "run_id 'a;b'"),
+        ({"run": replace(run, items=())}, "items: nothing to run"),
     ]
     for change, message in bad:
         with pytest.raises(DetachedError, match=re.escape(message)):

@@ -36,6 +36,7 @@ from tests.clouds.gce_fake import GCEFake
 from tests.clouds.machines import Machines, ec2_boot_scripts, ec2_power_off, gce_boot_scripts, gce_power_off, gce_tokens
 from tests.clouds.test_cloud_runs import catalog_text
 from tests.clouds.test_detached import GCS_BUCKET, S3_BUCKET, cpu_image, gcs
+from tests.support.datasets import tiny_mlp_data
 from tests.support.docker import containers_of_run
 
 __all__ = ["cpu_image", "gcs"]  # fixtures shared with test_detached
@@ -173,10 +174,14 @@ def test_aws_schedule_fires_a_detached_run_and_goes_with_its_role(
 ) -> None:
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=S3_BUCKET)
     name, bucket = "weekly-aws", f"s3://{S3_BUCKET}/bench"
+    data = tiny_mlp_data(tmp_path / "mydata")  # carried to every run through the bucket, as the schedule's payload
     code, out, err = cli(
-        capsys, *CREATE, "--profile", "aws-e2e", "--name", name, "--image", cpu_image, "--bucket", bucket
-    )
+        capsys, *CREATE, "--profile", "aws-e2e", "--name", name, "--image", cpu_image, "--bucket", bucket,
+        "--data-dir", str(data), "--epochs", "2",
+    )  # fmt: skip
     assert code == 0, out + err
+    payload = f"bench/schedules/{name}/payload.tar"
+    assert f"its payload s3://{S3_BUCKET}/{payload}" in out
     assert "cron(0 4 ? * MON *) -> ec2:RunInstances (launch template kcb-schedule-weekly-aws)" in out
     assert f"Schedule {name} created" in out and "functions          -  none" in out
 
@@ -229,11 +234,14 @@ def test_aws_schedule_fires_a_detached_run_and_goes_with_its_role(
     assert code == 0 and f"run {run_id}:" in out, out + err
     metadata = json.loads((logs / "aws-e2e" / run_id / "mnist_mlp_jax_synthetic.json").read_text())
     assert metadata["status"] == "complete" and metadata["platform"] == "aws-e2e" and metadata["run_id"] == run_id
+    assert metadata["epochs_planned"] == 2 and metadata["run_spec"]["payload_files"] == 2  # what the schedule gave
     assert containers_of_run(run_id) == []
 
+    s3.head_object(Bucket=S3_BUCKET, Key=payload)  # there until the schedule goes
     code, out, err = cli(capsys, "schedule", "delete", name, "--provider", "aws")
     assert code == 0 and f"deleted IAM role kcb-schedule-{name}" in out and "deleted launch template" in out, err
-    assert aws_leftovers() == {}
+    assert f"deleted its payload s3://{S3_BUCKET}/{payload}" in out
+    assert aws_leftovers() == {} and "Contents" not in s3.list_objects_v2(Bucket=S3_BUCKET, Prefix=payload)
     code, out, _ = cli(capsys, "schedule", "delete", name, "--provider", "aws")
     assert code == 0 and out.strip() == f"schedule {name}: nothing to delete (already gone)"
     code, out, _ = cli(capsys, "schedule", "list", "--provider", "aws")

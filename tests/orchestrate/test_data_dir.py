@@ -5,8 +5,10 @@ tests/clouds/test_detached.py through the bucket)."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
+import subprocess
 import tarfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,9 +17,12 @@ import pytest
 
 from orchestrate.cli import build_parser
 from orchestrate.cli.request import AttachedRun, Fanout, request_of
-from orchestrate.data_dir import archive_file, read_data_dir
-from orchestrate.detached import DetachedError, DetachedSpec, boot_script
+from orchestrate.container_command import unpack_payload
+from orchestrate.data_dir import BadDataDir, read_data_dir
+from orchestrate.detached import DetachedSpec, boot_script
 from orchestrate.plan import WorkItem
+from orchestrate.runspec import RunSpec, payload_archive, plan_spec
+from orchestrate.workload_files import run_workloads
 from tests.orchestrate.orchestrate_helpers import ROOT, Workspace, orchestrate
 from tests.support.datasets import tiny_mlp_data
 
@@ -95,42 +100,77 @@ def test_fanout_children_get_the_data_dir_by_its_absolute_path() -> None:
     assert request_of(build_parser().parse_args(["run", *argv])) == AttachedRun("local", request.options)
 
 
-def test_the_archive_holds_every_file_readable_by_any_user(tmp_path: Path) -> None:
-    data = tiny_mlp_data(tmp_path / "data")
-    (data / "tiny_mlp.npz").chmod(0o600)  # the container's user need not be its owner
-    with archive_file(read_data_dir(data)) as handle, tarfile.open(fileobj=handle) as archive:
-        members = {m.name: m for m in archive.getmembers()}
-        assert sorted(members) == ["notes/README.txt", "tiny_mlp.npz"]
-        assert members["tiny_mlp.npz"].mode & 0o444 == 0o444
-        extracted = archive.extractfile("tiny_mlp.npz")
-        assert extracted is not None and extracted.read() == (data / "tiny_mlp.npz").read_bytes()
+def _spec(tmp_path: Path, run_id: str | None = "r1") -> RunSpec:
+    """A run of examples/workloads/tiny_mlp.py on its data folder, planned."""
+    files = run_workloads([ROOT / "examples" / "workloads" / "tiny_mlp.py"])
+    folder = tmp_path / "data"
+    data = read_data_dir(folder if folder.exists() else tiny_mlp_data(folder))
+    return plan_spec(run_id, "aws-e2e", "quick", "registry.example/kcb:cpu", False, (WorkItem("tiny_mlp", "jax"),),
+                     workloads=files, data_dir=data)  # fmt: skip
 
 
-def test_a_detached_machine_fetches_the_data_folder_and_mounts_it(tmp_path: Path) -> None:
+def test_the_payload_is_one_archive_its_manifest_first_every_file_readable_by_any_user(tmp_path: Path) -> None:
+    (tiny_mlp_data(tmp_path / "data") / "tiny_mlp.npz").chmod(0o600)  # the container's user need not be its owner
+    payload = _spec(tmp_path).payload
+    assert payload is not None and payload.count == 3
+    assert [f.path for f in payload.files] == ["workloads/tiny_mlp.py", "data/notes/README.txt", "data/tiny_mlp.npz"]
+    with payload_archive(payload) as handle, tarfile.open(fileobj=handle) as archive:
+        members = archive.getmembers()
+        assert [m.name for m in members] == ["SHA256SUMS", *(f.path for f in payload.files)]
+        assert all(m.mode & 0o444 == 0o444 for m in members)
+        sums = archive.extractfile("SHA256SUMS")
+        assert sums is not None and hashlib.sha256(sums.read()).hexdigest() == payload.sha256
+        extracted = archive.extractfile("data/tiny_mlp.npz")
+        assert extracted is not None and extracted.read() == (tmp_path / "data" / "tiny_mlp.npz").read_bytes()
+
+
+def test_a_payload_file_changed_since_planning_is_refused_and_a_changed_archive_does_not_unpack(tmp_path: Path) -> None:
+    payload = _spec(tmp_path).payload
+    assert payload is not None
+    with payload_archive(payload) as handle:
+        archive = handle.read()
+
+    def unpack(data: bytes, folder: Path, sha256: str = payload.sha256) -> int:
+        return subprocess.run(
+            ["sh", "-c", unpack_payload(str(folder), sha256)], input=data, capture_output=True
+        ).returncode
+
+    assert unpack(archive, tmp_path / "ok") == 0
+    assert (tmp_path / "ok" / "workloads" / "tiny_mlp.py").read_bytes() == (
+        ROOT / "examples/workloads/tiny_mlp.py"
+    ).read_bytes()
+    assert unpack(archive, tmp_path / "other", "0" * 64) != 0  # not the manifest the spec names
+    changed = archive.replace(b"where the arrays came from", b"where the arrays went to!!", 1)
+    assert changed != archive and unpack(changed, tmp_path / "changed") != 0  # a file that is not its manifest's
+    (tmp_path / "data" / "notes" / "README.txt").write_text("changed since the plan\n")
+    with pytest.raises(BadDataDir, match=r"README\.txt: it changed since it was checked"), payload_archive(payload):
+        pass
+
+
+def test_a_detached_machine_fetches_the_payload_and_mounts_it(tmp_path: Path) -> None:
     from orchestrate import machine_agent
 
-    data = read_data_dir(tiny_mlp_data(tmp_path / "data"))
-    items = (WorkItem("tiny_mlp", "jax"),)
-    spec = DetachedSpec(
-        "aws", "s3://bucket/p/", "aws-e2e", "quick", items, "registry.example/kcb:cpu", run_id="r1", endpoints={},
-        data_files=len(data.files), data_bytes=data.size,
-    )  # fmt: skip
-    assert "--data-dir /data/offline" in " ".join(spec.runner_argv(items[0]))
-    assert spec.to_json()["data"] == {"key": "p/runs/r1/data.tar", "files": 2, "bytes": data.size}
+    spec = DetachedSpec("aws", "s3://bucket/p/", _spec(tmp_path), endpoints={})
+    assert spec.payload_key == "p/runs/r1/payload.tar"
+    assert DetachedSpec("aws", "s3://bucket/p/", _spec(tmp_path, None), endpoints={}).payload_key == "p/payload.tar"
     assert DetachedSpec.from_json(spec.to_json()) == spec
-    boot_script(spec)  # within EC2's user-data limit with the agent's data step
-    with pytest.raises(DetachedError, match="a run named at boot cannot be sent a data folder"):
-        boot_script(DetachedSpec(**{**spec.__dict__, "run_id": None}))
-    with archive_file(data) as handle:
-        bucket = {"p/runs/r1/data.tar": handle.read()}
+    boot_script(spec)  # within EC2's user-data limit: the manifest waits in the bucket with the files
+    assert spec.run.payload is not None
+    with payload_archive(spec.run.payload) as handle:
+        bucket = {"p/runs/r1/payload.tar": handle.read()}
     work = tmp_path / "machine"
     cloud = SimpleNamespace(instance_id="i-1", open=lambda key: io.BytesIO(bucket[key]) if key in bucket else None)
     run = machine_agent.Run(spec.to_json(), cloud, str(work))
-    run.fetch_data()
-    assert (work / "data" / "tiny_mlp.npz").read_bytes() == (data.path / "tiny_mlp.npz").read_bytes()
+    run.fetch_payload()
+    assert (work / "payload" / "data" / "tiny_mlp.npz").read_bytes() == (
+        tmp_path / "data" / "tiny_mlp.npz"
+    ).read_bytes()
     run.status = {"image_digest": "sha256:abc"}
-    command = run._docker_run(spec.to_json()["items"][0], {"keras_home": "/data/keras", "baked": False})
-    assert command[command.index(f"{work}/data:/data/offline:ro") - 1] == "-v"
-    bucket.clear()  # a relaunch whose data.tar is gone fails in one line, before any item
-    with pytest.raises(machine_agent.RunFailed, match=r"^--data-dir: p/runs/r1/data.tar is not in the bucket$"):
-        machine_agent.Run(spec.to_json(), cloud, str(tmp_path / "second")).fetch_data()
+    command = run.container(spec.to_json()["run"]["items"][0])
+    assert command[command.index(f"{work}/payload/data:/data/offline:ro") - 1] == "-v"
+    assert command[command.index(f"{work}/payload/workloads:/workloads:ro") - 1] == "-v"
+    bucket.clear()  # a relaunch whose payload is gone fails in one line, before any item
+    with pytest.raises(
+        machine_agent.RunFailed, match=r"^the run's payload: p/runs/r1/payload.tar is not in the bucket$"
+    ):
+        machine_agent.Run(spec.to_json(), cloud, str(tmp_path / "second")).fetch_payload()

@@ -165,7 +165,7 @@ def test_schedule_is_created_listed_and_deleted_on_the_plugins_cloud(cloud: Fold
     assert "foldercloud scheduler in fold-1" in created.stdout and "Schedule weekly created" in created.stdout
     job = json.loads((cloud.root / "schedules" / "weekly.json").read_text())
     assert job["storage"] == "folder://keras-cloud-bench-folder-fold-1/schedules/weekly/"
-    assert "KCB_CLOUD" in job["boot_script"]
+    assert "gunzip > cloud.py" in job["boot_script"]  # the cloud's side of the agent, beside it
 
     listed = cloud.orchestrate("schedule", "list", "--provider", "foldercloud")
     assert listed.returncode == 0 and re.search(r"weekly\s+foldercloud", listed.stdout), listed.stdout + listed.stderr

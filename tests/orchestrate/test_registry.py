@@ -247,6 +247,15 @@ def test_a_plugin_that_fails_on_import_is_one_line_and_the_rest_works(tmp_path: 
         ("capabilities = None", "declares capabilities=None; expected a frozenset of orchestrate.provider.Capability"),
         ('capabilities = frozenset({"spot"})', "declares capabilities=frozenset({'spot'}); expected a frozenset"),
         ('settings = "host"', "declares settings='host'; expected a tuple of setting names (str)"),
+        # a batch scheduler without BatchQueue, its interface: declared either way, it is one line, not a traceback
+        (
+            "capabilities = frozenset({Capability.PERSISTENT_HOST, Capability.BATCH})",
+            "fails on import: TypeError: DemoProvider: capabilities batch come from implementing their interfaces",
+        ),
+        (
+            "host_capabilities = frozenset({Capability.PERSISTENT_HOST, Capability.BATCH})",
+            "fails on import: TypeError: DemoProvider: capabilities batch come from implementing their interfaces",
+        ),
     ],
 )
 def test_a_provider_with_bad_declarations_is_isolated_like_an_import_failure(

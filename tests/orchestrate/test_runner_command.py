@@ -71,7 +71,7 @@ def test_repeats_are_interleaved_and_named_as_the_runner_names_them() -> None:
         *((w, b, 1) for w, b in items),
         *((w, b, 2) for w, b in [*items[1:], items[0]]),
     ]
-    argv = plan.runner_command(plan.items[4]).argv(entrypoint=True)
+    argv = list(plan.spec.items[4].argv)
     assert argv[:3] == ["imdb_fasttext", "--backend", "jax"]
     flags = dict(zip(argv[3::2], argv[4::2], strict=False))
     assert flags["--repeat-index"] == "2" and flags["--repeat-group"] == "g" and flags["--repeat-planned"] == "2"
@@ -90,7 +90,7 @@ def test_a_single_measurement_passes_no_repeat_flags() -> None:
         suite="quick", items=(WorkItem("mnist_mlp", "jax"),), spot=False, image_ref="i", image_source="present",
         build=None, logs_dir=Path("logs"), owner="me@here",
     )  # fmt: skip
-    argv = plan.runner_command(plan.items[0]).argv(entrypoint=True)
+    argv = plan.spec.items[0].argv
     assert not any(flag.startswith(("--repeat", "--gpus", "--batch-policy")) for flag in argv)
 
 
@@ -107,17 +107,21 @@ def test_the_benchmarks_cli_reports_a_bad_value_in_one_line() -> None:
 def test_the_container_sees_the_gpus_and_carries_the_exact_run_id_label() -> None:
     import shlex
 
-    from orchestrate.containers import ContainerSpec, docker_run_command
+    from orchestrate.containers import container_command
     from orchestrate.hostprep import HostInfo
     from orchestrate.images import ImageInfo
+    from orchestrate.runspec import plan_spec
 
     info = HostInfo(docker="sudo -n docker", uid=1000, gid=1000, home="/home/b", root="/home/b/kcb")
-    image = ImageInfo("kcb:gpu", "sha256:abc", "sha256:abc", "/data/keras", False, "present")
-    command = RunnerCommand(("mnist_mlp",), "jax", run_id="r1", out="/logs", gpus="all", repeat_index=1)
-    words = shlex.split(docker_run_command(ContainerSpec("r1-mnist_mlp-jax-r1", "r1", command, gpus=True), info, image))
+    image = ImageInfo("kcb:gpu", "sha256:abc", "sha256:abc", "present")
+    items = (WorkItem("mnist_mlp", "jax", 1),)
+    spec = plan_spec("r1", "box", "quick", "kcb:gpu", True, items, 2, {"gpus": "all"})
+    words = shlex.split(container_command(spec, spec.items[0], info, image, "box"))
     assert words[:3] == ["sudo", "-n", "docker"]
     assert words[words.index("--gpus") + 1] == "all"
-    assert "run-id=r1" in words and "project=keras-cloud-bench" in words
-    assert words[words.index("kcb:gpu") :] == ["kcb:gpu", *command.argv(entrypoint=True)]
-    cpu = shlex.split(docker_run_command(ContainerSpec("r1-x", "r1", command), info, image))
+    assert "run-id=r1" in words and "project=keras-cloud-bench" in words and "machine=box" in words
+    assert words[words.index("--name") + 1] == "r1-mnist_mlp-jax-r1"
+    assert words[words.index("kcb:gpu") :] == ["kcb:gpu", *spec.items[0].argv]
+    cpu_spec = plan_spec("r1", "box", "quick", "kcb:gpu", False, items, 2, {"gpus": "all"})
+    cpu = shlex.split(container_command(cpu_spec, cpu_spec.items[0], info, image, "box"))
     assert "--gpus" not in cpu[: cpu.index("kcb:gpu")]  # a CPU host: no device request (the runner's flag stays)

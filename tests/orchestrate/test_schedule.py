@@ -170,6 +170,10 @@ def test_the_schedules_role_may_only_run_its_template_and_pass_the_machine_role(
     machine = schedule_machine_policy("kcb-b", "bench/schedules/x/", "x")
     objects = {s["Sid"]: s for s in machine["Statement"]}
     assert objects["RunObjects"]["Resource"] == "arn:aws:s3:::kcb-b/bench/schedules/x/runs/*"
+    assert objects["ReadThePayload"] == {  # the schedule's payload, which its runs only read
+        "Sid": "ReadThePayload", "Effect": "Allow", "Action": "s3:GetObject",
+        "Resource": "arn:aws:s3:::kcb-b/bench/schedules/x/payload.tar",
+    }  # fmt: skip
     assert objects["TerminateItself"]["Condition"]["StringEquals"]["aws:ResourceTag/schedule"] == "x"
 
 
@@ -212,7 +216,7 @@ def test_detached_and_scheduled_dry_runs_print_the_attached_runs_estimate(
     assert len(attached) == 2 + 4 + 2 and attached[-1].strip().startswith("about $")  # 4 items, each estimated
 
 
-def test_a_schedule_carries_a_checked_workload_file_in_its_boot_script(
+def test_a_schedule_carries_its_checked_workload_file_in_its_payload(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     example = Path(__file__).resolve().parents[2] / "examples" / "workloads" / "tiny_mlp.py"
@@ -221,10 +225,14 @@ def test_a_schedule_carries_a_checked_workload_file_in_its_boot_script(
     assert main([*argv, "--workload-file", str(example)]) == 0
     out = capsys.readouterr().out
     assert "workload: tiny_mlp.py: workload tiny_mlp" in out and "trained on the CPU" in out
-    # a file that passes its check but does not fit EC2's 16 KB of user data: one line, nothing created
+    # a file beyond EC2's 16 KB of user data: it waits in the bucket with the data folder, not in the boot script
     big = tmp_path / "big_model.py"
     noise = base64.b64encode(random.Random(1).randbytes(30_000)).decode()
     big.write_text(example.read_text().replace('name="tiny_mlp"', 'name="big_model"') + f'\nNOISE = "{noise}"\n')
-    assert main([*argv, "--workload-file", str(big)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "over the 16384-byte limit" in err and "a smaller workload file" in err, err
+    data = tmp_path / "data"
+    (data / "notes").mkdir(parents=True)
+    (data / "notes" / "README.txt").write_text("a data folder\n")
+    assert main([*argv, "--workload-file", str(big), "--data-dir", str(data), "--epochs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "payload      2 file(s)" in out and "payload.tar beside the runs, unpacked by each machine" in out
+    assert re.search(r"spec +sha256 [0-9a-f]{12}: runner --backend jax .*--epochs 2 .*--data-dir /data/offline", out)

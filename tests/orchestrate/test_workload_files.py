@@ -11,7 +11,6 @@ import math
 import os
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -23,8 +22,6 @@ from estimator.model import Observation, Target
 from estimator.plugin_scaling import scaled_by_builtins
 from orchestrate.cli import build_parser
 from orchestrate.cli.request import AttachedRun, Fanout, request_of
-from orchestrate.detached import DetachedSpec, boot_script
-from orchestrate.plan import WorkItem
 from tests.orchestrate.orchestrate_helpers import ROOT, TINY, Workspace, orchestrate, ssh_run_args
 from tests.support.datasets import tiny_mlp_data
 from tests.support.docker import build_cpu_image, containers_of_run, image_id, remove_containers_of_run
@@ -62,13 +59,15 @@ def test_a_workload_file_runs_in_the_cpu_image_on_this_machine_without_rebuildin
     assert done.returncode == 0, done.stdout + done.stderr
     assert "tiny_mlp.py: workload tiny_mlp" in done.stdout and "trained on the CPU" in done.stdout  # the check
     prepare = next(stage for stage in ws.run_record(run_id).stages if stage.name == "prepare")
-    assert "workload files tiny_mlp.py" in prepare.detail  # carried to the host at the prepare stage
+    assert "payload 1 file(s)" in prepare.detail  # carried to the host at the prepare stage
     folder = ws.run_logs("local", run_id)
     log = read_epoch_log(folder / "tiny_mlp_torch_synthetic.csv")
     assert log.status == "complete" and len(log.epochs) == 2
     meta = _metadata(folder, "tiny_mlp_torch_synthetic")
     assert meta.plugin is not None and (meta.plugin.file, meta.plugin.sha256) == ("tiny_mlp.py", sha256_of(mine))
     assert meta.container is not None and meta.container.image == image and meta.data.source == "synthetic"
+    spec = meta.run_spec  # what the run carried, as its ledger entry names it
+    assert spec is not None and spec.sha256 == ws.run_record(run_id).spec and spec.payload_files == 1
     assert image_id(image) == built  # the image it ran in is the one built before: nothing was rebuilt for it
     assert containers_of_run(run_id) == [] and not (ws.remote_dir / "runs" / run_id).exists()
 
@@ -93,10 +92,12 @@ def test_a_workload_file_and_its_data_folder_reach_an_ssh_host(tmp_path: Path) -
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"data         {data}: 2 file(s)" in done.stdout  # the plan says what is carried
     prepare = next(stage for stage in ws.run_record(run_id).stages if stage.name == "prepare")
-    assert f"data folder {data}: 2 file(s)" in prepare.detail
+    assert "payload 3 file(s)" in prepare.detail  # the workload file and the data folder's two, in one archive
     meta = _metadata(ws.run_logs("ssh", run_id), "tiny_mlp_jax")  # no _synthetic: it trained on the carried file
     assert meta.status == "complete" and meta.plugin is not None and meta.plugin.sha256 == sha256_of(EXAMPLE)
     assert (meta.data.source, meta.data.files, meta.data.train_samples) == ("real", [{"name": "tiny_mlp.npz"}], 500)
+    carried = EXAMPLE.stat().st_size + sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
+    assert meta.run_spec is not None and (meta.run_spec.payload_files, meta.run_spec.payload_bytes) == (3, carried)
     assert not (ws.remote_dir / "runs" / run_id).exists()  # the carried folder went with the run's other files
 
 
@@ -132,28 +133,6 @@ def test_fanout_children_get_the_workload_file_by_its_absolute_path(tmp_path: Pa
     argv = child.argv()
     assert argv[argv.index("--workload-file") + 1] == str(EXAMPLE)
     assert request_of(build_parser().parse_args(["run", *argv])) == AttachedRun("local", request.options)
-
-
-def test_a_detached_machine_gets_the_workload_file_in_its_boot_script(tmp_path: Path) -> None:
-    from orchestrate import machine_agent
-
-    text = EXAMPLE.read_text()
-    items = (WorkItem("tiny_mlp", "jax"),)
-    spec = DetachedSpec(
-        "aws", "s3://bucket/p", "aws-e2e", "quick", items, "registry.example/kcb:cpu", run_id="r1", endpoints={},
-        workload_files=(("tiny_mlp.py", text),),
-    )  # fmt: skip
-    assert spec.runner_argv(items[0])[:1] == ["tiny_mlp"]
-    assert "--workload-file /workloads/tiny_mlp.py" in " ".join(spec.runner_argv(items[0]))
-    assert DetachedSpec.from_json(spec.to_json()) == spec
-    assert len(boot_script(spec)) < 16 * 1024  # EC2's user-data limit, with the file inside
-    # the agent on the machine: the file beside the logs, mounted read-only where the runner looks
-    run = machine_agent.Run(spec.to_json(), SimpleNamespace(instance_id="i-1"), str(tmp_path))
-    run.status = {"image_digest": "sha256:abc"}
-    command = run._docker_run(spec.to_json()["items"][0], {"keras_home": "/data/keras", "baked": False})
-    assert (tmp_path / "workloads" / "tiny_mlp.py").read_text() == text
-    mount = command[command.index(f"{tmp_path}/workloads:/workloads:ro") - 1]
-    assert mount == "-v" and command[command.index("--workload-file") + 1] == "/workloads/tiny_mlp.py"
 
 
 def _observation(workload: str, machine: str, throughput: float, code: str = "", samples: int = 1000) -> Observation:

@@ -9,7 +9,6 @@ from dataclasses import replace
 
 import pytest
 
-from orchestrate.batch import batch_job
 from orchestrate.plan import WorkItem
 from orchestrate.provider import LaunchRequest, Provider
 from orchestrate.providers.slurm import SlurmProvider
@@ -46,4 +45,4 @@ class TestSlurmContract(ProviderContract):
         request = super().make_request(profile)
         item = WorkItem("lstm_text_generation", "jax")  # the task image's 600 s item: the job outlives the test
         plan = plan_on_image(self.tmp_path, self.image, request.run_id, (item,), provider="slurm", platform=PROFILE)
-        return replace(request, batch=batch_job(plan))
+        return replace(request, batch=plan.spec)

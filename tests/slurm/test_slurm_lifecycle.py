@@ -128,16 +128,18 @@ def test_quick_suite_runs_as_one_job_array(slurm_site: SlurmSite, quick_run) -> 
 
 
 def test_the_users_workload_file_trains_on_the_users_data_on_the_cluster(slurm_site: SlurmSite, quick_run) -> None:
-    ws, data, done = quick_run
+    ws, _, done = quick_run
     assert done.returncode == 0, done.stdout + done.stderr
-    launch = next(stage for stage in read_runs(ws.ledger)[QUICK_RUN].stages if stage.name == "launch")
-    assert f"workload files tiny_mlp.py; data folder {data}: 2 file(s)" in launch.detail  # carried before sbatch
+    record = read_runs(ws.ledger)[QUICK_RUN]
+    launch = next(stage for stage in record.stages if stage.name == "launch")
+    assert "payload 3 file(s)" in launch.detail  # the workload file and the data folder, carried before sbatch
     for repeat in (1, 2):  # no _synthetic in the name: each task read tiny_mlp.npz from the carried folder
         path = ws.run_logs(PROFILE, QUICK_RUN) / f"tiny_mlp_jax.r{repeat:02d}.json"
         meta = RunMetadata.from_dict(json.loads(path.read_text()))
         assert meta.status == STATUS_COMPLETE and meta.plugin is not None
         assert (meta.plugin.file, meta.plugin.sha256) == ("tiny_mlp.py", sha256_of(EXAMPLE))
         assert (meta.data.source, meta.data.files, meta.data.train_samples) == ("real", [{"name": "tiny_mlp.npz"}], 500)
+        assert meta.run_spec is not None and (meta.run_spec.sha256, meta.run_spec.payload_files) == (record.spec, 3)
 
 
 def test_quick_suite_is_billed_from_the_job_records(slurm_site: SlurmSite, quick_run) -> None:

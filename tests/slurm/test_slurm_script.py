@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from orchestrate.batch import batch_job, item_of_label
+from orchestrate.batch import item_of_label
 from orchestrate.data_dir import read_data_dir
 from orchestrate.plan import WorkItem
 from orchestrate.provider import ProviderError
@@ -47,7 +47,7 @@ def script_for(tmp_path, runtime: str, **extra: str) -> str:
     profile = gpu_profile(runtime=runtime, **extra)
     items = (WorkItem("mnist_mlp", "jax", 1), WorkItem("mnist_mlp", "jax", 2))
     plan = plan_on_image(tmp_path, IMAGE, RUN_ID, items, provider="slurm", profile=profile, platform="hpc-a100")
-    return batch_script(settings_of(profile), RUN_ID, batch_job(plan))
+    return batch_script(settings_of(profile), RUN_ID, plan.spec)
 
 
 @pytest.mark.parametrize("runtime", ["docker", "podman", "apptainer", "singularity", "pyxis", "venv"])
@@ -86,9 +86,13 @@ def test_singularity_is_the_same_command(tmp_path) -> None:
 
 
 def test_pyxis_command_line(tmp_path) -> None:
-    words = _line(script_for(tmp_path, "pyxis"), "srun ")
-    assert words[:3] == ["srun", "--ntasks=1", f"--container-image={IMAGE}"]
+    words = _line(script_for(tmp_path, "pyxis"), "env ")
+    srun = words.index("srun")
+    assert words[srun : srun + 3] == ["srun", "--ntasks=1", f"--container-image={IMAGE}"]
     assert "--container-mounts=$LOGS:/logs,$CACHE:/data/keras" in words
+    # the environment srun passes into the container, the run's spec among it
+    passed = words[words.index("--container-env=HOME,KERAS_HOME,BENCH_IMAGE_DIGEST,BENCH_RUN_SPEC")].split("=")[1]
+    assert [word.split("=")[0] for word in words[1:srun]] == passed.split(",")
     assert words[words.index("python") : words.index("python") + 4] == ["python", "-m", "benchmarks", "mnist_mlp"]
 
 
@@ -101,7 +105,7 @@ def test_venv_runs_the_runner_from_the_lock_file_and_writes_to_the_run_folder(tm
 
 def test_docker_command_line(tmp_path) -> None:
     words = _line(script_for(tmp_path, "docker"), "docker run")
-    assert words[words.index("--name") + 1] == f"{RUN_ID}-0"
+    assert words[words.index("--name") + 1] == f"{RUN_ID}-mnist_mlp-jax-r1"  # the name every mode gives it
     assert words[words.index("--gpus") : words.index("--gpus") + 2] == ["--gpus", "all"]
     assert f"run-id={RUN_ID}" in words and "project=keras-cloud-bench" in words
 
@@ -110,7 +114,7 @@ def test_sbatch_flags_carry_the_profile_and_the_run(tmp_path) -> None:
     profile = gpu_profile(cpus="8", mem="64G", account="proj1", time="02:00:00")
     plan = plan_on_image(tmp_path, IMAGE, RUN_ID, (WorkItem("mnist_mlp", "jax"),), provider="slurm", profile=profile)
     tags = {"project": "keras-cloud-bench", "run-id": RUN_ID, "owner": "me@box"}
-    flags = sbatch_flags(settings_of(profile), RUN_ID, tags, batch_job(plan), slurm_time(4 * 3600))
+    flags = sbatch_flags(settings_of(profile), RUN_ID, tags, plan.spec, slurm_time(4 * 3600))
     for flag in (
         f"--job-name=kcb-{RUN_ID}",
         f"--comment=owner=me@box,project=keras-cloud-bench,run-id={RUN_ID}",
@@ -124,7 +128,7 @@ def test_sbatch_flags_carry_the_profile_and_the_run(tmp_path) -> None:
         "--requeue",
     ):
         assert flag in flags
-    gpus = sbatch_flags(settings_of(gpu_profile(gpu_flag="gpus")), RUN_ID, tags, batch_job(plan), "0-04:00:00")
+    gpus = sbatch_flags(settings_of(gpu_profile(gpu_flag="gpus")), RUN_ID, tags, plan.spec, "0-04:00:00")
     assert "--gpus=a100:2" in gpus and "--time=0-04:00:00" in gpus
 
 
@@ -209,7 +213,7 @@ def carrying_script(tmp_path, runtime: str) -> str:
         workloads=run_workloads([ROOT / "examples" / "workloads" / "tiny_mlp.py"]),
         data_dir=read_data_dir(tiny_mlp_data(tmp_path / "mydata")),
     )  # fmt: skip
-    return batch_script(settings_of(profile), RUN_ID, batch_job(plan))
+    return batch_script(settings_of(profile), RUN_ID, plan.spec)
 
 
 def _runner_words(script: str, runtime: str) -> list[str]:
@@ -217,11 +221,11 @@ def _runner_words(script: str, runtime: str) -> list[str]:
     if runtime == "venv":
         line = next(line for line in script.splitlines() if "exec /scratch" in line)
         return shlex.split(line.split(" ) >> ")[0].split("&& exec ", 1)[1])
-    start = {"pyxis": "srun ", "apptainer": "apptainer exec", "singularity": "singularity exec"}.get(runtime)
+    start = {"pyxis": "env ", "apptainer": "apptainer exec", "singularity": "singularity exec"}.get(runtime)
     return _line(script, start or f"{runtime} run")
 
 
-MOUNTED = "$RUN/workloads:/workloads:ro", "$RUN/data:/data/offline:ro"
+MOUNTED = "$RUN/payload/workloads:/workloads:ro", "$RUN/payload/data:/data/offline:ro"
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
@@ -239,7 +243,9 @@ def test_every_runtime_shows_the_carried_files_to_the_runner_read_only(tmp_path,
         assert f"--container-mounts={','.join(('$LOGS:/logs', '$CACHE:/data/keras', *MOUNTED))}" in words
     runner = words[words.index("tiny_mlp") :]
     # no container for venv: the runner reads the run folder's copies on the shared file system
-    workloads, data = ("$RUN/workloads", "$RUN/data") if runtime == "venv" else ("/workloads", "/data/offline")
+    workloads, data = (
+        ("$RUN/payload/workloads", "$RUN/payload/data") if runtime == "venv" else ("/workloads", "/data/offline")
+    )
     assert runner[runner.index("--workload-file") + 1] == f"{workloads}/tiny_mlp.py"
     assert runner[runner.index("--data-dir") + 1] == data
 
@@ -262,6 +268,6 @@ def test_the_venv_runner_reads_the_run_folder_by_its_path_on_the_node(tmp_path) 
         capture_output=True, text=True, check=True,
     ).stdout.splitlines()  # fmt: skip
     folder = f"/scratch/me/kcb/runs/{RUN_ID}"
-    assert shown[shown.index("--workload-file") + 1] == f"{folder}/workloads/tiny_mlp.py"
-    assert shown[shown.index("--data-dir") + 1] == f"{folder}/data"
+    assert shown[shown.index("--workload-file") + 1] == f"{folder}/payload/workloads/tiny_mlp.py"
+    assert shown[shown.index("--data-dir") + 1] == f"{folder}/payload/data"
     assert shown[shown.index("--out") + 1] == f"{folder}/logs"

@@ -63,9 +63,13 @@ def run_role_policy(storage_prefix: str, run_id: str) -> dict[str, Any]:
 
 
 def schedule_machine_policy(bucket: str, prefix: str, name: str) -> dict[str, Any]:
-    """A schedule's machine, for every run of the schedule (named at boot): the objects under `<prefix>runs/`, and
-    the instances of this schedule (tagged `schedule=<name>`), which is the machine itself (one at a time)."""
-    return machine_policy(bucket, f"{prefix}runs/", {"schedule": name, "project": PROJECT_TAG}, list_objects=True)
+    """A schedule's machine, for every run of the schedule (named at boot): the objects under `<prefix>runs/`, reading
+    the schedule's payload (`<prefix>payload.tar`), and the instances of this schedule (tagged `schedule=<name>`),
+    which is the machine itself (one at a time)."""
+    policy = machine_policy(bucket, f"{prefix}runs/", {"schedule": name, "project": PROJECT_TAG}, list_objects=True)
+    payload = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/{prefix}payload.tar"}
+    policy["Statement"].append({"Sid": "ReadThePayload", **payload})
+    return policy
 
 
 def trust_policy(account: str, region: str) -> dict[str, Any]:

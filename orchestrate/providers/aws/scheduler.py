@@ -222,6 +222,7 @@ class AWSScheduler:
                     state=schedule.get("State", "?"),
                     profile=facts.get("profile", "?"),
                     suite=facts.get("suite", "?"),
+                    payload=facts.get("payload", ""),
                 )
             )
         return found

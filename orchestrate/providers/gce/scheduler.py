@@ -167,6 +167,7 @@ class GCEScheduler:
                         state=scheduler_v1.Job.State(job.state).name,
                         profile=facts.get("profile", "?"),
                         suite=facts.get("suite", "?"),
+                        payload=facts.get("payload", ""),
                         last_attempt=last,
                     )
                 )

@@ -1,10 +1,10 @@
 """Slurm clusters: the run is one job array submitted from the cluster's login node over SSH (Fabric).
 
-A launch carries the user's workload files and data folder (if any) to the run's folder on the cluster's shared file
-system, writes the batch script (`orchestrate.providers.slurm.script`) there and submits it with `sbatch`: one array
-task per work item (workload x backend x repeat), with the profile's partition, GPUs, CPUs, memory, time limit and
-account. The Instance is that array: `state` and `tasks` read
-the scheduler (`orchestrate.providers.slurm.cluster`), `terminate` is `scancel` of the whole array, `release_run`
+A launch carries the run's payload (the user's workload files and data folder, if any) to the run's folder on the
+cluster's shared file system, writes the batch script (`orchestrate.providers.slurm.script`) there and submits it
+with `sbatch`: one array task per item of the run's spec (workload x backend x repeat), with the profile's
+partition, GPUs, CPUs, memory, time limit and account. The Instance is that array: `state` and `tasks` read the
+scheduler (`orchestrate.providers.slurm.cluster`), `terminate` is `scancel` of the whole array, `release_run`
 deletes the run's folder once its logs are pulled. The job's name (`kcb-<run id>`) and comment (the run's tags)
 carry the run id, so `orchestrate sweep` finds and cancels what a killed orchestrator left; the folders under
 `<shared_dir>/runs/` are the per-run resources it releases.
@@ -26,12 +26,11 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 from orchestrate.capabilities import BatchQueue
-from orchestrate.containers import DATA_FOLDER, WORKLOADS_FOLDER, copy_workload_files, unpack_data_dir
+from orchestrate.containers import deliver_payload
 from orchestrate.provider import (
     PROJECT_TAG,
     TASK_ENDED,
     TASK_PENDING,
-    BatchJob,
     Capability,
     CredentialsError,
     Instance,
@@ -150,7 +149,7 @@ class SlurmProvider(Provider, BatchQueue):
             )
 
     def launch(self, request: LaunchRequest) -> Instance:
-        if request.batch is None or not request.batch.tasks:
+        if request.batch is None or not request.batch.items:
             raise ProviderError("a Slurm launch needs the run's work items (LaunchRequest.batch)")
         settings = settings_of(request.profile)
         self.validate_profile(request.profile)
@@ -162,7 +161,11 @@ class SlurmProvider(Provider, BatchQueue):
         cluster.run(f"mkdir -p {shlex.quote(folder)}/tasks {shlex.quote(consoles)}")
         # the tags first: from here until release_run the sweep can find the folder (leftover_runs)
         cluster.write_file(f"{folder}/run.json", json.dumps(request.tags, sort_keys=True))
-        _carry_user_files(cluster, folder, request.batch)
+        if request.batch.payload is not None:  # every task mounts it: carried before the job is queued
+            try:
+                deliver_payload(cluster.host, folder, request.batch.payload)
+            except RemoteError as exc:
+                raise ProviderError(f"{cluster.login.display()}: {exc}") from exc
         cluster.write_file(f"{folder}/job.sh", batch_script(settings, request.run_id, request.batch))
         flags = sbatch_flags(settings, request.run_id, request.tags, request.batch, slurm_time(request.max_lifetime_s))
         submitted_at = time.time()
@@ -174,7 +177,7 @@ class SlurmProvider(Provider, BatchQueue):
             ssh=settings.login,
             launched_at=submitted_at,
             tags=dict(request.tags),
-            private=_private(settings, job_id, request.batch.platform, len(request.batch.tasks)),
+            private=_private(settings, job_id, request.batch.platform, len(request.batch.items)),
         )
 
     def wait_until_running(self, instance: Instance, timeout_s: float) -> Instance:
@@ -346,18 +349,6 @@ class SlurmProvider(Provider, BatchQueue):
         price = profile.on_demand
         per_task = Price(price.usd_per_hour * settings.gpus, price.date, f"{price.source} (x{settings.gpus} GPUs)")
         return replace(profile, on_demand=per_task)
-
-
-def _carry_user_files(cluster: Cluster, folder: str, job: BatchJob) -> None:
-    """The user's workload files and data folder into the run's folder, by the transfers a host's run uses, before
-    the job is queued: every task mounts them (`script.user_mounts`). The run's folder deletes them with it."""
-    try:
-        if job.workload_files:
-            copy_workload_files(cluster.host, f"{folder}/{WORKLOADS_FOLDER}", job.workload_files)
-        if job.data_dir is not None:
-            unpack_data_dir(cluster.host, f"{folder}/{DATA_FOLDER}", job.data_dir)
-    except RemoteError as exc:
-        raise ProviderError(f"{cluster.login.display()}: {exc}") from exc
 
 
 def _private(settings: SlurmSettings, job_id: str, platform: str, size: int) -> dict[str, str]:

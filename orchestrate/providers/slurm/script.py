@@ -1,18 +1,20 @@
-"""The job array's batch script: one task per work item, each running its item in the profile's container runtime.
+"""The job array's batch script: one task per item of the run's spec, each running its item in the profile's
+container runtime, by the command every mode runs (orchestrate.container_command).
 
 Layout on the shared file system (`<shared_dir>/runs/<run id>/`, the same as a persistent host's run folder, so
 `orchestrate.recover` pulls a dead run's logs from it):
 
     logs/                        mounted at the container's /logs: the runner writes `<platform>/<run id>/...`
     logs/<platform>/<run id>/orchestrate/<stem>.console.log   the item's console (and slurm-<job>_<task>.out)
-    workloads/, data/            the user's workload files and data folder (`--workload-file`, `--data-dir`), carried
-                                 before sbatch; read-only at /workloads and /data/offline in every container (the
-                                 venv runtime's runner reads them here)
+    payload/                     the user's workload files and data folder (`--workload-file`, `--data-dir`), carried
+                                 and checked before sbatch; read-only at /workloads and /data/offline in every
+                                 container (the venv runtime's runner reads them here)
     tasks/<index>.exit           the item's exit code, written once it ended: a requeued task that finds it exits
                                  with that code and runs nothing again
     job.sh, run.json             this script and the run's tags (project, run-id, owner, ...) for the sweep
 
-and `<shared_dir>/cache/keras/`, the Keras dataset cache every run shares (mounted at the image's KERAS_HOME).
+and `<shared_dir>/cache/keras/`, the Keras dataset cache every run shares (mounted at the spec's KERAS_HOME, seeded
+once per image with the datasets the image holds).
 
 A requeued task (preemption, `scontrol requeue`) whose item had not ended moves the item's partial files to
 `preempted/attempt-<N>/` and runs it again. SIGTERM (scancel, a time limit) stops the item's container first, so the
@@ -22,27 +24,28 @@ runner records a partial run and no container outlives the job.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from orchestrate.containers import DATA_FOLDER, DEFAULT_KERAS_HOME, WORKLOADS_FOLDER
-from orchestrate.data_dir import CONTAINER_DIR as DATA_IN_CONTAINER
-from orchestrate.provider import PROJECT_TAG, BatchJob, BatchTask
+from orchestrate.container_command import ENGINES, seed_argv, seed_marker
+from orchestrate.containers import places
 from orchestrate.providers.slurm.settings import SlurmSettings
-from orchestrate.workload_files import CONTAINER_DIR as WORKLOADS_IN_CONTAINER
+from orchestrate.runspec import LOGS_IN_CONTAINER, RunSpec, SpecItem
 
 STOP_GRACE_S = 10  # the container's SIGTERM grace, within Slurm's KillWait (30 s by default)
-CONTAINER_LOGS = "/logs"
+# The script's own shell values, as tokens in the words it runs (quoted by `_shell`, expanded by bash).
+VARIABLES = {
+    "@RUN@": "$RUN",
+    "@LOGS@": "$LOGS",
+    "@CACHE@": "$CACHE",
+    "@DIGEST@": "$DIGEST",
+    "@USER@": "$(id -u):$(id -g)",
+    "@TASK@": "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}",  # the ledger's name of the task's machine
+}
+PLACES = places("@RUN@", "@LOGS@", "@CACHE@")
 
 
 def run_folder(settings: SlurmSettings, run_id: str) -> str:
     return f"{settings.shared_dir}/runs/{run_id}"
-
-
-def user_mounts(job: BatchJob) -> list[tuple[str, str]]:
-    """(folder under the run's folder, where every container sees it, read-only) for the user's files the job
-    carries: its workload files and its data folder."""
-    mounts = [(WORKLOADS_FOLDER, WORKLOADS_IN_CONTAINER)] if job.workload_files else []
-    return mounts + ([(DATA_FOLDER, DATA_IN_CONTAINER)] if job.data_dir is not None else [])
 
 
 def job_name(run_id: str) -> str:
@@ -60,15 +63,15 @@ def parse_comment(comment: str) -> dict[str, str]:
 
 
 def sbatch_flags(
-    settings: SlurmSettings, run_id: str, tags: Mapping[str, str], job: BatchJob, time_limit: str
+    settings: SlurmSettings, run_id: str, tags: Mapping[str, str], spec: RunSpec, time_limit: str
 ) -> list[str]:
     folder = run_folder(settings, run_id)
-    console_dir = f"{folder}/logs/{job.platform}/{run_id}/orchestrate"
+    console_dir = f"{folder}/logs/{spec.platform}/{run_id}/orchestrate"
     return [
         "--parsable",
         f"--job-name={job_name(run_id)}",
         f"--comment={job_comment(tags)}",
-        f"--array=0-{len(job.tasks) - 1}",
+        f"--array=0-{len(spec.items) - 1}",
         *settings.sbatch_resources(),
         f"--time={settings.time or time_limit}",
         "--nodes=1",
@@ -80,17 +83,17 @@ def sbatch_flags(
     ]
 
 
-def batch_script(settings: SlurmSettings, run_id: str, job: BatchJob) -> str:
+def batch_script(settings: SlurmSettings, run_id: str, spec: RunSpec) -> str:
     folder = run_folder(settings, run_id)
-    items_dir = f"{CONTAINER_LOGS}/{job.platform}/{run_id}"
-    cases = "\n".join(_case(settings, run_id, job, task) for task in job.tasks)
+    items_dir = f"{LOGS_IN_CONTAINER}/{spec.platform}/{run_id}"
+    cases = "\n".join(_case(settings, spec, index, item) for index, item in enumerate(spec.items))
     return f"""#!/bin/bash
-# keras-cloud-bench run {run_id}: one array task per work item ({len(job.tasks)} items)
+# keras-cloud-bench run {run_id}: one array task per work item ({len(spec.items)} items)
 set -u
 RUN={shlex.quote(folder)}
 CACHE={shlex.quote(settings.shared_dir)}/cache/keras  # the datasets, kept between runs
 LOGS="$RUN/logs"
-ITEMS="$LOGS/{job.platform}/{run_id}"
+ITEMS="$LOGS/{spec.platform}/{run_id}"
 TASK=$SLURM_ARRAY_TASK_ID
 ATTEMPT=$(( ${{SLURM_RESTART_COUNT:-0}} + 1 ))
 mkdir -p "$RUN/tasks" "$ITEMS/orchestrate" "$CACHE"
@@ -130,148 +133,90 @@ esac
 """
 
 
-def _case(settings: SlurmSettings, run_id: str, job: BatchJob, task: BatchTask) -> str:
-    partial = _partial_names(task.stem)
-    console = f'"$ITEMS/orchestrate/"{shlex.quote(task.stem + ".console.log")}'
-    body = runtime_lines(settings, run_id, job, task, console)
-    return f"""  {task.index})  # {task.label}
+def _case(settings: SlurmSettings, spec: RunSpec, index: int, item: SpecItem) -> str:
+    stem = item.stem
+    partial = " ".join(shlex.quote(name) for name in item.to_json()["files"])
+    console = f'"$ITEMS/orchestrate/"{shlex.quote(stem + ".console.log")}'
+    body = runtime_lines(settings, spec, item, console)
+    return f"""  {index})  # {item.label}
     [ "$ATTEMPT" -gt 1 ] && keep_partial {partial}
 {_indent(body, 4)}
     ;;"""
-
-
-def _partial_names(stem: str) -> str:
-    """The runner's file names for an item stem (`mnist_mlp_jax` or `mnist_mlp_jax.r02`), synthetic data included."""
-    base, dot, repeat = stem.partition(".")
-    names = [f"{base}{variant}{dot}{repeat}.{ext}" for variant in ("", "_synthetic") for ext in ("csv", "json")]
-    return " ".join(shlex.quote(name) for name in names)
 
 
 def _indent(text: str, spaces: int) -> str:
     return "\n".join(" " * spaces + line if line else line for line in text.splitlines())
 
 
-def runtime_lines(settings: SlurmSettings, run_id: str, job: BatchJob, task: BatchTask, console: str) -> str:
+def _shell(words: Sequence[str]) -> str:
+    """Words as one shell line, each quoted, the script's own values (VARIABLES) left to bash to expand."""
+    line = []
+    for word in words:
+        quoted = shlex.quote(word)
+        bare = quoted == word  # else inside single quotes: close them around the variable
+        for token, variable in VARIABLES.items():
+            quoted = quoted.replace(token, f'"{variable}"' if bare else f"'\"{variable}\"'")
+        line.append(quoted)
+    return " ".join(line)
+
+
+def runtime_lines(settings: SlurmSettings, spec: RunSpec, item: SpecItem, console: str) -> str:
     """The shell lines that run one item in the profile's runtime, its output appended to `console`, ending in
     `finish <exit code>`."""
-    builder = RUNTIMES[settings.runtime]
-    return builder(settings, run_id, job, task, console)
-
-
-def _engine_lines(settings: SlurmSettings, run_id: str, job: BatchJob, task: BatchTask, console: str) -> str:
-    """docker or podman: a named, labelled container; SIGTERM stops it, and a requeue removes a killed attempt's."""
-    engine = settings.runtime
-    name = shlex.quote(f"{run_id}-{task.index}")
-    image = shlex.quote(job.image_ref)
-    command = [
-        engine, "run", "--rm", "--name", f"{run_id}-{task.index}",
-        "--user", "$(id -u):$(id -g)", "-e", "HOME=/tmp",
-        "-e", f"KERAS_HOME={DEFAULT_KERAS_HOME}", "-e", "BENCH_IMAGE_DIGEST=$DIGEST",
-        "-v", f"$LOGS:{CONTAINER_LOGS}", "-v", f"$CACHE:{DEFAULT_KERAS_HOME}",
-        "--label", f"project={PROJECT_TAG}", "--label", f"run-id={run_id}",
-    ]  # fmt: skip
-    for folder, inside in user_mounts(job):
-        command += ["-v", f"$RUN/{folder}:{inside}:ro"]
-    if job.gpus:
-        command += ["--gpus", "all"] if engine == "docker" else ["--device", "nvidia.com/gpu=all"]
-    words = " ".join(_shell_word(word) for word in command)
-    argv = " ".join(shlex.quote(arg) for arg in task.argv)
-    stop = f"{engine} stop -t {STOP_GRACE_S} {name} >/dev/null 2>&1"
-    return f"""{engine} rm -f {name} >/dev/null 2>&1  # a killed attempt's container (SIGKILL skips the trap)
-{engine} image inspect {image} >/dev/null 2>&1 || {engine} pull -q {image} >> {console} 2>&1
-DIGEST=$({engine} image inspect --format '{{{{.Id}}}}' {image}) || finish 125
-# stop lets the runner record a partial run; rm also removes a container the signal caught before it started
-trap '{stop}; {engine} rm -f {name} >/dev/null 2>&1; interrupted' TERM INT
-{words} {image} {argv} >> {console} 2>&1 &
-wait $!
-finish $?"""
-
-
-def _shell_word(word: str) -> str:
-    """Quote a word, leaving `$VAR` and `$(...)` expansions to the shell (they are the script's own)."""
-    if "$" in word:
-        return f'"{word}"'
-    return shlex.quote(word)
-
-
-def _apptainer_lines(settings: SlurmSettings, run_id: str, job: BatchJob, task: BatchTask, console: str) -> str:
-    """Apptainer/Singularity: the image pulled from its registry (`docker://`), the job's GPUs with --nv."""
-    engine = settings.runtime
-    image = job.image_ref if "://" in job.image_ref else f"docker://{job.image_ref}"
-    command = [
-        engine, "exec", "--cleanenv", "--containall",
-        "--bind", _bind_list(job),
-        "--env", f"HOME=/tmp,KERAS_HOME={DEFAULT_KERAS_HOME},BENCH_IMAGE_DIGEST={image}",
-    ]  # fmt: skip
-    command += ["--nv"] if job.gpus else []
-    command += [image, "python", "-m", "benchmarks", *task.argv]
-    words = " ".join(_shell_word(word) for word in command)
-    return f"""trap 'kill -TERM $! 2>/dev/null; wait $!; interrupted' TERM INT
-{words} >> {console} 2>&1 &
-wait $!
-finish $?"""
-
-
-def _bind_list(job: BatchJob) -> str:
-    """Every folder the container sees, as apptainer's --bind and pyxis's --container-mounts name them
-    (`SRC:DST[:FLAGS]`, comma-separated): the user's files read-only."""
-    user = [f"$RUN/{folder}:{inside}:ro" for folder, inside in user_mounts(job)]
-    return ",".join([f"$LOGS:{CONTAINER_LOGS}", f"$CACHE:{DEFAULT_KERAS_HOME}", *user])
-
-
-def _pyxis_lines(settings: SlurmSettings, run_id: str, job: BatchJob, task: BatchTask, console: str) -> str:
-    """enroot through pyxis: `srun --container-image` (the allocation's GPUs are the container's)."""
-    command = [
-        "srun", "--ntasks=1", f"--container-image={job.image_ref}",
-        f"--container-mounts={_bind_list(job)}",
-        "--container-env=KERAS_HOME,BENCH_IMAGE_DIGEST", "--no-container-mount-home",
-        "python", "-m", "benchmarks", *task.argv,
-    ]  # fmt: skip
-    words = " ".join(_shell_word(word) for word in command)
-    return f"""export KERAS_HOME={DEFAULT_KERAS_HOME} BENCH_IMAGE_DIGEST={shlex.quote(job.image_ref)}
-trap 'kill -TERM $! 2>/dev/null; wait $!; interrupted' TERM INT
-{words} >> {console} 2>&1 &
-wait $!
-finish $?"""
-
-
-def _venv_lines(settings: SlurmSettings, run_id: str, job: BatchJob, task: BatchTask, console: str) -> str:
-    """No container allowed: the project's source and a virtual environment made from its lock file, both on the
-    shared file system; the runner writes to the run's logs folder instead of /logs."""
-    assert settings.venv and settings.source_dir  # settings_of checks them for this runtime
-    variant = "gpu" if job.gpus else "cpu"
-    venv, source = shlex.quote(settings.venv), shlex.quote(settings.source_dir)
-    argv = [
-        ('"$LOGS"' if previous == "--out" else _shared_path(arg, job))
-        for previous, arg in zip(("", *task.argv), task.argv, strict=False)
+    if settings.runtime == "venv":
+        return _venv_lines(settings, spec, item, console)
+    runtime, image = settings.runtime, spec.image
+    engine = runtime in ENGINES
+    run = spec.container(
+        item, runtime, PLACES, "@DIGEST@" if engine else image, user="@USER@", labels={"machine": "@TASK@"}
+    )
+    marker = seed_marker(image)
+    seed = seed_argv(runtime, image, "@CACHE@", marker, user="@USER@")
+    lines = [
+        f'if [ ! -e "$CACHE/{marker}" ]; then  # the datasets the image holds, into the shared cache once',
+        f'  flock "$CACHE/.seed.lock" {_shell(seed)} >> {console} 2>&1',
+        "fi",
+        f"{_shell(run)} >> {console} 2>&1 &",
+        "wait $!",
+        "finish $?",
     ]
-    words = " ".join(argv)
+    if not engine:
+        return "\n".join(["trap 'kill -TERM $! 2>/dev/null; wait $!; interrupted' TERM INT", *lines])
+    name, quoted = shlex.quote(item.container_name(spec.run_id or "")), shlex.quote(image)
+    stop = f"{runtime} stop -t {STOP_GRACE_S} {name} >/dev/null 2>&1"
+    return "\n".join([
+        f"{runtime} rm -f {name} >/dev/null 2>&1  # a killed attempt's container (SIGKILL skips the trap)",
+        f"{runtime} image inspect {quoted} >/dev/null 2>&1 || {runtime} pull -q {quoted} >> {console} 2>&1",
+        f"DIGEST=$({runtime} image inspect --format '{{{{.Id}}}}' {quoted}) || finish 125",
+        "# stop lets the runner record a partial run; rm also removes a container the signal caught before it started",
+        f"trap '{stop}; {runtime} rm -f {name} >/dev/null 2>&1; interrupted' TERM INT",
+        *lines,
+    ])  # fmt: skip
+
+
+def _venv_lines(settings: SlurmSettings, spec: RunSpec, item: SpecItem, console: str) -> str:
+    """No container allowed: the project's source and a virtual environment made from its lock file, both on the
+    shared file system; the runner reads the mounts' folders where they are on the node (`--out` the run's logs)."""
+    assert settings.venv and settings.source_dir  # settings_of checks them for this runtime
+    variant = "gpu" if spec.gpus else "cpu"
+    venv, source = shlex.quote(settings.venv), shlex.quote(settings.source_dir)
+    words = " ".join(_on_node(arg, spec) for arg in item.argv)
     return f"""if [ ! -x {venv}/bin/python ]; then  # made once, from the lock file, under a lock shared by the tasks
   ( flock 9; [ -x {venv}/bin/python ] || {{ python3 -m venv {venv}.new && {venv}.new/bin/pip install -q \\
       -r {source}/requirements/bench-{variant}.lock && mv {venv}.new {venv}; }} ) 9> {venv}.lock >> {console} 2>&1 \\
     || finish 125
 fi
-export KERAS_HOME="$CACHE" BENCH_IMAGE_DIGEST=venv
+export KERAS_HOME="$CACHE" BENCH_IMAGE_DIGEST=venv BENCH_RUN_SPEC={shlex.quote(spec.runner_env("")["BENCH_RUN_SPEC"])}
 trap 'kill -TERM $! 2>/dev/null; wait $!; interrupted' TERM INT
 ( cd {source} && exec {venv}/bin/python -m benchmarks {words} ) >> {console} 2>&1 &
 wait $!
 finish $?"""
 
 
-def _shared_path(arg: str, job: BatchJob) -> str:
-    """A runner argument as a shell word, a container path of the user's files (`/workloads/<file>`,
-    `/data/offline`) made the run folder's: no container mounts them for the venv runtime."""
-    for folder, inside in user_mounts(job):
-        if arg == inside or arg.startswith(inside + "/"):
-            return f'"$RUN"/{folder}' + (shlex.quote(arg[len(inside) :]) if arg != inside else "")
+def _on_node(arg: str, spec: RunSpec) -> str:
+    """A runner argument as a shell word, a container path of a mount (`/logs`, `/workloads/<file>`,
+    `/data/offline`) made its folder on the node: no container mounts them for the venv runtime."""
+    for mount in spec.mounts:
+        if arg == mount.target or arg.startswith(mount.target + "/"):
+            return _shell([PLACES[mount.place] + arg[len(mount.target) :]])
     return shlex.quote(arg)
-
-
-RUNTIMES = {
-    "docker": _engine_lines,
-    "podman": _engine_lines,
-    "apptainer": _apptainer_lines,
-    "singularity": _apptainer_lines,
-    "pyxis": _pyxis_lines,
-    "venv": _venv_lines,
-}
