@@ -20,15 +20,24 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn
 
 from benchmarks.command import RunnerCommand
-from benchmarks.harness.backends import BACKENDS, FLOAT32_MATMUL, Overrides, prepare_process
+from benchmarks.harness.backends import (
+    ALL_BACKENDS,
+    BACKENDS,
+    FLOAT32_MATMUL,
+    PRECISIONS,
+    Overrides,
+    is_native,
+    prepare_process,
+)
 from benchmarks.harness.distribution import BATCH_POLICIES, SAME_GLOBAL, DistributionError, check_request, parse_gpus
 from benchmarks.plugins import BadWorkload
 from benchmarks.suites import SUITES, get_suite
 from benchmarks.work import WorkItem, item_command
-from benchmarks.workload_set import Workloads, installed_names, workloads_of
+from benchmarks.workload_set import Workload, Workloads, installed_names, workloads_of
 from benchmarks.workloads import WORKLOADS
 
 if TYPE_CHECKING:
@@ -144,6 +153,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--float32-matmul", choices=FLOAT32_MATMUL, help="GPU matmul/conv arithmetic (default: tf32 on GPUs)"
     )
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="compute type of the workloads that train in mixed precision on GPUs (default: the workload's measured "
+        "best; float32: none)",
+    )
     parser.add_argument("--gpus", type=_gpus, default=1, help="train data parallel on N devices, or all (default: 1)")
     parser.add_argument(
         "--batch-policy",
@@ -193,7 +208,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--workload", help=f"comma-separated: {', '.join(WORKLOADS)} (default with --workload-file: its workload)"
     )
-    run.add_argument("--backend", required=True, choices=BACKENDS)
+    run.add_argument(
+        "--backend",
+        required=True,
+        choices=ALL_BACKENDS,
+        help="a Keras backend, or torch-native: the workload's native PyTorch twin (resnet50, gpt_nietzsche) or your "
+        "own native file",
+    )
     run.add_argument("--suite", choices=list(SUITES), help="take epochs and slices from this suite")
     run.add_argument("--dataset", help="a dataset every given workload accepts (e.g. fashion_mnist), or synthetic")
     run.add_argument(
@@ -206,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     suite = sub.add_parser("suite", help="run a suite: one process per backend, then print the table")
     suite.add_argument("--suite", default="quick", choices=list(SUITES))
-    suite.add_argument("--backends", help=f"comma-separated subset of {', '.join(BACKENDS)} (default: the suite's)")
+    suite.add_argument("--backends", help=f"comma-separated subset of {', '.join(ALL_BACKENDS)} (default: the suite's)")
     suite.add_argument("--workloads", help="comma-separated subset of the suite's workloads")
     suite.add_argument("--strict-data", action="store_true", help="fail instead of using synthetic stand-ins")
     suite.add_argument(
@@ -251,6 +272,7 @@ def _overrides(args: argparse.Namespace) -> Overrides:
         steps_per_execution=args.steps_per_execution,
         use_cudnn={"auto": "auto", "generic": False, None: None}[args.lstm_kernel],
         float32_matmul=args.float32_matmul,
+        precision=args.precision,
     )
 
 
@@ -265,6 +287,7 @@ def main(
         # --backend jax`: the image entrypoint, for a built-in workload or a plug-in's
         argv = ["run", "--workload", argv[0], *argv[1:]]
     args = build_parser().parse_args(argv)
+    args.argv = argv  # a launcher starts its processes with them (benchmarks.launch)
     try:
         if args.command == "run":
             return cmd_run(args, design, callbacks)
@@ -284,7 +307,7 @@ def cmd_list() -> int:
     if installed_names():
         print("installed workloads (entry points):", ", ".join(installed_names()))
     print("your own workload: --workload-file FILE.py (docs/workloads.md)")
-    print("backends: ", ", ".join(BACKENDS))
+    print("backends: ", ", ".join(ALL_BACKENDS), "(torch-native: native PyTorch twins)")
     print("suites:")
     for suite in SUITES.values():
         print(f"  {suite.name:24} {suite.description}")
@@ -328,8 +351,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         workloads = workloads_of(args.workload_file, args.workload)
         for workload in workloads.plugins:
             module = workload.load()
+            check = trial_step
+            if hasattr(module, "build_training"):  # a native PyTorch workload
+                from benchmarks.harness.native import trial_step as check
             with refusing_exit(workload.path.name):  # never an exit status 0 without the "ok" line
-                line = trial_step(module, workload.path.name, workload.sha256, where)
+                line = check(module, workload.path.name, workload.sha256, where)
             print(f"ok: {line}", flush=True)
     except BadWorkload as exc:
         return _usage_error(str(exc))
@@ -342,21 +368,29 @@ def cmd_run(args: argparse.Namespace, design: str | None = None, callbacks: Call
     if args.workload is None and not files:
         return _usage_error("run: give --workload NAME[,NAME...] or --workload-file FILE.py")
     names = _split(args.workload or ",".join(files), workloads.names, "workload")
-    if args.backend == "torch" and (args.steps_per_execution or 1) > 1:
-        return _usage_error("--steps-per-execution must be 1 on the torch backend (Keras supports no other value)")
+    if args.backend in ("torch", "torch-native") and (args.steps_per_execution or 1) > 1:
+        return _usage_error(f"--steps-per-execution must be 1 on the {args.backend} backend")
+    native = is_native(args.backend)
+    if native and (refused := _without_native_twin(names, files)):
+        return _usage_error(refused)
     try:
         check_request(args.backend, args.gpus, args.batch_policy)
     except DistributionError as exc:
         return _usage_error(str(exc))
     if _schedules_repeats(args):
         return _run_repeats(args, names, [args.backend], args.suite, args.allow_synthetic, set())
+    if native and args.gpus != 1 and "RANK" not in os.environ and "SLURM_PROCID" not in os.environ:
+        from benchmarks.launch import launch_processes
+
+        return launch_processes(args.argv, args.gpus, args.run_id or new_run_id())
     prepare_process(args.backend)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:  # imported here, in the process that trains them, once the backend is set
-        modules = {name: workloads[name].load() for name in names}
+        modules = {name: _module(workloads[name], native) for name in names}
     except BadWorkload as exc:
         return _usage_error(str(exc))
     from benchmarks.data.files import DatasetUnavailable, FileLocations
+    from benchmarks.harness.processes import from_environment
     from benchmarks.harness.runner import BadRunArguments, RunOptions, run_workload
     from benchmarks.metadata import ProcessPlace, Repeat
 
@@ -394,7 +428,8 @@ def cmd_run(args: argparse.Namespace, design: str | None = None, callbacks: Call
                 process=ProcessPlace(position, len(names), design),
             )
             path = run_workload(workloads[name], modules[name], workload_options, notices)
-            print(f"wrote {path}", flush=True)
+            if from_environment().writes_logs:  # the other processes of a data-parallel job write nothing
+                print(f"wrote {path}", flush=True)
         except (BadRunArguments, DistributionError) as exc:
             return _usage_error(str(exc))
         except DatasetUnavailable as exc:
@@ -408,6 +443,29 @@ def cmd_run(args: argparse.Namespace, design: str | None = None, callbacks: Call
             print(f"error: {name} [{args.backend}] failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             failed += 1
     return EXIT_FAILED if failed else 0
+
+
+def _module(workload: Workload, native: bool) -> ModuleType:
+    """The module a run trains: a built-in workload's own, or its native twin's on torch-native; a user's file as
+    it is (a native file or a Keras one: the runner refuses the wrong kind in one line)."""
+    if native and workload.built_in:
+        from benchmarks.workloads import load
+
+        return load(workload.name, native=True)
+    return workload.load()
+
+
+def _without_native_twin(names: Sequence[str], files: Sequence[str]) -> str | None:
+    """Why torch-native cannot train these built-in workloads (None: each has a native twin or is a file)."""
+    from benchmarks.workloads.native import NATIVE_WORKLOADS
+
+    missing = [n for n in names if n not in NATIVE_WORKLOADS and n not in files and n in WORKLOADS]
+    if not missing:
+        return None
+    return (
+        f"--backend torch-native: no native twin of {', '.join(missing)}; the twins are "
+        f"{', '.join(NATIVE_WORKLOADS)} (or give your own native file with --workload-file)"
+    )
 
 
 def _schedules_repeats(args: argparse.Namespace) -> bool:
@@ -478,6 +536,7 @@ def _runner_command(
         steps_per_execution=args.steps_per_execution,
         lstm_kernel=args.lstm_kernel,
         float32_matmul=args.float32_matmul,
+        precision=args.precision,
         target_ci=args.target_ci,
         host_gc=args.host_gc,
         gpus=str(args.gpus),

@@ -39,6 +39,7 @@ class RunnerCommand:
     steps_per_execution: int | None = None
     lstm_kernel: str | None = None  # auto | generic
     float32_matmul: str | None = None  # tf32 | float32
+    precision: str | None = None  # float16 | bfloat16 | float32
     repeat_index: int | None = None  # 1-based; the runner then names its files <stem>.r<II>.csv
     repeat_group: str | None = None  # the run id every repeat of one measurement shares
     repeat_planned: int | None = None  # how many repeats were planned (None: adaptive, or a single run)
@@ -80,6 +81,7 @@ class RunnerCommand:
             ("--steps-per-execution", self.steps_per_execution),
             ("--lstm-kernel", self.lstm_kernel),
             ("--float32-matmul", self.float32_matmul),
+            ("--precision", self.precision),
             ("--repeat-index", self.repeat_index),
             ("--repeat-group", self.repeat_group),
             ("--repeat-planned", self.repeat_planned),

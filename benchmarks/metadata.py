@@ -120,6 +120,7 @@ class Settings:
     use_cudnn: bool | str | None = None
     host_gc: str | None = None
     omp_wait_policy: str | None = None  # PyTorch's OpenMP threads: PASSIVE by default (benchmarks.harness.backends)
+    cudnn_benchmark: bool | None = None  # torch-native on GPUs: cuDNN's autotuning on (None: not set by the run)
     compile_cache: CompileCache | None = None  # None: no persistent cache asked for (each process compiles)
 
 

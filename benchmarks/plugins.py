@@ -36,6 +36,7 @@ FILE = "file"
 ENTRY_POINT = "entry point"
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a log file stem, a container name part and a CLI word
 REQUIRED = ("SPEC", "build_model", "compile_args")
+NATIVE_REQUIRED = ("SPEC", "build_training")  # a native PyTorch workload (benchmarks.workloads.native)
 MAX_FILE_BYTES = 256 * 1024  # it rides in a detached machine's boot script and in a shell command
 
 
@@ -127,10 +128,11 @@ def _adapted(module: ModuleType, where: str) -> ModuleType:
     adapter = ModuleType(f"keras_cloud_bench.plugin.{spec.name}", module.__doc__)
     members: dict[str, Any] = {
         "SPEC": spec if user_loader is not None else replace(spec, datasets=("synthetic",)),
-        "build_model": module.build_model,
-        "compile_args": module.compile_args,
         "load_data": _loader(spec, user_loader),
     }
+    for name in (*REQUIRED[1:], *NATIVE_REQUIRED[1:]):
+        if hasattr(module, name):
+            members[name] = getattr(module, name)
     if hasattr(module, "after_training"):
         members["after_training"] = module.after_training
     adapter.__dict__.update(members)
@@ -174,13 +176,16 @@ def _own_synthetic(name: str, user_loader: Callable[..., Any], request: Any, whe
 
 def check_contract(module: ModuleType, where: str) -> None:
     """Everything that can be checked without training: the names the runner calls and a complete SPEC."""
-    missing = [name for name in REQUIRED if not hasattr(module, name)]
+    native = hasattr(module, "build_training")
+    missing = [name for name in (NATIVE_REQUIRED if native else REQUIRED) if not hasattr(module, name)]
     if missing:
         raise BadWorkload(
-            f"{where}: missing {', '.join(missing)} (a workload defines SPEC, build_model, "
-            "compile_args and load_data; docs/workloads.md)"
+            f"{where}: missing {', '.join(missing)} (a workload defines SPEC, build_model, compile_args and "
+            "load_data, or a native PyTorch one SPEC, build_training and load_data; docs/workloads.md)"
         )
-    for name in ("build_model", "compile_args", "load_data"):
+    if native and hasattr(module, "build_model"):
+        raise BadWorkload(f"{where}: defines both build_model (Keras) and build_training (native): keep one")
+    for name in ("build_model", "compile_args", "build_training", "load_data"):
         if hasattr(module, name) and not callable(getattr(module, name)):
             raise BadWorkload(f"{where}: {name} is not a function")
     spec = module.SPEC
@@ -280,13 +285,13 @@ def trial_step(module: ModuleType, label: str, sha256: str, where: Any, samples:
     spec = module.SPEC
     dataset = SYNTHETIC_NAME if spec.shapes is not None else spec.datasets[0]
     request = DataRequest(dataset=dataset, train_limit=samples, val_limit=samples, batch_size=samples)
-    data = _trial_data(module, label, request, where)
+    data = trial_data(module, label, request, where)
     x, y = head(data.x_train, samples), head(data.y_train, samples)
-    model = _step(label, "build_model", lambda: module.build_model(data))
+    model = step(label, "build_model", lambda: module.build_model(data))
     if not isinstance(model, keras.Model):
         raise BadWorkload(f"{label}: build_model returned a {type(model).__name__}; expected a keras.Model")
-    _step(label, "compile_args", lambda: model.compile(**module.compile_args()))
-    history = _step(label, "one training step", lambda: model.fit(x, y, batch_size=samples, epochs=1, verbose=0))
+    step(label, "compile_args", lambda: model.compile(**module.compile_args()))
+    history = step(label, "one training step", lambda: model.fit(x, y, batch_size=samples, epochs=1, verbose=0))
     loss = history.history.get(spec.loss_key, [float("nan")])[-1]
     if not np.isfinite(loss):
         raise BadWorkload(f"{label}: one training step gave {spec.loss_key}={loss}")
@@ -298,14 +303,14 @@ def trial_step(module: ModuleType, label: str, sha256: str, where: Any, samples:
     )
 
 
-def _trial_data(module: ModuleType, label: str, request: Any, where: Any) -> Any:
+def trial_data(module: ModuleType, label: str, request: Any, where: Any) -> Any:
     """The step's data: the real data where it is here, else synthetic data as a run would train on with
     --allow-synthetic (of SPEC.shapes, or the loader's own, as the built-in loaders make)."""
     from benchmarks.data.files import DatasetUnavailable
     from benchmarks.data.loaders import SYNTHETIC_NAME
 
     try:
-        return _step(label, "load_data", lambda: module.load_data(request, where), DatasetUnavailable)
+        return step(label, "load_data", lambda: module.load_data(request, where), DatasetUnavailable)
     except DatasetUnavailable as exc:
         unavailable = exc
     try:
@@ -317,7 +322,7 @@ def _trial_data(module: ModuleType, label: str, request: Any, where: Any) -> Any
         ) from unavailable
 
 
-def _step(label: str, what: str, call: Callable[[], Any], *passed: type[BaseException]) -> Any:
+def step(label: str, what: str, call: Callable[[], Any], *passed: type[BaseException]) -> Any:
     """`call()`, its failure one line naming the step; exceptions of the `passed` kinds, and a BadWorkload already
     said in one line, go through as they are."""
     kept: tuple[type[BaseException], ...] = (BadWorkload, *passed)

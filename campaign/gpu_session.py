@@ -61,7 +61,8 @@ from benchmarks.metadata import RunMetadata
 from benchmarks.repeats import fill_levels, round_order
 from benchmarks.suites import get_suite
 from benchmarks.workloads import LSTM_WORKLOADS as RECURRENT
-from benchmarks.workloads import WORKLOADS
+from benchmarks.workloads import REFERENCE_WORKLOADS, WORKLOADS
+from benchmarks.workloads.native import NATIVE_WORKLOADS
 from campaign.designs import DESIGNS as PROCESS_DESIGNS
 from campaign.designs import FORKED, process_design
 from campaign.preload import BACKENDS as PRELOADED_BACKENDS
@@ -108,12 +109,24 @@ CONFIGURATIONS: dict[str, dict[str, Configuration]] = {
         "steps-per-execution-32": Configuration(("--steps-per-execution", "32"), MULTI_STEP_WORKLOADS),
         # XLA compiles Keras's generic LSTM loop: on the full data, not only on the slice.
         "lstm-generic": Configuration(("--lstm-kernel", "generic"), LSTM_WORKLOADS),
+        "bfloat16": Configuration(("--precision", "bfloat16"), REFERENCE_WORKLOADS),
+        "float16": Configuration(("--precision", "float16"), REFERENCE_WORKLOADS),
         **_common_alternatives(),
     },
     "torch": {
         "default": Configuration(()),
         "torch-compile": Configuration(("--jit-compile", "on"), TORCH_COMPILE_WORKLOADS),
+        "bfloat16": Configuration(("--precision", "bfloat16"), REFERENCE_WORKLOADS),
         **_common_alternatives(),
+    },
+    # The native PyTorch twins (benchmarks.workloads.native): eager and compiled, in either half precision.
+    "torch-native": {
+        "default": Configuration((), NATIVE_WORKLOADS),
+        "bfloat16": Configuration(("--precision", "bfloat16"), NATIVE_WORKLOADS),
+        "float16": Configuration(("--precision", "float16"), NATIVE_WORKLOADS),
+        "torch-compile-bfloat16": Configuration(("--jit-compile", "on", "--precision", "bfloat16"), NATIVE_WORKLOADS),
+        "torch-compile-float16": Configuration(("--jit-compile", "on", "--precision", "float16"), NATIVE_WORKLOADS),
+        "eager": Configuration(("--jit-compile", "off"), NATIVE_WORKLOADS),
     },
     "tensorflow": {
         "default": Configuration(()),
@@ -165,7 +178,9 @@ def plan(
 ) -> list[Item]:
     """The items of a phase, defaults first so a budget cut loses alternatives rather than baselines."""
     if phase == "suite":
-        return [Item(phase, b, "default", tuple(workloads), (), None, dataset) for b in backends]
+        return [
+            Item(phase, b, "default", tuple(w for w in workloads if applies(w, b)), (), None, dataset) for b in backends
+        ]
     if phase != "sweep":
         raise ValueError(f"unknown phase {phase!r}; choose sweep or suite")
     items = []
@@ -224,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
     manifest = []
     with (args.out / f"console-{suffix}.log").open("w") as console:
         if args.phase == "overhead":
-            manifest = _overhead(args, env, console, deadline)
+            manifest = _overhead(args, env, logs, console, deadline)
         elif args.phase == "repeats":
             manifest = _repeats(args, env, logs, console, deadline)
         elif args.phase == "scaling":
@@ -322,7 +337,7 @@ def _repeats(args: argparse.Namespace, env: dict[str, str], logs: Path, console,
     one parent per backend per round that imports the framework once and forks a fresh child per workload
     (campaign.preload); `--processes staged` such a parent forking them all at once, to compile side by side and
     measure their steady epochs one at a time. Two designs alternate whole rounds (repeat_rounds)."""
-    items = [(w, b) for b in args.backends for w in args.workloads]
+    items = [(w, b) for b in args.backends for w in args.workloads if applies(w, b)]
     alone = len(args.processes) == 1
     counts = existing_repeats(args.existing, items, args.processes[0]) if alone else dict.fromkeys(items, 0)
     walls: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
@@ -549,12 +564,14 @@ class ScalingConfig:
         return "1gpu" if self.devices == 1 else f"{self.devices}gpu-{self.batch_policy}"
 
 
-def scaling_configs(device_counts: Sequence[int]) -> list[ScalingConfig]:
-    """One device (where the batch policies coincide), then every larger count under both policies."""
+def scaling_configs(device_counts: Sequence[int], policies: Sequence[str] | None = None) -> list[ScalingConfig]:
+    """One device (where the batch policies coincide), then every larger count under each policy (both unless
+    `policies` names some)."""
     from benchmarks.harness.distribution import BATCH_POLICIES, SAME_GLOBAL
 
+    chosen = [p for p in BATCH_POLICIES if policies is None or p in policies]
     configs = [ScalingConfig(1, SAME_GLOBAL)]
-    configs += [ScalingConfig(n, policy) for n in sorted(set(device_counts)) if n > 1 for policy in BATCH_POLICIES]
+    configs += [ScalingConfig(n, policy) for n in sorted(set(device_counts)) if n > 1 for policy in chosen]
     return configs
 
 
@@ -571,7 +588,7 @@ SCALING_MIN_START_S = 40
 
 
 def _scaling(args: argparse.Namespace, env: dict[str, str], logs: Path, console, deadline: float) -> list[dict]:
-    configs = scaling_configs(args.device_counts)
+    configs = scaling_configs(args.device_counts, getattr(args, "batch_policies", None))
     entries: list[dict[str, Any]] = []
     counts = existing_scaling_repeats(args.existing, args.tag, args.backends[0], args.workloads, configs)
     # A later call continues the rotation and the repeat numbering where the earlier one stopped.
@@ -631,30 +648,93 @@ def _scaling_process(
         index,
         gpus=str(config.devices),
         batch_policy=config.batch_policy,
+        epochs=getattr(args, "epochs", None),
+        train_limit=getattr(args, "train_limit", None),
     )
     console.write(f"\n### {run_id} {workload} repeat {index}\n")
     entry = {"phase": "scaling", "run_id": run_id, "workload": workload, "repeat": index, "returncode": None}
-    command = [sys.executable, "-m", "benchmarks", *runner.argv()]
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks",
+        *runner.argv(),
+        *shlex.split(getattr(args, "runner_flags", "") or ""),
+    ]
     return _run_until(command, env, console, deadline - 10, entry, "stopped at the time budget")
 
 
-def _overhead(args: argparse.Namespace, env: dict[str, str], console, deadline: float) -> list[dict]:
-    entries = []
+def applies(workload: str, backend: str) -> bool:
+    """Whether the backend trains the workload: every one on Keras's backends, the twins on torch-native."""
+    return workload in NATIVE_WORKLOADS or backend != "torch-native"
+
+
+def _overhead(args: argparse.Namespace, env: dict[str, str], logs: Path, console, deadline: float) -> list[dict]:
+    """Per workload and backend, beside each other: a runner process (short suite, defaults, fresh) and
+    benchmarks.overhead on the same workload (the model built as the runner builds it: plain fits and harnessed
+    fits alternating on one compiled model), which also holds the runner process's steady median against its plain
+    epoch. Each entry carries the overhead's figures; the console ends with their table."""
+    entries: list[dict[str, Any]] = []
+    run_id = f"gpu-overhead-{args.tag}"
     for backend in args.backends:
-        dataset = _preferred_dataset(args.carry) or "synthetic"
-        command = [sys.executable, "-m", "benchmarks.overhead", "--backend", backend, "--dataset", dataset]
-        started = time.monotonic()
+        for workload in (w for w in args.workloads if applies(w, backend)):
+            if deadline - time.monotonic() < OVERHEAD_MIN_START_S:
+                break
+            runner = _short_suite_repeat(args, logs, (workload,), backend, run_id, 1)
+            console.write(f"\n### {run_id} {workload} [{backend}] runner\n")
+            entry: dict[str, Any] = {"phase": "overhead", "run_id": run_id, "workload": workload, "backend": backend}
+            entry = _run_until(
+                [sys.executable, "-m", "benchmarks", *runner.argv()], env, console, deadline - 10, entry, "stopped"
+            )
+            csvs = sorted((logs / args.platform / run_id).glob(f"{workload}_{backend}*.r01.csv"))
+            command = [sys.executable, "-m", "benchmarks.overhead", "--workload", workload, "--backend", backend]
+            command += ["--suite", "short", "--epochs", "2", "--repeats", str(OVERHEAD_PAIRS), "--json"]
+            command += ["--runner-csv", str(csvs[-1])] if csvs and entry["returncode"] == 0 else []
+            if dataset := _preferred_dataset(args.carry):
+                command += ["--dataset", dataset] if workload.startswith("mnist") else []
+            entry["overhead"] = _overhead_figures(command, env, console, deadline)
+            entries.append(entry)
+    console.write("\n" + overhead_table(entries) + "\n")
+    return entries
+
+
+OVERHEAD_PAIRS = 3
+OVERHEAD_MIN_START_S = 60
+
+
+def _overhead_figures(command: list[str], env: dict[str, str], console: TextIO, deadline: float) -> dict | None:
+    console.flush()
+    try:
         result = subprocess.run(
-            [*command, "--repeats", "5"],
+            command,
             env=env,
             cwd=REPO,
-            stdout=console,
-            stderr=subprocess.STDOUT,
-            timeout=max(30.0, deadline - time.monotonic() - 15),
+            capture_output=True,
+            text=True,
+            timeout=max(30.0, deadline - time.monotonic() - 10),
         )
-        entries.append({"phase": "overhead", "backend": backend, "returncode": result.returncode})
-        entries[-1]["wall_s"] = time.monotonic() - started
-    return entries
+    except subprocess.TimeoutExpired:
+        return None
+    console.write(result.stdout + result.stderr[-3000:])
+    lines = [line for line in result.stdout.splitlines() if line.startswith("OVERHEAD ")]
+    return json.loads(lines[-1].removeprefix("OVERHEAD ")) if lines else None
+
+
+def overhead_table(entries: Sequence[dict]) -> str:
+    """The runner's share of a steady epoch per workload: in-process (harnessed against plain fits on one model)
+    and whole-process (the runner's own steady median against the plain fit)."""
+    rows = ["workload                 backend       plain epoch s  harness work %  A/B %    runner process %"]
+    for e in entries:
+        r = e.get("overhead")
+        if not r:
+            rows.append(f"{e['workload']:24} {e['backend']:13} (no figures: see the console)")
+            continue
+        epoch = r["epoch_s"]
+        runner = f"{100 * (r['runner_s'] - epoch) / epoch:+.2f}" if "runner_s" in r else "-"
+        rows.append(
+            f"{e['workload']:24} {e['backend']:13} {epoch:13.4f}  {100 * r['direct_s'] / epoch:14.3f}  "
+            f"{100 * r['ab_s'] / epoch:+6.2f}   {runner}"
+        )
+    return "\n".join(rows)
 
 
 def collect(tarballs: Sequence[Path], logs: Path) -> list[Path]:
@@ -752,6 +832,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", default="a", help="repeats, scaling, headroom: names this machine's run (gpu-PHASE-TAG)")
     p.add_argument("--device-counts", default="2", help="scaling: device counts beside one, e.g. 2,4")
     p.add_argument("--round-offset", type=int, default=0, help="scaling: rounds an earlier call already ran")
+    p.add_argument("--batch-policies", type=lambda t: tuple(t.split(",")), help="scaling: only these (default: both)")
+    p.add_argument("--runner-flags", help="scaling: more runner flags for every process, e.g. '--jit-compile off'")
+    p.add_argument(
+        "--train-limit",
+        type=int,
+        help="scaling: train on this many samples instead of the short suite's (e.g. 4x, for 4 GPUs' larger batch)",
+    )
     p.add_argument(
         "--existing",
         type=Path,
@@ -807,6 +894,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(" ".join(item.command("python3", "PLATFORM", Path("OUT"))))
         return 0
     args.workloads = _names(args.workloads, get_suite("bounded").workloads, "workload")
+    if "torch-native" in args.backends and not any(applies(w, "torch-native") for w in args.workloads):
+        raise SystemExit(f"error: --backends torch-native trains only {', '.join(NATIVE_WORKLOADS)}")
     known = sorted({name for backend in args.backends for name in CONFIGURATIONS[backend]})
     args.configs = _names(args.configs, known, "configuration") if args.configs else None
     args.device_counts = _device_counts(args.device_counts)

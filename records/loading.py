@@ -23,7 +23,7 @@ REPEAT_SUFFIX = re.compile(r"\.r\d{2}$")
 # The project's committed measurements live under `<logs>/reference/<NAME>/`, apart from the user's runs.
 REFERENCE_FOLDER = "reference"
 # Backends a log's file name can end with: ours, plus those of the published logs.
-KNOWN_BACKENDS = ("tensorflow", "jax", "torch", "cntk", "theano")
+KNOWN_BACKENDS = ("tensorflow", "jax", "torch", "torch-native", "cntk", "theano")
 SYNTHETIC_SUFFIX = "_synthetic"
 DATA_SOURCES = ("real", "synthetic")
 NO_RUN_ID = "-"

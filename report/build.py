@@ -19,7 +19,7 @@ from estimator.owned import Owned
 from estimator.suite import profile_machine
 from records.loading import REFERENCE_FOLDER, LoadResult, Run, Skipped, assign_variants, load_runs
 from report import format as fmt
-from report import gpu_compare, roofline
+from report import gpu_compare, native_compare, roofline
 from report.buyable import estimated_rivals
 from report.charts import Bar, relative_chart
 from report.costs import PriceBook
@@ -115,6 +115,7 @@ class Report:
     ledger_note: str | None = None  # why no ledger figures, if none
     scaling: ScalingSection | None = None  # where some run trained on several devices
     gpu_compare: gpu_compare.Section | None = None  # where two GPUs trained a workload and backend alike
+    native_compare: native_compare.Section | None = None  # Keras backends against the native PyTorch twin
     roofline: roofline.Section | None = None  # where some run trained on a GPU with a datasheet and a model cost
     summary: pd.DataFrame = field(default_factory=pd.DataFrame)  # fastest and cheapest per workload
     fingerprints: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -211,6 +212,7 @@ def build(request: Request) -> Report:
         },
         scaling=scaling_section(loaded.complete_runs, get_study(PUBLISHED_STUDY), request.prices.profiles),
         gpu_compare=gpu_compare.section(loaded.complete_runs, request.prices.profiles),
+        native_compare=native_compare.section(loaded.complete_runs),
         roofline=roofline.section(loaded.complete_runs, load_costs(), roofline.load_datasheets()),
         trends=trend_section(loaded.complete_runs, request.prices.pricing),
         rented=rented_runs(results, request.prices.profiles),

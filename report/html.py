@@ -11,7 +11,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from report import format as fmt
-from report import gpu_compare, roofline
+from report import gpu_compare, native_compare, roofline
 from report.build import Report, draw_charts, safe_name
 from report.buyable import catalog_table
 from report.claims import report_claims
@@ -60,6 +60,8 @@ def write_tables(report: Report, out: Path) -> list[str]:
         tables["machine_spread.csv"] = report.machine_spread
     if report.gpu_compare is not None:
         tables["gpu_compare.csv"] = gpu_compare.csv_table(report.gpu_compare)
+    if report.native_compare is not None:
+        tables["native_compare.csv"] = report.native_compare.table
     if report.trends is not None:
         tables["trends.csv"] = report.trends.table
     if report.scaling is not None:
@@ -152,6 +154,9 @@ def render_page(report: Report, files: list[str]) -> str:
         "gpu_compare_title": gpu_compare.TITLE,
         "gpu_compare_note": gpu_compare.NOTE,
         "gpu_compare_cost_note": gpu_compare.COST_NOTE,
+        "native_compare": report.native_compare,
+        "native_compare_title": native_compare.TITLE,
+        "native_compare_note": native_compare.NOTE,
         "roofline": report.roofline,
         "roofline_title": roofline.TITLE,
         "roofline_note": roofline.CONFIGURATION_NOTE,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from report import format as fmt
-from report import gpu_compare, roofline
+from report import gpu_compare, native_compare, roofline
 from report.build import Chart, Report, draw_charts
 from report.buyable import catalog_table
 from report.claims import CLAIMS_NOTE, report_claims
@@ -71,6 +71,8 @@ def render_markdown(report: Report) -> str:
         parts += _scaling_markdown(report)
     if report.gpu_compare is not None:
         parts += _gpu_compare_markdown(report.gpu_compare)
+    if report.native_compare is not None:
+        parts += _native_compare_markdown(report.native_compare)
     if report.roofline is not None:
         parts += _roofline_markdown(report.roofline)
     if report.trends is not None:
@@ -178,6 +180,19 @@ def _gpu_compare_markdown(section: gpu_compare.Section) -> list[str]:
     if not section.costs.empty:
         parts += [gpu_compare.COST_NOTE, "", markdown_table(section.costs), ""]
     return parts
+
+
+def _native_compare_markdown(section: native_compare.Section) -> list[str]:
+    return [
+        f"## {native_compare.TITLE}",
+        "",
+        native_compare.NOTE,
+        "",
+        *(f"- {row.sentence}" for row in section.rows),
+        "",
+        markdown_table(section.table),
+        "",
+    ]
 
 
 def _roofline_markdown(section: roofline.Section) -> list[str]:

@@ -15,16 +15,18 @@ MAP_HEADING = "## Module map"
 
 def code_modules() -> set[str]:
     """Every module and subpackage of the product and the campaign's tools, as dotted names; the workloads as their
-    registry (one module each, all alike) and the entry points (`__main__`) left out."""
+    registries (one module each, all alike: the Keras ones and the native twins) and the entry points (`__main__`)
+    left out."""
     found = set()
     for package in PACKAGES:
         for path in (REPO / package).rglob("*.py"):
             parts = list(path.relative_to(REPO).with_suffix("").parts)
             if "__pycache__" in parts or parts[-1] == "__main__":
                 continue
+            workload = parts[:2] == ["benchmarks", "workloads"] and len(parts) >= 3 and parts[-1] != "__init__"
             if parts[-1] == "__init__":
                 parts = parts[:-1]
-            if len(parts) > 1 and not (parts[:2] == ["benchmarks", "workloads"] and len(parts) == 3):
+            if len(parts) > 1 and not workload:  # a package of workloads is named, its workloads are not
                 found.add(".".join(parts))
     return found
 

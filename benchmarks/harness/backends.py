@@ -13,6 +13,21 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 BACKENDS: tuple[str, ...] = ("tensorflow", "jax", "torch")
+# Backends that train a workload's native twin instead of its Keras model (benchmarks.workloads.native), and the
+# framework each runs on.
+NATIVE = "torch-native"
+NATIVE_BACKENDS: tuple[str, ...] = (NATIVE,)
+ALL_BACKENDS: tuple[str, ...] = (*BACKENDS, *NATIVE_BACKENDS)
+FRAMEWORKS: dict[str, str] = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch", NATIVE: "torch"}
+
+
+def framework(backend: str) -> str:
+    """The framework a backend runs on: itself for Keras's backends, torch for torch-native."""
+    return FRAMEWORKS[backend]
+
+
+def is_native(backend: str) -> bool:
+    return backend in NATIVE_BACKENDS
 
 
 @dataclass(frozen=True)
@@ -25,6 +40,9 @@ class Settings:
     # float32 matmuls and convolutions on GPUs: "tf32" (tensor cores, 10-bit mantissa inputs) or "float32".
     # JAX and TensorFlow default to TF32 on Ampere and later, PyTorch only for convolutions: one value for all.
     float32_matmul: str = "float32"
+    # The compute type of the workloads that train in mixed precision on GPUs (SPEC.mixed_precision): float16 or
+    # bfloat16 (Keras's mixed_float16 or mixed_bfloat16 policy, autocast on torch-native), or float32.
+    precision: str = "float16"
 
 
 # The suite's default per backend: the fastest configuration measured that keeps the published hyperparameters
@@ -33,6 +51,7 @@ DEFAULTS: dict[str, Settings] = {
     "tensorflow": Settings(jit_compile="auto", steps_per_execution=1),
     "jax": Settings(jit_compile="auto", steps_per_execution=1),
     "torch": Settings(jit_compile="auto", steps_per_execution=1),
+    NATIVE: Settings(jit_compile=False, steps_per_execution=1),
 }
 
 
@@ -48,14 +67,17 @@ TORCH_OMP_WAIT_POLICY = "PASSIVE"
 
 def prepare_process(backend: str) -> None:
     """Set what the framework reads once, at import: the Keras backend, and OpenMP's wait policy for PyTorch."""
-    os.environ["KERAS_BACKEND"] = backend
-    if backend == "torch":
+    os.environ["KERAS_BACKEND"] = framework(backend)  # the native twins' data loaders use Keras's PyDataset
+    if framework(backend) == "torch":
         os.environ.setdefault(OMP_WAIT_POLICY, TORCH_OMP_WAIT_POLICY)
 
 
 def omp_wait_policy(backend: str) -> str | None:
     """The OpenMP wait policy the run's framework reads (PyTorch's CPU kernels), None where none applies."""
-    return os.environ.get(OMP_WAIT_POLICY, "ACTIVE (libgomp's default)") if backend == "torch" else None
+    return os.environ.get(OMP_WAIT_POLICY, "ACTIVE (libgomp's default)") if framework(backend) == "torch" else None
+
+
+REFERENCE = ("resnet50", "gpt_nietzsche")  # benchmarks.workloads.REFERENCE_WORKLOADS (not imported: no cycle)
 
 
 def _on_gpu(backend: str, **changes: Any) -> Settings:
@@ -79,6 +101,12 @@ GPU_DEFAULTS: dict[tuple[str, str], Settings] = {
         ("torch", name): _on_gpu("torch", jit_compile=True)
         for name in ("mnist_mlp", "mnist_cnn", "cifar10_cnn", "imdb_fasttext")
     },
+    # The reference workloads train in bfloat16 on every backend, so that Keras and the native twins compute alike
+    # (float16 was no faster for Keras on JAX and slower for native PyTorch: campaign/notes/2026-11-28-gpu-cost.md);
+    # the native twins run compiled (torch.compile), their fastest; the GPT takes 4 steps per dispatch on JAX.
+    **{(backend, name): _on_gpu(backend, precision="bfloat16") for backend in BACKENDS for name in REFERENCE},
+    ("jax", "gpt_nietzsche"): _on_gpu("jax", precision="bfloat16", steps_per_execution=4),
+    **{(NATIVE, name): _on_gpu(NATIVE, precision="bfloat16", jit_compile=True) for name in REFERENCE},
 }
 
 
@@ -96,6 +124,7 @@ class Overrides:
     steps_per_execution: int | None = None
     use_cudnn: bool | str | None = None
     float32_matmul: str | None = None
+    precision: str | None = None
 
     def apply(self, settings: Settings) -> Settings:
         return Settings(
@@ -103,6 +132,7 @@ class Overrides:
             steps_per_execution=self.steps_per_execution or settings.steps_per_execution,
             use_cudnn=settings.use_cudnn if self.use_cudnn is None else self.use_cudnn,
             float32_matmul=self.float32_matmul or settings.float32_matmul,
+            precision=self.precision or settings.precision,
         )
 
 
@@ -112,12 +142,12 @@ FLOAT32_MATMUL = ("tf32", "float32")
 def apply_float32_matmul(backend: str, value: str) -> None:
     """Set the framework's float32 matmul/convolution precision (GPUs without TF32 compute in float32 anyway)."""
     tf32 = {"tf32": True, "float32": False}[value]
-    if backend == "torch":
+    if framework(backend) == "torch":
         import torch
 
         torch.set_float32_matmul_precision("high" if tf32 else "highest")
         torch.backends.cudnn.allow_tf32 = tf32
-    elif backend == "jax":
+    elif framework(backend) == "jax":
         import jax
 
         jax.config.update("jax_default_matmul_precision", "tensorfloat32" if tf32 else "float32")
@@ -136,7 +166,7 @@ def reset_compiled_state(backend: str) -> None:
     import keras
 
     keras.utils.clear_session()
-    if backend == "torch":
+    if framework(backend) == "torch":
         import torch
 
         torch._dynamo.reset()
@@ -166,7 +196,7 @@ def synchronizer(backend: str, model: Any) -> Callable[[], None]:
 
         # Every update of an epoch feeds the model's variables: once they are ready, the device is idle.
         return lambda: jax.block_until_ready([v.value for v in model.variables])
-    if backend == "torch":
+    if framework(backend) == "torch":
         import torch
 
         if torch.cuda.is_available():
@@ -185,7 +215,7 @@ def gpu_available(backend: str) -> bool:
         import jax
 
         return jax.default_backend() == "gpu"
-    if backend == "torch":
+    if framework(backend) == "torch":
         import torch
 
         return torch.cuda.is_available()
@@ -209,7 +239,7 @@ def framework_versions(backend: str) -> dict[str, Any]:
             "cuda": _jax_platform_version() if device.platform == "gpu" else None,
             "cudnn": None,
         }
-    if backend == "torch":
+    if framework(backend) == "torch":
         import torch
 
         cuda = torch.version.cuda if torch.cuda.is_available() else None
@@ -295,31 +325,59 @@ def _fused_kernel_accepts(layer: Any) -> bool:
     return True
 
 
-# Keras's dtype policy for the models that train in mixed precision on GPUs: float16 compute on tensor cores,
-# float32 variables, and (Keras adds it at compile time) a dynamically scaled loss. On CPUs they stay in float32:
-# CPUs have no float16 matrix units, and float16 convolutions there are slow or missing.
-MIXED_PRECISION_ON_GPU = "mixed_float16"
+# The half-precision type of the workloads that train in mixed precision on GPUs (SPEC.mixed_precision): float32
+# variables, float16 or bfloat16 compute on tensor cores (float16 with the dynamically scaled loss Keras adds at
+# compile time). On CPUs they stay in float32: CPUs have no float16 matrix units, and float16 convolutions there are
+# slow or missing. `--precision` chooses; float32 trains them in float32 on GPUs too.
+PRECISIONS = ("float16", "bfloat16", "float32")
+DEFAULT_PRECISION = "float16"
 
 
-def build_model(module: Any, data: Any) -> Any:
+def dtype_policy(precision: str) -> str:
+    """Keras's name for a mixed-precision workload's policy at `precision`."""
+    return "float32" if precision == "float32" else f"mixed_{precision}"
+
+
+def build_model(module: Any, data: Any, precision: str = DEFAULT_PRECISION) -> Any:
     """The workload module's model, built in mixed precision where its SPEC asks for it and this backend sees a
-    GPU: every caller that times or measures a workload's model builds it here, so all build the same one."""
+    GPU: every caller that times or measures a workload's model builds it here, so all build the same one.
+
+    In mixed precision its Embedding layers compute in float32, as PyTorch's autocast leaves embeddings: the
+    gradient of a lookup is a scatter-add of every position's gradient into the table's rows, and in float16 or
+    bfloat16 XLA turns it into half-precision atomic adds that collide on a small vocabulary (16,384 positions into
+    65 rows for gpt_nietzsche's batch): that one operation made the GPT's step 5.6 times slower on an H200
+    (docs/timing.md). In float32 the lookup's output is cast to the next layer's compute type, as any input is."""
     if not module.SPEC.mixed_precision:
         return module.build_model(data)
-    with gpu_mixed_precision():
-        return module.build_model(data)
+    with gpu_mixed_precision(precision) as policy:
+        model = module.build_model(data)
+    if policy != "float32":
+        embeddings_in_float32(model)
+    return model
+
+
+def embeddings_in_float32(model: Any) -> list[str]:
+    """Set the model's Embedding layers (nested ones too) to compute in float32; their names."""
+    import keras
+
+    changed = []
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, keras.layers.Embedding):
+            layer.dtype_policy = keras.DTypePolicy("float32")
+            changed.append(layer.name)
+    return changed
 
 
 @contextlib.contextmanager
-def gpu_mixed_precision() -> Iterator[str]:
-    """Build a model inside: every layer made here takes `mixed_float16` where this backend sees a GPU,
-    `float32` elsewhere. The global policy is restored afterwards, so the process's next workload is unaffected;
-    the model keeps its policy, which the run's metadata records (`settings.dtype_policy`)."""
+def gpu_mixed_precision(precision: str = DEFAULT_PRECISION) -> Iterator[str]:
+    """Build a model inside: every layer made here takes the mixed policy of `precision` where this backend sees a
+    GPU, `float32` elsewhere. The global policy is restored afterwards, so the process's next workload is
+    unaffected; the model keeps its policy, which the run's metadata records (`settings.dtype_policy`)."""
     import keras
 
     backend = keras.backend.backend()
     before = keras.config.dtype_policy()
-    policy = MIXED_PRECISION_ON_GPU if gpu_available(backend) else "float32"
+    policy = dtype_policy(precision) if gpu_available(backend) else "float32"
     keras.config.set_dtype_policy(policy)
     try:
         yield policy

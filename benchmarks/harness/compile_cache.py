@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import metadata
+from benchmarks.harness.backends import framework
 
 ENV = "KCB_COMPILE_CACHE"
 
@@ -53,10 +54,10 @@ class Tracker:
         return metadata.CompileCache(str(self.directory), state(hits, misses), hits, misses)
 
     def _totals(self) -> tuple[int, int]:
-        if self.backend == "jax":
+        if framework(self.backend) == "jax":
             hits = self._jax_events[JAX_HIT]
             return hits, self._jax_events[JAX_LOOKUP] - hits
-        if self.backend == "torch":
+        if framework(self.backend) == "torch":
             from torch._dynamo.utils import counters
 
             return sum(counters[g][k] for g, k in TORCH_HITS), sum(counters[g][k] for g, k in TORCH_MISSES)
@@ -80,9 +81,9 @@ def _activate(backend: str, directory: str | None) -> Tracker | None:
     root = Path(directory).resolve()
     root.mkdir(parents=True, exist_ok=True)
     tracker = Tracker(backend, root)
-    if backend == "jax":
+    if framework(backend) == "jax":
         _activate_jax(root / "jax", tracker)
-    elif backend == "torch":
+    elif framework(backend) == "torch":
         _activate_torch(root / "torch")
     return tracker
 

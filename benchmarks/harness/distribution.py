@@ -7,6 +7,8 @@ before every update, so one step is the published step on a batch split N ways:
 - TensorFlow: a `tf.distribute.MirroredStrategy` scope around build and compile (the model keeps it for fit);
 - PyTorch: none. Keras 3.15's torch backend has no distribution library (`keras/src/backend/__init__.py` sets
   `distribution_lib = None` for torch), so `fit` cannot split a batch over GPUs; see docs/distribution.md.
+- torch-native: one process per device, DistributedDataParallel (benchmarks.harness.native); `--gpus N` starts the
+  N processes (benchmarks.cli), or a launcher does (torchrun, Slurm's srun: benchmarks.harness.processes).
 
 Batch policies:
 - `same-global` keeps the published batch (and learning rate), split over the devices: the comparison the 2018
@@ -31,13 +33,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from benchmarks.data.types import Data
+from benchmarks.harness.processes import Place
 
 ALL = "all"
 SAME_GLOBAL = "same-global"
 PER_DEVICE = "per-device"
 BATCH_POLICIES = (SAME_GLOBAL, PER_DEVICE)
 LEARNING_RATE_RULE = "sqrt"  # per-device policy: learning rate x sqrt(devices); see the module docstring
-STRATEGIES = {"jax": "keras.distribution.DataParallel", "tensorflow": "tf.distribute.MirroredStrategy"}
+NATIVE = "torch-native"
+STRATEGIES = {
+    "jax": "keras.distribution.DataParallel",
+    "tensorflow": "tf.distribute.MirroredStrategy",
+    NATIVE: "torch.nn.parallel.DistributedDataParallel, one process per device",
+}
 SINGLE_DEVICE_BACKENDS = frozenset({"torch"})  # Keras has no data-parallel fit for these (module docstring)
 TORCH_SINGLE_DEVICE = (
     "the torch backend trains on one device only (Keras 3.15 has no data-parallel fit on PyTorch; "
@@ -91,9 +99,12 @@ class Devices:
 
 
 @functools.cache
-def resolve_devices(backend: str, gpus: int | str) -> Devices:
+def resolve_devices(backend: str, gpus: int | str, place: Place | None = None) -> Devices:
     """The first `gpus` devices of this machine (all of them for "all"); once per process, because TensorFlow's
-    logical devices can be configured only before its runtime starts."""
+    logical devices can be configured only before its runtime starts. torch-native: the devices of the job's
+    processes, one each (`place`: where this process stands among them)."""
+    if backend == NATIVE:
+        return _native_devices(gpus, place or Place())
     if backend == "tensorflow":
         found = _tensorflow_devices(gpus)
     else:
@@ -135,6 +146,22 @@ def _tensorflow_devices(gpus: int | str) -> Devices:
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * int(gpus))
     count = len(tf.config.list_logical_devices("CPU"))
     return Devices("tensorflow", tuple(f"/cpu:{i}" for i in range(count)), "cpu", "cpu")
+
+
+def _native_devices(gpus: int | str, place: Place) -> Devices:
+    """One device per process: this process's (cuda:LOCAL_RANK, or the CPU) and its peers'."""
+    import torch
+
+    wanted = place.world if gpus == ALL else int(gpus)
+    if wanted != place.world:
+        raise DistributionError(
+            f"--gpus {gpus}: this process is one of {place.world} (its launcher's environment); "
+            "`python -m benchmarks run --backend torch-native --gpus N` starts the N processes itself"
+        )
+    if torch.cuda.is_available():
+        names = tuple(f"cuda:{rank}" for rank in range(place.world))
+        return Devices(NATIVE, names, "gpu", torch.cuda.get_device_name(place.local_rank))
+    return Devices(NATIVE, tuple(f"cpu:{rank}" for rank in range(place.world)), "cpu", "cpu")
 
 
 def _torch_devices() -> Devices:

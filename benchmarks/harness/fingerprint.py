@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.harness.backends import framework
+
 REPEATS = 3
 HOST_LOOP = 300_000
 # Sizes keep the whole calibration to about a second on a GPU and on a 2-core CPU alike.
@@ -163,7 +165,7 @@ def fingerprint(backend: str, gpu: bool) -> dict[str, Any]:
     """The `fingerprint` block of the run metadata (computed once per process)."""
     started = time.perf_counter()
     device = "gpu" if gpu else "cpu"
-    probe = PROBES[backend](device)
+    probe = PROBES[framework(backend)](device)
     result: dict[str, Any] = {
         "device": device,
         "backend": backend,

@@ -25,10 +25,11 @@ from benchmarks import metadata, stability, workloads
 from benchmarks.data.files import DatasetUnavailable, FileLocations
 from benchmarks.data.loaders import SYNTHETIC_NAME
 from benchmarks.data.types import SYNTHETIC, Data, DataRequest
-from benchmarks.harness import backends, compile_cache, distribution, sysinfo
+from benchmarks.harness import backends, compile_cache, distribution, processes, sysinfo
 from benchmarks.harness.fingerprint import fingerprint
 from benchmarks.harness.telemetry import Telemetry
 from benchmarks.harness.timing import EpochTimer
+from benchmarks.harness.trainee import Trainee
 from benchmarks.logs import EpochLogWriter, EpochRecord, write_metadata
 from benchmarks.metadata import RunMetadata, Status, WorkloadSource
 from benchmarks.workload_set import Workload
@@ -78,14 +79,14 @@ class Plan:
     distribution: distribution.Distribution
 
 
-def plan(spec: workloads.WorkloadSpec, options: RunOptions) -> Plan:
+def plan(spec: workloads.WorkloadSpec, options: RunOptions, place: processes.Place | None = None) -> Plan:
     dataset = options.dataset or spec.datasets[0]
     if dataset not in (*spec.datasets, SYNTHETIC_NAME):
         raise BadRunArguments(
             f"--dataset {dataset!r} does not fit {spec.name}; choose from {', '.join((*spec.datasets, SYNTHETIC_NAME))}"
         )
     cut = {"quick": spec.quick, "bounded": spec.bounded, "short": spec.short, None: None}[options.cut]
-    devices = distribution.resolve_devices(options.backend, options.gpus)
+    devices = distribution.resolve_devices(options.backend, options.gpus, place or processes.Place())
     spread = distribution.plan(devices, options.batch_policy, spec.batch_size)
     return Plan(
         epochs=options.epochs or (cut.epochs if cut else spec.epochs),
@@ -146,11 +147,14 @@ def _now() -> str:
 
 
 def run_workload(workload: Workload, module: ModuleType, options: RunOptions, notices: set[str] | None = None) -> Path:
-    """Train one workload (`module`: `workload.load()`); return its CSV path. Raises after recording a partial run if
-    training fails."""
+    """Train one workload (`module`: `workload.load()`, or its native twin on torch-native); return its CSV path.
+    Raises after recording a partial run if training fails."""
     name = workload.name
+    native = backends.is_native(options.backend)
+    check_kind(module, name, options.backend)
     spec: workloads.WorkloadSpec = module.SPEC
-    run_plan = plan(spec, options)
+    place = processes.from_environment() if native else processes.Place()
+    run_plan = plan(spec, options, place)
     cache = compile_cache.activate(options.backend)
     backends.reset_compiled_state(options.backend)
     backends.set_random_seed(options.backend, options.seed)
@@ -163,20 +167,19 @@ def run_workload(workload: Workload, module: ModuleType, options: RunOptions, no
         backends.default_settings(options.backend, name, backends.gpu_available(options.backend))
     )
     backends.apply_float32_matmul(options.backend, settings.float32_matmul)
-    with distribution.activate(spread):
-        model = backends.build_model(module, data)
-        backends.apply_lstm_setting(model, settings.use_cudnn)
-        compile_args, spread = distribution.scale_learning_rate(module.compile_args(), spread)
-        model.compile(
-            **compile_args,
-            jit_compile=settings.jit_compile,
-            steps_per_execution=settings.steps_per_execution,
-        )
-    run_plan = replace(run_plan, distribution=distribution.observe(model, spread))
+    if native:
+        from benchmarks.harness import native as native_harness
+
+        trainee, spread = native_harness.trainee(module, data, spread, settings, spec, options.seed, place)
+    else:
+        trainee, spread = keras_trainee(module, data, spread, settings, spec)
+    run_plan = replace(run_plan, distribution=spread)
     setup.lap("build_s")
+    if not place.writes_logs:
+        return _train_quietly(trainee, run_plan, spec, data, csv_path(options, name, data.info.source == SYNTHETIC))
     path = csv_path(options, name, data.info.source == SYNTHETIC)
     records: list[EpochRecord] = []
-    meta = run_metadata(spec, options, settings, run_plan, data, model, started_at, workload.source)
+    meta = run_metadata(spec, options, settings, run_plan, data, trainee, started_at, workload.source)
     write_metadata(path, meta.to_dict())
     setup.lap("describe_s")
     meta = replace(meta, timing=setup.timing())
@@ -190,27 +193,86 @@ def run_workload(workload: Workload, module: ModuleType, options: RunOptions, no
         _print_epoch(name, options.backend, epoch, run_plan.epochs)
 
     telemetry = Telemetry()
-    timer = EpochTimer(
-        backends.synchronizer(options.backend, model),
-        record,
-        data.info.train_samples,
-        spec.loss_key,
-        spec.accuracy_key,
-        probe=telemetry,
-    )
+    timer = EpochTimer(trainee.sync, record, data.info.train_samples, spec.loss_key, spec.accuracy_key, probe=telemetry)
     hooks = list(options.callbacks(telemetry.paused)) if options.callbacks else []
     try:
         with telemetry, host_gc(options.host_gc):
-            fit(model, data, spec, run_plan.epochs, [timer, *hooks], spread.global_batch_size)
-        after = module.after_training(model, data) if hasattr(module, "after_training") else None
+            trainee.train(run_plan.epochs, [timer, *hooks])
+        processes_s = trainee.gather([r.elapsed for r in records])
+        if processes_s is not None:
+            meta = replace(meta, distribution={**(meta.distribution or {}), "process_epoch_s": processes_s})
+        after = trainee.after_training()
     except BaseException as exc:
         partial = _finish(meta, records, telemetry, timer, cache, Status.PARTIAL, hooks, _describe(exc))
         write_metadata(path, partial)
         raise
     finally:
         writer.close()
+        trainee.close()
     write_metadata(path, _finish(meta, records, telemetry, timer, cache, Status.COMPLETE, hooks, extra=after))
     return path
+
+
+def _train_quietly(trainee: Trainee, run_plan: Plan, spec: workloads.WorkloadSpec, data: Data, path: Path) -> Path:
+    """A process other than rank 0 of a data-parallel job: it trains beside rank 0, times its own epochs and hands
+    them to rank 0 (which records every process's), and writes nothing."""
+    times: list[float] = []
+    timer = EpochTimer(
+        trainee.sync, lambda epoch: times.append(epoch.elapsed), data.info.train_samples, spec.loss_key, None
+    )
+    try:
+        trainee.train(run_plan.epochs, [timer])
+        trainee.gather(times)
+    finally:
+        trainee.close()
+    return path
+
+
+def check_kind(module: Any, name: str, backend: str) -> None:
+    """A native workload trains on a native backend only, a Keras workload on Keras's backends only."""
+    is_native_module = hasattr(module, "build_training")
+    if backends.is_native(backend) and not is_native_module:
+        raise BadRunArguments(f"{name} is a Keras workload: run it with --backend jax, torch or tensorflow")
+    if not backends.is_native(backend) and is_native_module:
+        raise BadRunArguments(f"{name} is a native PyTorch workload: run it with --backend {backends.NATIVE}")
+
+
+def keras_trainee(
+    module: Any,
+    data: Data,
+    spread: distribution.Distribution,
+    settings: backends.Settings,
+    spec: workloads.WorkloadSpec,
+) -> tuple[Trainee, distribution.Distribution]:
+    """The workload's Keras model, built and compiled as the run's settings say."""
+    backend = spread.devices.backend
+    with distribution.activate(spread):
+        model = backends.build_model(module, data, settings.precision)
+        backends.apply_lstm_setting(model, settings.use_cudnn)
+        compile_args, spread = distribution.scale_learning_rate(module.compile_args(), spread)
+        model.compile(
+            **compile_args,
+            jit_compile=settings.jit_compile,
+            steps_per_execution=settings.steps_per_execution,
+        )
+    batch_size = spread.global_batch_size
+
+    def train(epochs: int, callbacks: list[Any]) -> None:
+        fit(model, data, spec, epochs, callbacks, batch_size)
+
+    def after() -> dict[str, Any] | None:
+        return module.after_training(model, data) if hasattr(module, "after_training") else None
+
+    trainee = Trainee(
+        jit_compile=model.jit_compile,
+        dtype_policy=model.dtype_policy.name,  # the model's own: a workload may build it in mixed precision
+        lstm_kernel=backends.lstm_kernel(model, backend),
+        parameters=model.count_params(),
+        sync=backends.synchronizer(backend, model),
+        train=train,
+        after_training=after,
+    )
+    return trainee, distribution.observe(model, spread)
 
 
 def fit(
@@ -244,7 +306,7 @@ def run_metadata(
     settings: backends.Settings,
     run_plan: Plan,
     data: Data,
-    model: keras.Model,
+    trainee: Trainee,
     started_at: str,
     source: WorkloadSource | None = None,  # a plug-in's origin; None: a built-in workload
 ) -> RunMetadata:
@@ -268,15 +330,16 @@ def run_metadata(
         reference=spec.reference,
         data=metadata.DataRecord(**data.info.as_dict()),
         settings=metadata.Settings(
-            jit_compile=model.jit_compile,
+            jit_compile=trainee.jit_compile,
             jit_compile_requested=settings.jit_compile,
             steps_per_execution=settings.steps_per_execution,
-            dtype_policy=model.dtype_policy.name,  # the model's own: a workload may build it in mixed precision
+            dtype_policy=trainee.dtype_policy,
             float32_matmul=settings.float32_matmul,
-            lstm_kernel=backends.lstm_kernel(model, options.backend),
+            lstm_kernel=trainee.lstm_kernel,
             use_cudnn=settings.use_cudnn if spec.uses_lstm else None,
             host_gc=options.host_gc,
             omp_wait_policy=backends.omp_wait_policy(options.backend),
+            cudnn_benchmark=trainee.cudnn_benchmark,
         ),
         software=sysinfo.software(backends.framework_versions(options.backend)),
         hardware={**sysinfo.hardware(), "accelerator": "gpu" if gpu else "cpu"},
@@ -285,7 +348,7 @@ def run_metadata(
         fingerprint=metadata.Fingerprint(**fingerprint(options.backend, gpu)),
         repeat=options.repeat,
         process=options.process,
-        parameters=model.count_params(),
+        parameters=trainee.parameters,
     )
 
 

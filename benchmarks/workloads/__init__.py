@@ -101,10 +101,15 @@ class UnknownWorkload(ValueError):
     pass
 
 
-def load(name: str) -> ModuleType:
-    """A built-in workload's module (a user's workload is loaded through benchmarks.workload_set)."""
+def load(name: str, native: bool = False) -> ModuleType:
+    """A built-in workload's module, or with `native` its native PyTorch twin's (benchmarks.workloads.native); a
+    user's workload is loaded through benchmarks.workload_set."""
     if name not in WORKLOADS:
         raise UnknownWorkload(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
+    if native:
+        from benchmarks.workloads import native as native_workloads
+
+        return native_workloads.load(name)
     return importlib.import_module(f"benchmarks.workloads.{name}")
 
 

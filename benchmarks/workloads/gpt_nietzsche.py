@@ -13,9 +13,11 @@ harness counts samples, so tokens per second are its samples per second times 25
 recorded hyperparameters). The vocabulary is the whole corpus's characters, whatever the slice, so every slice
 trains the same model. `--dataset synthetic` trains on text of the same length from a character model.
 
-Precision (`SPEC.mixed_precision`, applied by the harness's `build_model`). mixed_float16 where the backend sees a
-GPU (nanoGPT autocasts to bfloat16, float16 where bfloat16 is missing; float16 runs on every GPU with tensor cores),
-float32 on CPUs; `settings.dtype_policy` records which.
+Precision (`SPEC.mixed_precision`, applied by the harness's `build_model`). mixed_bfloat16 where the backend sees a
+GPU, as nanoGPT autocasts (`--precision float16`: mixed_float16, for GPUs without bfloat16), float32 on CPUs;
+`settings.dtype_policy` records which. The token embedding computes in float32 in either (the harness sets it, as
+PyTorch's autocast leaves embeddings): in half precision its gradient is a scatter-add that made the step 5.6 times
+slower on an H200 (docs/timing.md).
 
 Hyperparameters. AdamW, learning rate 1e-3, betas (0.9, 0.99), weight decay 0.1 on the matrices and embeddings
 (not the layer norms' scales), gradients clipped to a global norm of 1, batch 64, weights drawn from N(0, 0.02).
@@ -64,7 +66,7 @@ SPEC = WorkloadSpec(
         "weight_decay": 0.1,
         "global_clipnorm": 1.0,
         "train_stride": TRAIN_STRIDE,
-        "precision": "mixed_float16 on GPUs, float32 on CPUs",
+        "precision": "mixed_bfloat16 on GPUs (mixed_float16 with --precision float16), float32 on CPUs",
     },
     # train_limit and val_limit count windows of 256 characters for this workload; literals, which dry runs read.
     quick=Cut(epochs=3, train_limit=8, val_limit=4),

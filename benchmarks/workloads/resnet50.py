@@ -10,10 +10,11 @@ Images travel to the device as uint8 (a quarter of float32's bytes) and the mode
 are not mean-subtracted (ResNet50's `preprocess_input`): from random weights the first batch normalisation
 rescales them, and the step's work is the same.
 
-Precision (`SPEC.mixed_precision`, applied by the harness's `build_model`). mixed_float16 where the backend sees a
-GPU (float16 compute on tensor cores, float32 variables, the loss scaled dynamically by the LossScaleOptimizer Keras
-adds at compile time), float32 on CPUs; the run's `settings.dtype_policy` records which. The classifier's softmax is
-folded into the loss (`from_logits`), which computes in float32: the 1,000 logits are the only float16 output.
+Precision (`SPEC.mixed_precision`, applied by the harness's `build_model`). mixed_bfloat16 where the backend sees a
+GPU (bfloat16 compute on tensor cores, float32 variables), or mixed_float16 with `--precision float16` (the loss
+then scaled dynamically by the LossScaleOptimizer Keras adds at compile time), float32 on CPUs; the run's
+`settings.dtype_policy` records which. The classifier's softmax is
+folded into the loss (`from_logits`), which computes in float32: the 1,000 logits are the only half-precision output.
 
 Batch. 256 images per step (per GPU on one GPU), the batch of Goyal et al.'s reference recipe (learning rate 0.1
 per 256 images) and the per-GPU batch NVIDIA's DeepLearningExamples train ResNet-50 with in mixed precision, down to
@@ -63,7 +64,7 @@ SPEC = WorkloadSpec(
         "learning_rate": 0.1,
         "momentum": 0.9,
         "weight_decay": 1e-4,
-        "precision": "mixed_float16 on GPUs, float32 on CPUs",
+        "precision": "mixed_bfloat16 on GPUs (mixed_float16 with --precision float16), float32 on CPUs",
     },
     quick=Cut(epochs=3, train_limit=8, val_limit=4),
     short=Cut(epochs=5, train_limit=5_120, val_limit=512),  # 20 and 2 steps of 256

@@ -5,7 +5,12 @@ slices trained end to end on every backend."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -146,6 +151,49 @@ def test_on_a_gpu_the_models_build_in_mixed_precision_and_leave_the_global_polic
     assert backends.build_model(gpt_nietzsche, data).dtype_policy.name == "float32"
     assert gpt_nietzsche.SPEC.mixed_precision and spec("resnet50").mixed_precision
     assert not any(spec(name).mixed_precision for name in WORKLOADS if name not in REFERENCE)
+
+
+def test_in_mixed_precision_the_embedding_gradient_is_a_float32_scatter() -> None:
+    """The GPT's 5.6x on an H200: in mixed_float16 Keras computes an Embedding in float16, so the gradient of its
+    lookup is a float16 scatter-add, which XLA runs as colliding half-precision atomics on a GPU. The harness builds
+    embeddings in float32 (as PyTorch's autocast leaves them); built without it, the step has the float16 scatter.
+    Checked in JAX's lowered train step, in a process of its own (the backend is chosen at import)."""
+    script = "from tests.benchmarks.test_reference_workloads import scatter_types_fixed_and_not as f; print(f())"
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "['f32'] ['f16']"
+
+
+def scatter_types_fixed_and_not() -> str:
+    """The scatter-adds' element types in the GPT's train step, built by the harness and built plainly, both in
+    mixed_float16 (run with KERAS_BACKEND=jax)."""
+    import keras
+
+    from benchmarks.workloads import gpt_nietzsche
+
+    backends.gpu_available = lambda backend: True  # type: ignore[assignment]  # a process of its own
+    data = gpt_nietzsche.load_data(DataRequest("synthetic", train_limit=2, val_limit=1), _nowhere())
+    fixed = backends.build_model(gpt_nietzsche, data, "float16")
+    embedding = next(layer for layer in fixed.layers if isinstance(layer, keras.layers.Embedding))
+    assert fixed.dtype_policy.name == "mixed_float16" and embedding.dtype_policy.name == "float32"
+    with backends.gpu_mixed_precision("float16"):
+        plain = gpt_nietzsche.build_model(data)
+    return f"{_scatter_types(fixed, data)} {_scatter_types(plain, data)}"
+
+
+def _scatter_types(model: Any, data: Any) -> list[str]:
+    """The element types of the scatter-adds in the model's lowered JAX train step (traced, not compiled)."""
+    import jax
+
+    from benchmarks.workloads import gpt_nietzsche
+
+    model.compile(**gpt_nietzsche.compile_args())
+    model.optimizer.build(model.trainable_variables)
+    groups = (model.trainable_variables, model.non_trainable_variables, model.optimizer.variables)
+    state = (*([v.value for v in group] for group in groups), [v.value for v in model.metrics_variables])
+    text = jax.jit(model.train_step).lower(state, (data.x_train, data.y_train)).as_text()
+    return sorted(set(re.findall(r"stablehlo.scatter.*?\) -> tensor<\d+x\d+x(\w+)>", text, re.DOTALL)))
 
 
 @pytest.mark.slow

@@ -132,7 +132,8 @@ def test_the_committed_h100_runs_name_their_cache_state() -> None:
 
 
 def _default_pairs(defaults: list) -> bool:
-    """Every 2017-2018 workload on JAX and PyTorch; the reference workloads where they were run."""
+    """Every 2017-2018 workload on JAX and PyTorch; the reference workloads where they were run (their native
+    twins too)."""
     found = {(c.backend, c.workload) for c in defaults}
-    every = {(b, w) for b in ("jax", "torch") for w in WORKLOADS}
+    every = {(b, w) for b in ("jax", "torch") for w in WORKLOADS} | {("torch-native", w) for w in REFERENCE_WORKLOADS}
     return {(b, w) for b, w in every if w not in REFERENCE_WORKLOADS} <= found <= every

@@ -672,3 +672,27 @@ def test_the_reference_workloads_run_in_the_repeats_phase_on_the_short_slices(
         ("gpt_nietzsche", "jax", "short"), ("gpt_nietzsche", "torch", "short"),
         ("resnet50", "jax", "short"), ("resnet50", "torch", "short"),
     ]  # fmt: skip
+
+
+def test_torch_native_runs_the_native_twins_only_and_its_sweep_compiles_in_either_precision() -> None:
+    items = gpu_session.plan("sweep", ["torch-native"])
+    assert {i.workloads for i in items} == {("resnet50", "gpt_nietzsche")}
+    flags = {i.config: i.flags for i in items}
+    assert flags["torch-compile-bfloat16"] == ("--jit-compile", "on", "--precision", "bfloat16")
+    [suite] = gpu_session.plan("suite", ["torch-native"])
+    assert suite.workloads == ("resnet50", "gpt_nietzsche")
+    assert gpu_session.applies("mnist_mlp", "jax") and not gpu_session.applies("mnist_mlp", "torch-native")
+    with pytest.raises(SystemExit, match="torch-native trains only resnet50, gpt_nietzsche"):
+        gpu_session.main(["run", "--carry", ".", "--phase", "repeats", "--backends", "torch-native",
+                          "--workloads", "mnist_mlp", "--out", "/tmp/unused"])  # fmt: skip
+
+
+def test_the_overhead_table_gives_the_runners_share_of_the_plain_epoch() -> None:
+    figures = {"epoch_s": 0.5, "direct_s": 0.001, "ab_s": 0.005, "runner_s": 0.507}
+    entries = [
+        {"workload": "gpt_nietzsche", "backend": "jax", "overhead": figures},
+        {"workload": "resnet50", "backend": "torch-native", "overhead": None},
+    ]
+    table = gpu_session.overhead_table(entries).splitlines()
+    assert table[1].split() == ["gpt_nietzsche", "jax", "0.5000", "0.200", "+1.00", "+1.40"]
+    assert "no figures" in table[2]

@@ -262,4 +262,6 @@ def test_the_committed_runs_keep_every_machine_stable_verdict_from_two_steady_ep
     two = next(c for c in result["cut"] if c["steady_epochs"] == 2)
     assert two["same_where_fresh_stable"] == two["fresh_stable"] > 0
     for figures in result["spread"].values():
+        if figures["runs_within_machine_sd"] is None:  # one run per machine (the native twins' so far): no spread
+            continue
         assert figures["epochs_within_run_sd"] < figures["runs_within_machine_sd"]
