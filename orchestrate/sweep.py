@@ -306,6 +306,8 @@ def _bill_machines_that_ended(provider: Provider, context: SweepContext, report:
         teardown = _teardown_started_at(run)
         by_teardown = False
         for record in unended:
+            if context.dry_run and record.instance_id in live:
+                continue  # still there, as a dry run deletes nothing: the deletion it would bill is _act's
             at = _ended_at(provider, Instance(provider.name, record.instance_id, record.zone, None), report)
             if at is not None and teardown is not None and at >= int(teardown):  # providers keep whole seconds
                 # it ended after its orchestrator began the teardown that terminates it: this project ended it

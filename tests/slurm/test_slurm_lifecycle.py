@@ -224,16 +224,13 @@ def test_a_killed_orchestrator_leaves_nothing_after_sweep(slurm_site: SlurmSite,
         assert collected.returncode == 0, collected.stdout + collected.stderr
         assert "still has 1 of 1 tasks queued or running" in collected.stdout
         assert tasks_of(slurm_site, KILLED_RUN) == {"0": "RUNNING"}
-        done = orchestrate(
-            slurm_site,
-            "sweep",
-            "--ledger",
-            str(ws.ledger),
-            "--provider",
-            "slurm",
-            "--provider-setting",
-            f"slurm:ssh_config={slurm_site.server.config_path}",
-        )
+        sweep = ("sweep", "--ledger", str(ws.ledger), "--provider", "slurm")
+        setting = ("--provider-setting", f"slurm:ssh_config={slurm_site.server.config_path}")
+        dry = orchestrate(slurm_site, *sweep, *setting, "--dry-run")  # the job still queued: said, not billed
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        assert "would delete slurm kcb-sshd:" in dry.stdout and f"(run {KILLED_RUN})" in dry.stdout
+        assert tasks_of(slurm_site, KILLED_RUN) == {"0": "RUNNING"}
+        done = orchestrate(slurm_site, *sweep, *setting)
     finally:
         if process.poll() is None:
             process.kill()
