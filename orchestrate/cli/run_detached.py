@@ -7,6 +7,7 @@ import sys
 import time
 from dataclasses import replace
 
+from orchestrate.capabilities import offering
 from orchestrate.cli.common import UsageError, credentials, row
 from orchestrate.cli.planning import (
     check_workloads,
@@ -87,9 +88,11 @@ def run(request: DetachedRun) -> int:
 
 
 def check_boot_script(profile: Profile, provider: Provider) -> None:
+    """Every installed provider whose machines run alone is named (plug-ins too), from their capabilities."""
     if not provider.has(Capability.BOOT_SCRIPT):
         raise UsageError(
-            f"--detach needs a provider that runs boot scripts (aws, gce); {profile.name} is {profile.provider}"
+            f"--detach needs a provider that runs boot scripts ({offering(Capability.BOOT_SCRIPT)}); "
+            f"{profile.name} is {profile.provider}"
         )
 
 

@@ -103,6 +103,17 @@ def test_spot_is_refused_on_a_cloud_that_offers_no_spot_machines(cloud: FolderCl
     ]
 
 
+def test_detach_names_the_plugin_among_the_providers_that_detach(cloud: FolderCloud) -> None:
+    refused = cloud.orchestrate(
+        "run", "--profile", "local", "--workloads", "mnist_mlp", "--backends", "jax", "--detach", "--dry-run",
+        "--ledger", str(cloud.ledger),
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        "error: --detach needs a provider that runs boot scripts (aws, foldercloud, gce); local is local"
+    ]
+
+
 @pytest.mark.slow
 @pytest.mark.docker
 @pytest.mark.sshd
