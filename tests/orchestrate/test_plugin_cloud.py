@@ -114,6 +114,19 @@ def test_detach_names_the_plugin_among_the_providers_that_detach(cloud: FolderCl
     ]
 
 
+def test_a_plugins_schedule_price_that_is_no_price_is_one_line(cloud: FolderCloud) -> None:
+    prices = cloud.site / "kcb_foldercloud" / "prices.toml"
+    prices.write_text(prices.read_text().replace("usd = 0.10", "usd = nan"))
+    refused = cloud.orchestrate(
+        "schedule", "create", "--profile", "folder-cpu", "--cron", "0 4 * * 1", "--name", "weekly",
+        "--image", "registry.example/kcb:cpu", "--ledger", str(cloud.ledger), "--dry-run",
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        f"error: {prices}: clouds.foldercloud: field 'scheduler_job': usd must be a finite number > 0, got nan"
+    ]
+
+
 @pytest.mark.slow
 @pytest.mark.docker
 @pytest.mark.sshd
