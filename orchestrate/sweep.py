@@ -111,6 +111,8 @@ def local_process_alive(this_host: str) -> Callable[[RunRecord], bool]:
     """A run's orchestrator counts as alive if it ran on another host (we cannot tell) or its pid exists."""
 
     def alive(run: RunRecord) -> bool:
+        if run.pid <= 0:
+            return False  # no orchestrator process watches it (a detached run once launched); kill(0) is our group
         if run.owner.rpartition("@")[2] != this_host:
             return True
         try:
