@@ -27,7 +27,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrate import keepsafe
 from orchestrate.accounting import close_accounts, launch_in_zones, machine_record, run_tags
+from orchestrate.capabilities import offered
 from orchestrate.containers import (
     container_command,
     deliver_payload,
@@ -50,6 +52,7 @@ from orchestrate.provider import (
 )
 from orchestrate.remote import ConnectionLost, Host, LocalHost, RemoteError, SSHHost, wait_for_ssh
 from orchestrate.runspec import SpecItem
+from orchestrate.storage import StorageError
 from records.ledger import (
     STATUS_COMPLETE,
     STATUS_FAILED,
@@ -95,6 +98,7 @@ class _Session:
     host: Host | None = None
     info: HostInfo | None = None
     image: ImageInfo | None = None
+    keeps_safe: bool = False  # the machine saves the run's logs before it ends itself (orchestrate.keepsafe)
 
 
 @dataclass
@@ -215,6 +219,7 @@ class Lifecycle:
                 deliver_payload(session.host, session.info.run_dir(self.plan.run_id), payload)
                 detail.append(f"payload {payload.describe()}")
             self._record_host(session)
+            self._keep_safe(session, detail)
         with self._stage("image") as detail:
             session.image = self._ensure_image(session)
             detail.append(f"{session.image.how}: {session.image.digest[:19]}")
@@ -256,6 +261,27 @@ class Lifecycle:
             if self.plan.ssh_config is not None:
                 self.record.host["ssh_config"] = str(self.plan.ssh_config)
         self._save()
+
+    def _keep_safe(self, session: _Session, detail: list[str]) -> None:
+        """A rented machine, which ends itself at its max lifetime, saves the run's logs first (orchestrate.keepsafe);
+        one that cannot is said so, and the run goes on."""
+        if not (self.has(Capability.FRESH_HOST) and offered(self.provider, Capability.OBJECT_STORE)):
+            return
+        assert session.host is not None and session.info is not None
+        lifetime, expiry = self.plan.max_lifetime_s, session.record.expires_at or time.time() + self.plan.max_lifetime_s
+        try:
+            made = keepsafe.upload_url(self.plan.profile, self.plan.run_id, lifetime + keepsafe.MAX_LEAD_S)
+            if made is None:
+                return
+            bucket, url = made
+            keepsafe.start(session.host, session.info, self.plan.run_id, url, expiry - keepsafe.save_lead_s(lifetime))
+        except (StorageError, ProviderError, RemoteError) as exc:
+            self.reporter.note(f"the machine cannot save the run's logs before it ends itself: {exc}")
+            return
+        session.keeps_safe = True
+        self.record.host[keepsafe.HOST_KEY] = str(bucket)
+        self._save()
+        detail.append(f"saves its logs to {bucket} before it ends itself")
 
     def _connect(self, instance: Instance) -> Host:
         if self.has(Capability.RUNS_LOCALLY):
@@ -440,6 +466,9 @@ class Lifecycle:
         machine is stamped terminated only when `terminate` succeeded (else it may still be billing)."""
         host, info = session.host, session.info
         if reachable and host is not None and info is not None:
+            if session.keeps_safe:
+                with self._attempt(f"stop the routine that would save the logs on {host.description}"):
+                    keepsafe.stop(host, info, self.plan.run_id)
             with self._attempt(f"stop the run's containers on {host.description}"):
                 self._stop_containers(host, info)
             with self._attempt(f"pull the last logs from {host.description}"):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from orchestrate.containers import run_containers, stop_containers
 from orchestrate.hostprep import run_dir
+from orchestrate.keepsafe import fetch_saved
 from orchestrate.plan import WorkItem
 from orchestrate.provider import SSHTarget
 from orchestrate.remote import Host, LocalHost, RemoteError, SSHHost, wait_for_ssh
@@ -61,6 +62,15 @@ def recover_run(run: RunRecord, runs_locally: bool, fresh_host: bool = False) ->
         host.close()
     _settle_items(run)
     return f"stopped {len(stopped)} container(s), pulled {len(copied)} file(s), removed {folder} on {host.description}"
+
+
+def recover_saved(run: RunRecord) -> str | None:
+    """The logs a rented machine saved before it ended itself (orchestrate.keepsafe) into the run's logs, and its
+    items settled from them; what was done, or None when it saved none."""
+    done = fetch_saved(run)
+    if done is not None:
+        _settle_items(run)
+    return done
 
 
 def _host(run: RunRecord, runs_locally: bool, fresh_host: bool) -> Host:

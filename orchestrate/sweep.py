@@ -148,6 +148,9 @@ class SweepContext:
     profile_of: Callable[[str], Profile | None]  # catalog lookup for billing; None when unknown
     # Before a dead run's machine is deleted: pull what its containers wrote (orchestrate.recover); what was done.
     salvage: Callable[[RunRecord], str] | None = None
+    # A dead run whose machine is gone: the logs the machine saved before it ended itself (orchestrate.keepsafe),
+    # unpacked into the run's logs; what was done, or None when it saved none.
+    recover_saved: Callable[[RunRecord], str | None] | None = None
     # A dry run: runs the sweep would have finalised before looking at the providers, as it would leave them.
     assumed: Mapping[str, RunRecord] = field(default_factory=dict)
 
@@ -235,6 +238,7 @@ def _finalise_dead_runs(provider: Provider, context: SweepContext, report: Sweep
         if context.dry_run:
             report.recovered.append((run.run_id, f"would finalise it: nothing of it is left at {provider.name}"))
             continue
+        _recover_saved(run, context, report)  # a machine that ended itself may have saved its logs first
         finalise(run, context, f"nothing of it was left at {provider.name}", provider.has(Capability.BILLABLE))
         report.recovered.append((run.run_id, f"finalised: nothing of it was left at {provider.name}"))
 
@@ -282,8 +286,23 @@ def _salvage(instance: Instance, context: SweepContext, report: SweepReport) -> 
         report.recovered.append((run.run_id, context.salvage(run)))
     except Exception as exc:  # broad on purpose: the machine is deleted whether or not its logs could be read
         report.recovered.append((run.run_id, f"its logs could not be pulled from {instance.instance_id}: {why(exc)}"))
-        return
+        if not _recover_saved(run, context, report):
+            return
     context.ledger.append(run)  # the items it settled
+
+
+def _recover_saved(run: RunRecord, context: SweepContext, report: SweepReport) -> bool:
+    """Whether the logs the run's machine saved before it ended itself were unpacked into the run's logs."""
+    if context.recover_saved is None or context.dry_run:
+        return False
+    try:
+        done = context.recover_saved(run)
+    except Exception as exc:  # broad on purpose: one run's bucket must not stop the sweep
+        report.errors.append(f"could not fetch the logs run {run.run_id}'s machine saved: {why(exc)}")
+        return False
+    if done is not None:
+        report.recovered.append((run.run_id, done))
+    return done is not None
 
 
 def _ended_at(provider: Provider, instance: Instance, report: SweepReport) -> float | None:
@@ -326,6 +345,7 @@ def _bill_machines_that_ended(provider: Provider, context: SweepContext, report:
             continue
         what = f"billed {'; '.join(ended)}"
         report.recovered.append((run.run_id, ("would have " if context.dry_run else "") + what))
+        _recover_saved(run, context, report)  # its machine ended itself: what it saved first
         if not context.dry_run:
             how = "its teardown had ended its machine" if by_teardown else "its machine ended on its own"
             finalise(run, context, f"{how} ({what})", provider.has(Capability.BILLABLE), True)

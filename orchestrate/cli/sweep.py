@@ -15,7 +15,7 @@ from orchestrate.capabilities import BatchQueue
 from orchestrate.cli.common import UsageError, catalog_option, key_value, ledger_option, owner_id
 from orchestrate.detached_runs import collect, read_progress
 from orchestrate.provider import Capability, Provider, ProviderError
-from orchestrate.recover import recover_dead_runs, recover_run
+from orchestrate.recover import recover_dead_runs, recover_run, recover_saved
 from orchestrate.registry import load_provider_class, provider_names
 from orchestrate.sweep import SweepContext, SweepReport, run_sweep, settle_ledger
 from records.catalog import CatalogError, Profile, get_profile, load_catalogs
@@ -53,6 +53,7 @@ def command(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         now=time.time(),
         profile_of=partial(_billing_profile, catalog),
+        recover_saved=recover_saved,
     )
     report = SweepReport()
     settle_ledger(context, report)
