@@ -37,9 +37,9 @@ def save_lead_s(lifetime_s: int) -> int:
     return max(1, min(MAX_LEAD_S, lifetime_s // 4))
 
 
-def folder(info: HostInfo, run_id: str) -> str:
-    """The routine's own files: beside the run's logs, never among them."""
-    return f"{info.run_dir(run_id)}/keepsafe"
+def folder(run_dir: str) -> str:
+    """The routine's own files, in the run's folder on the host: beside its logs, never among them."""
+    return f"{run_dir}/keepsafe"
 
 
 def saved_key(bucket: StorageURL, run_id: str) -> str:
@@ -61,7 +61,7 @@ def upload_url(profile: Profile, run_id: str, expires_s: int) -> tuple[StorageUR
 def start(host: Host, info: HostInfo, run_id: str, url: str, save_at: float) -> None:
     """The routine onto the host, started in its own session so that it outlives the connection. The URL goes
     through stdin into a file only its owner reads: it never appears on a command line."""
-    where = folder(info, run_id)
+    where = folder(info.run_dir(run_id))
     files = {"url": url.encode(), "save.sh": _script(info, run_id, int(save_at)).encode()}
     for name, data in files.items():
         target = host.quote(f"{where}/{name}")
@@ -73,14 +73,14 @@ def start(host: Host, info: HostInfo, run_id: str, url: str, save_at: float) -> 
     host.run(f"setsid nohup sh {script} > /dev/null 2>&1 < /dev/null & echo $! > {host.quote(where)}/pid")
 
 
-def stop(host: Host, info: HostInfo, run_id: str) -> None:
+def stop(host: Host, run_dir: str) -> None:
     """The routine ends with the run it guarded (a machine deleted by its teardown takes it along anyway)."""
-    pid = host.quote(f"{folder(info, run_id)}/pid")
+    pid = host.quote(f"{folder(run_dir)}/pid")
     host.run(f'[ -f {pid} ] && kill -TERM -- "-$(cat {pid})" 2>/dev/null; rm -f {pid}; true')  # its group: sleep too
 
 
 def _script(info: HostInfo, run_id: str, save_at: int) -> str:
-    where, logs = folder(info, run_id), info.logs_dir(run_id)
+    where, logs = folder(info.run_dir(run_id)), info.logs_dir(run_id)
     archive, url = shlex.quote(f"{where}/{SAVED_NAME}"), shlex.quote(f"{where}/url")
     label = shlex.quote(f"label=run-id={run_id}")
     return f"""#!/bin/sh

@@ -98,7 +98,7 @@ class _Session:
     host: Host | None = None
     info: HostInfo | None = None
     image: ImageInfo | None = None
-    keeps_safe: bool = False  # the machine saves the run's logs before it ends itself (orchestrate.keepsafe)
+    saved_to: str | None = None  # the bucket the machine saves the run's logs to before it ends itself (keepsafe)
 
 
 @dataclass
@@ -218,8 +218,8 @@ class Lifecycle:
             if payload is not None:
                 deliver_payload(session.host, session.info.run_dir(self.plan.run_id), payload)
                 detail.append(f"payload {payload.describe()}")
-            self._record_host(session)
             self._keep_safe(session, detail)
+            self._record_host(session)
         with self._stage("image") as detail:
             session.image = self._ensure_image(session)
             detail.append(f"{session.image.how}: {session.image.digest[:19]}")
@@ -255,6 +255,8 @@ class Lifecycle:
         info, target = session.info, session.instance.ssh
         assert info is not None
         self.record.host = {"root": info.root, "docker": info.docker}
+        if session.saved_to:
+            self.record.host[keepsafe.HOST_KEY] = session.saved_to
         if target is not None and not self.has(Capability.RUNS_LOCALLY):
             fields = {"host": target.host, "user": target.user, "port": target.port, "key": target.key_filename}
             self.record.host.update({k: str(v) for k, v in fields.items() if v is not None})
@@ -278,9 +280,7 @@ class Lifecycle:
         except (StorageError, ProviderError, RemoteError) as exc:
             self.reporter.note(f"the machine cannot save the run's logs before it ends itself: {exc}")
             return
-        session.keeps_safe = True
-        self.record.host[keepsafe.HOST_KEY] = str(bucket)
-        self._save()
+        session.saved_to = str(bucket)
         detail.append(f"saves its logs to {bucket} before it ends itself")
 
     def _connect(self, instance: Instance) -> Host:
@@ -466,9 +466,9 @@ class Lifecycle:
         machine is stamped terminated only when `terminate` succeeded (else it may still be billing)."""
         host, info = session.host, session.info
         if reachable and host is not None and info is not None:
-            if session.keeps_safe:
+            if session.saved_to:
                 with self._attempt(f"stop the routine that would save the logs on {host.description}"):
-                    keepsafe.stop(host, info, self.plan.run_id)
+                    keepsafe.stop(host, info.run_dir(self.plan.run_id))
             with self._attempt(f"stop the run's containers on {host.description}"):
                 self._stop_containers(host, info)
             with self._attempt(f"pull the last logs from {host.description}"):

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from orchestrate.containers import run_containers, stop_containers
 from orchestrate.hostprep import run_dir
-from orchestrate.keepsafe import fetch_saved
+from orchestrate.keepsafe import HOST_KEY, fetch_saved
+from orchestrate.keepsafe import stop as stop_saving
 from orchestrate.plan import WorkItem
 from orchestrate.provider import SSHTarget
 from orchestrate.remote import Host, LocalHost, RemoteError, SSHHost, wait_for_ssh
@@ -56,6 +57,8 @@ def recover_run(run: RunRecord, runs_locally: bool, fresh_host: bool = False) ->
             stopped, failures = stop_containers(host, docker, names)
             if failures:
                 raise RemoteError("; ".join(failures))
+        if run.host.get(HOST_KEY):  # the machine's routine would save the logs at its end: they are pulled now
+            stop_saving(host, folder)
         copied = host.fetch_tree(f"{folder}/logs", Path(run.logs_dir).parents[1])
         host.run(f"rm -rf {host.quote(folder)}")
     finally:

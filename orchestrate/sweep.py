@@ -223,6 +223,8 @@ def _sweep_provider(provider: Provider, context: SweepContext, report: SweepRepo
         report.deleted.append((f"{provider.name} resources of run {run_id}", reason))
         billable = provider.has(Capability.BILLABLE)
         latest = context.ledger.runs().get(run_id)  # the termination of its machine may have been recorded since
+        if latest is not None and not latest.final:
+            _recover_saved(latest, context, report)  # its machine ended itself: what it saved first
         finalise(latest, context, f"its leftovers were deleted by the sweep ({reason})", billable)
     _finalise_dead_runs(provider, context, report, kept_runs | set(dead))
 
