@@ -172,7 +172,7 @@ class SlurmProvider(Provider, BatchQueue):
         folder = run_folder(settings, request.run_id)
         # Slurm opens each task's output file before the script runs: its folder must exist
         consoles = f"{folder}/logs/{request.batch.platform}/{request.run_id}/orchestrate"
-        cluster.run(f"mkdir -p {shlex.quote(folder)}/tasks {shlex.quote(consoles)}")
+        cluster.run(f"mkdir -p {shlex.quote(folder)}/tasks {shlex.quote(consoles)} && chmod 700 {shlex.quote(folder)}")
         # the tags first: from here until release_run the sweep can find the folder (leftover_runs)
         cluster.write_file(f"{folder}/run.json", json.dumps(request.tags, sort_keys=True))
         if request.batch.payload is not None:  # every task mounts it: carried before the job is queued
