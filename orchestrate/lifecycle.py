@@ -41,6 +41,7 @@ from orchestrate.data_dir import BadDataDir
 from orchestrate.hostprep import HostInfo, HostSetupError, clean_run_dir, prepare_host
 from orchestrate.images import ImageError, ImageInfo, ensure_image
 from orchestrate.plan import RunPlan, WorkItem
+from orchestrate.private_files import owner_only
 from orchestrate.progress import Reporter
 from orchestrate.provider import (
     Capability,
@@ -350,6 +351,8 @@ class Lifecycle:
             raise
         stage.ended_at = item_record.ended_at = time.time()
         item_record.exit_code = code
+        with contextlib.suppress(RemoteError):  # what the container wrote with Docker's umask: the user's alone
+            session.host.run(owner_only(session.host.quote(session.info.logs_dir(self.plan.run_id))))
         if code == 137 and self._state(session) == InstanceState.PREEMPTED:
             item_record.status = "preempted"
             raise InstancePreempted(f"{self.provider.name} preempted {session.instance.instance_id}")
