@@ -56,6 +56,7 @@ from orchestrate.runspec import SpecItem
 from orchestrate.storage import StorageError
 from records.ledger import (
     STATUS_COMPLETE,
+    STATUS_DETACHED,
     STATUS_FAILED,
     STATUS_INTERRUPTED,
     STATUS_RUNNING,
@@ -112,6 +113,8 @@ class Outcome:
     def exit_code(self) -> int:
         if self.record.status == STATUS_INTERRUPTED:
             return EXIT_INTERRUPTED
+        if self.record.status == STATUS_DETACHED:  # submitted, and left to run (orchestrate.batch)
+            return 0
         # a teardown problem fails the run even when every workload finished: something may still be billing
         return 0 if self.record.status == STATUS_COMPLETE and not self.teardown_failures else 1
 
@@ -153,12 +156,13 @@ class Lifecycle:
             self._finish(STATUS_FAILED, f"internal error: {type(exc).__name__}: {exc}")
             error = exc
         finally:
-            with _signals_deferred(self.reporter):
-                self._teardown()
-                self.record.teardown_failures = list(self.teardown_failures)
-                close_accounts(self.record, self.plan.profile, self.has(Capability.BILLABLE))
-                self._save()
-                self._write_run_summary()
+            if self.record.status != STATUS_DETACHED:  # a batch job left to run alone: `collect` ends it
+                with _signals_deferred(self.reporter):
+                    self._teardown()
+                    self.record.teardown_failures = list(self.teardown_failures)
+                    close_accounts(self.record, self.plan.profile, self.has(Capability.BILLABLE))
+                    self._save()
+                    self._write_run_summary()
         if error is not None:
             raise error
         return outcome

@@ -94,7 +94,7 @@ def _finalise_unlaunched(
     collected yet, or its final line torn and its run.json gone): `collect` finalises and bills them."""
     assumed: dict[str, RunRecord] = {}
     for run in context.ledger.runs().values():
-        detached = run.status == STATUS_DETACHED and run.provider in names
+        detached = run.status == STATUS_DETACHED and run.provider in names and bool(run.storage)  # a batch job: collect
         unlaunched = detached and not run.instances and run.pid
         if not detached or run.final or run.owner != context.owner or context.alive(run):
             continue

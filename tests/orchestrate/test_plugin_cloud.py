@@ -110,7 +110,8 @@ def test_detach_names_the_plugin_among_the_providers_that_detach(cloud: FolderCl
     )  # fmt: skip
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert refused.stderr.strip().splitlines() == [
-        "error: --detach needs a provider that runs boot scripts (aws, foldercloud, gce); local is local"
+        "error: --detach needs a provider that runs boot scripts or batch jobs (aws, foldercloud, gce, slurm); "
+        "local is local"
     ]
 
 

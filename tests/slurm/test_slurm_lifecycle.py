@@ -442,3 +442,43 @@ def test_another_user_reads_no_file_of_a_run(slurm_site: SlurmSite, task_image: 
             path.chmod(mode)
     assert (data / "tiny_mlp.npz").stat().st_mode & 0o777 == 0o600  # the user's own file, as it was
     assert_nothing_left(slurm_site, PRIVATE_RUN)
+
+
+# ---- --detach: submitted and left to run ----------------------------------------------------------------------------
+
+DETACHED_RUN = "20260101T000000Z-sld1"
+
+
+def test_a_detached_run_is_submitted_left_alone_by_the_sweep_then_collected(
+    slurm_site: SlurmSite, task_image: str, tmp_path
+) -> None:
+    """`run --detach` returns once the array is queued; the sweep keeps the job (no orchestrator follows it, by
+    design); `collect` after the job ended records, bills and finalises the run and removes its folder."""
+    ws = Workspace(tmp_path)
+    args = run_args(slurm_site, ws, DETACHED_RUN, "--workloads", "mnist_mlp,mnist_cnn", "--backends", "jax")
+    folder = run_folder(slurm_site, DETACHED_RUN)
+    try:
+        launched = orchestrate(slurm_site, *args, "--image", task_image, "--detach", timeout=120)
+        assert launched.returncode == 0, launched.stdout + launched.stderr
+        assert f"Run {DETACHED_RUN}: detached as slurm job kcb-sshd:" in launched.stdout
+        record = read_runs(ws.ledger)[DETACHED_RUN]
+        assert (record.status, record.pid) == ("detached", 0)
+        wait_for(lambda: (folder / "logs" / "starts-mnist_cnn").exists(), 90, "mnist_cnn's container to run")
+        setting = ("--provider-setting", f"slurm:ssh_config={slurm_site.server.config_path}")
+        swept = orchestrate(slurm_site, "sweep", "--ledger", str(ws.ledger), "--provider", "slurm", *setting)
+        assert swept.returncode == 0, swept.stdout + swept.stderr
+        assert f"detached run {DETACHED_RUN} works on its own" in swept.stdout
+        (folder / "logs" / "release-mnist_cnn").touch()
+        wait_for(lambda: tasks_of(slurm_site, DETACHED_RUN) == {}, 60, "the job to end")
+        done = collect(slurm_site, ws, DETACHED_RUN)
+    finally:
+        remove_containers_of_run(DETACHED_RUN)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = read_runs(ws.ledger)[DETACHED_RUN]
+    assert (record.status, record.recovered_by) == ("complete", "collect")
+    assert [(i.workload, i.status) for i in record.latest_items()] == [
+        ("mnist_mlp", "complete"),
+        ("mnist_cnn", "complete"),
+    ]
+    assert record.estimated_cost_usd is not None and record.billed_seconds > 0
+    assert_nothing_left(slurm_site, DETACHED_RUN)
