@@ -3,17 +3,12 @@ umask of the login shell, and the user's own files carried there without widenin
 
 A shared login node or file system (a university cluster's scratch) is where this matters: another user lists
 and reads whatever the umask leaves readable (0755 folders, 0644 files by default). Every command that creates
-something of a run on a host runs under `private(...)`; a run's folder is made by `private_dir`; what a container
+something of a run on a host runs under `private(...)` (the run's payload unpacks so too, orchestrate.container_command), and a run's folder is closed to 0700; what a container
 wrote with its own umask (Docker's is 022) is closed by `owner_only`. A container reads the user's files as the
 user (`--user`, Apptainer, a venv) or as root, both of which read a 0600 file.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from orchestrate.remote import Host
 
 UMASK = "umask 077"
 
@@ -21,15 +16,6 @@ UMASK = "umask 077"
 def private(command: str) -> str:
     """`command` with every file and folder it creates readable by its owner alone."""
     return f"{UMASK} && {command}"
-
-
-def private_dir_command(quoted: str) -> str:
-    """Make the folder (a quoted path) and its missing parents, owner only; an existing one is closed too."""
-    return private(f"mkdir -p {quoted} && chmod 700 {quoted}")
-
-
-def private_dir(host: Host, path: str) -> None:
-    host.run(private_dir_command(host.quote(path)))
 
 
 def owner_only(quoted: str) -> str:

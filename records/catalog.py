@@ -361,9 +361,9 @@ def _parse_price(raw: Any, field_name: str, fail: Callable[[str, str], CatalogEr
         problem = f"{'missing' if missing else 'unknown'} {', '.join(sorted(wrong))}"
         raise fail(field_name, f"{problem}; a price is {{usd_per_hour, date, source}}")
     usd = raw["usd_per_hour"]
-    problem = price_problem(usd)
-    if problem is not None:
-        raise fail(field_name, f"usd_per_hour {problem}")
+    refused = price_problem(usd)
+    if refused is not None:
+        raise fail(field_name, f"usd_per_hour {refused}")
     if not isinstance(raw["date"], str) or not _is_iso_date(raw["date"]):
         raise fail(field_name, f"date must be an ISO date YYYY-MM-DD, got {raw['date']!r}")
     if not isinstance(raw["source"], str) or not raw["source"].strip():

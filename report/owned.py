@@ -61,6 +61,7 @@ def _price(
     problem = price_problem(value, ceiling)
     if problem is not None:
         raise OwnedDataError(f"{path}: {where}: field {key!r} {problem}")
+    assert isinstance(value, int | float)  # price_problem said so
     return float(value)
 
 
