@@ -9,6 +9,7 @@ fake cloud, no key pair or security group is left, and every finished log is on 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -169,7 +170,16 @@ def preempt_mid_suite(bench: Bench, run_id: str, profile: str, reclaim: Callable
     reclaim()
     bench.server.kill()  # the machine is gone: its sshd and every session with it
     remove_containers_of_run(run_id)  # ...and what ran on it
+    end_the_routine(bench, run_id)  # ...and the routine that would have saved its logs at its end
     bench.server.restart()  # the sshd comes back as the relaunched instance's
+
+
+def end_the_routine(bench: Bench, run_id: str) -> None:
+    """A machine's keepsafe routine (orchestrate.keepsafe) dies with the machine; here the machine is this one."""
+    pid = bench.tmp / "host" / "runs" / run_id / "keepsafe" / "pid"
+    if pid.exists():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(pid.read_text()), signal.SIGTERM)
 
 
 def assert_preempted_run_resumed(bench: Bench, profile: str, run_id: str) -> RunRecord:
