@@ -3,9 +3,10 @@ umask of the login shell, and the user's own files carried there without widenin
 
 A shared login node or file system (a university cluster's scratch) is where this matters: another user lists
 and reads whatever the umask leaves readable (0755 folders, 0644 files by default). Every command that creates
-something of a run on a host runs under `private(...)` (the run's payload unpacks so too, orchestrate.container_command), and a run's folder is closed to 0700; what a container
-wrote with its own umask (Docker's is 022) is closed by `owner_only`. A container reads the user's files as the
-user (`--user`, Apptainer, a venv) or as root, both of which read a 0600 file.
+something of a run on a host runs under `private(...)` (the run's payload unpacks so too, in
+orchestrate.container_command), a run's folder is closed to 0700, and what a container wrote with its own umask
+(Docker's is 022) is closed by `owner_only`. A container reads the user's files as the user (`--user`,
+Apptainer, a venv) or as root, both of which read a 0600 file.
 """
 
 from __future__ import annotations
