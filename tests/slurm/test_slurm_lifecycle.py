@@ -425,7 +425,8 @@ def test_another_user_reads_no_file_of_a_run(slurm_site: SlurmSite, task_image: 
         wait_for(lambda: (folder / "logs" / "starts-tiny_mlp").exists(), 90, "tiny_mlp's container to run")
         found = [folder, *folder.rglob("*")]
         names = {path.relative_to(folder).as_posix() for path in found}
-        assert {"job.sh", "run.json", "workloads/tiny_mlp.py", "data/tiny_mlp.npz", "tasks/0.exit"} <= names
+        carried = {"payload/workloads/tiny_mlp.py", "payload/data/tiny_mlp.npz"}
+        assert {"job.sh", "run.json", "tasks/0.exit", *carried} <= names
         assert any(name.endswith("/mnist_mlp_jax.csv") for name in names), names
         assert [path for path in found if readable_by_nobody(path)] == []
         wide = [path for path in found if path.stat().st_mode & 0o077]
