@@ -24,9 +24,17 @@ from typing import Any
 from estimator import DATA_DIR
 from estimator.owned import Owned, OwnedDataError, Rival
 from estimator.workload_plan import estimate_data
+from records.catalog import MAX_USD_PER_KWH, MAX_USD_PER_MACHINE, price_problem
 
 BUYABLE_FILE = DATA_DIR / "buyable.toml"
 FIGURES = ("purchase_usd", "gpu_watts", "useful_life_years", "electricity_usd_per_kwh")
+# The most each figure can plausibly be (records.catalog.price_problem): a figure above it is a typo, or no figure.
+CEILINGS = {
+    "purchase_usd": MAX_USD_PER_MACHINE,
+    "gpu_watts": 10_000.0,
+    "useful_life_years": 50.0,
+    "electricity_usd_per_kwh": MAX_USD_PER_KWH,
+}
 DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")  # as precisely as the source dates it
 
 
@@ -103,11 +111,11 @@ def _buyable(path: Path, name: str, entry: Any, defaults: Mapping[str, Any], gpu
         raw = entry.get(field, defaults.get(field))
         if raw is None:
             raise OwnedDataError(f'{where}: field {field!r} is missing (give it, or {{ unknown = "why" }})')
-        figures[field] = _figure(f"{where}: field {field!r}", raw)
+        figures[field] = _figure(f"{where}: field {field!r}", raw, CEILINGS[field])
     return Buyable(name, entry["title"], entry["gpu"], figures)
 
 
-def _figure(where: str, raw: Any) -> Figure:
+def _figure(where: str, raw: Any, ceiling: float) -> Figure:
     if not isinstance(raw, dict):
         raise OwnedDataError(f'{where}: expected {{ value, date, source }} or {{ unknown = "why" }}')
     if set(raw) == {"unknown"} and isinstance(raw["unknown"], str) and raw["unknown"].strip():
@@ -115,8 +123,9 @@ def _figure(where: str, raw: Any) -> Figure:
     if set(raw) != {"value", "date", "source"}:
         raise OwnedDataError(f"{where}: expected exactly value, date and source, got {', '.join(sorted(raw))}")
     value, date, source = raw["value"], raw["date"], raw["source"]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise OwnedDataError(f"{where}: value must be a number > 0, got {value!r}")
+    problem = price_problem(value, ceiling)
+    if problem is not None:
+        raise OwnedDataError(f"{where}: value {problem}")
     if not isinstance(date, str) or not DATE.match(date):
         raise OwnedDataError(f"{where}: date must be YYYY, YYYY-MM or YYYY-MM-DD, got {date!r}")
     if not isinstance(source, str) or not source.strip():

@@ -8,6 +8,9 @@ ended; the task itself resumes it (the provider's script keeps the partial files
 and never runs an ended item again). The bill comes from the job records: one machine per task attempt, from its
 start to its end, at the provider's price per task allocation (`BatchQueue.allocation_price`).
 
+`run --detach` (`detached_lifecycle`) submits the job and returns: the ledger says `detached`, the sweep keeps the
+job until its expiry, and `collect` ends the run as it ends one whose orchestrator died.
+
 `collect RUN_ID` of a run whose orchestrator died (`collect_batch`) pulls the tasks' logs and reads their states; a
 job still queued or running is left alone, an ended one is recorded, finalised and billed by this lifecycle resumed
 from the ledger (`BatchLifecycle.resumed`), and its run folder is released, as teardown does.
@@ -43,6 +46,7 @@ from orchestrate.provider import (
 from records.catalog import Profile
 from records.ledger import (
     STATUS_COMPLETE,
+    STATUS_DETACHED,
     STATUS_FAILED,
     STATUS_RUNNING,
     InstanceRecord,
@@ -63,6 +67,15 @@ def lifecycle_for(plan: RunPlan, provider: Provider, ledger: Ledger, reporter: R
     if offered(provider, Capability.BATCH):
         return BatchLifecycle(plan, provider, ledger, reporter)
     return Lifecycle(plan, provider, ledger, reporter)
+
+
+def detached_lifecycle(plan: RunPlan, provider: Provider, ledger: Ledger, reporter: Reporter) -> BatchLifecycle:
+    """`run --detach` on a batch scheduler: the job is submitted and left to run, with no orchestrator; `status`
+    reads its tasks and `collect` pulls, records, bills and finalises it once it has ended, as after a `kill -9`.
+    The sweep keeps it until its expiry, as any detached run's machine."""
+    lifecycle = BatchLifecycle(plan, provider, ledger, reporter)
+    lifecycle.detach = True
+    return lifecycle
 
 
 LABEL = re.compile(r"^(\S+) \[(\S+)\](?: #(\d+))?$")  # WorkItem.label: `mnist_mlp [jax]`, `mnist_mlp [jax] #2`
@@ -98,6 +111,7 @@ class BatchLifecycle(Lifecycle):
         self.tasks = {index: _Task(item) for index, item in enumerate(plan.items)}
         self.attempts: list[InstanceRecord] = []  # ended attempts of requeued tasks, billed with the rest
         self.last_pull = 0.0
+        self.detach = False  # submit, then leave the job to run alone (`detached_lifecycle`)
 
     @classmethod
     def resumed(
@@ -134,6 +148,11 @@ class BatchLifecycle(Lifecycle):
             detail.append(session.instance.ssh.display() if session.instance.ssh else self.provider.describe())
         self.record.host = self.queue.host_record(session.instance)
         self.record.status = STATUS_RUNNING
+        if self.detach:  # no orchestrator follows the job from here: `collect` does, and the sweep keeps it
+            self.record.status, self.record.pid = STATUS_DETACHED, 0
+            self.record.message = "submitted and left to run: `status` follows it, `collect` finalises it"
+            self._save()
+            return
         self._save()
         self._follow(session.instance)
         self._settle_unended()

@@ -225,12 +225,12 @@ def cloud_scheduler(provider: Provider | type[Provider]) -> type[CloudScheduler]
     return cls
 
 
-def offering(capability: Capability) -> str:
-    """The registered providers that offer `capability`, for messages: `aws, gce`."""
+def offering(*capabilities: Capability) -> str:
+    """The registered providers that offer any of `capabilities`, for messages: `aws, gce`."""
     names = []
     for name in provider_names():
         try:
-            if offered(load_provider_class(name), capability):
+            if any(offered(load_provider_class(name), capability) for capability in capabilities):
                 names.append(name)
         except ProviderError:
             continue  # a plug-in that cannot load offers nothing here

@@ -93,10 +93,11 @@ def seed_marker(image_id: str) -> str:
 
 def unpack_payload(folder: str, sha256: str) -> str:
     """The shell command that unpacks the payload archive read from stdin into `folder` and checks it there: its
-    manifest must be the planned one (its sha256, which the run spec holds) and every file must match it."""
+    manifest must be the planned one (its sha256, which the run spec holds) and every file must match it. What it
+    unpacks is its user's alone (umask 077, and no mode of the archive's wider than that)."""
     where = shlex.quote(folder)
     return (
-        f"mkdir -p {where} && tar -x -f - -C {where} && cd {where} && "
+        f"umask 077 && mkdir -p {where} && tar -x -f - -C {where} && chmod -R go= {where} && cd {where} && "
         f'[ "$(sha256sum < {SUMS} | cut -d " " -f 1)" = {shlex.quote(sha256)} ] && sha256sum --quiet --strict -c {SUMS}'
     )
 

@@ -316,11 +316,11 @@ def collect(
         action = _finalise(record, progress.summary, provider, profile, note)
     else:
         action = _follow(record, store, prefix, provider, profile, max_preemptions, note, relaunch)
-    ledger.append(record)
-    if record.final:
+    if record.final:  # first: a ledger line torn by a kill mid-write is restored from it (sweep.settle_ledger)
         run_logs.joinpath("orchestrate").mkdir(parents=True, exist_ok=True)
         summary = json.dumps(record.to_json(), indent=2, sort_keys=True, default=str)
         run_logs.joinpath("orchestrate", "run.json").write_text(summary)
+    ledger.append(record)
     return Collected(record, downloaded, action)
 
 

@@ -9,6 +9,7 @@ import io
 import time
 from dataclasses import dataclass
 
+from orchestrate.private_files import private
 from orchestrate.remote import Host
 
 # Docker from the distribution's packages: docker.io on Debian/Ubuntu, docker on Amazon Linux/Fedora/RHEL.
@@ -132,7 +133,8 @@ def prepare_host(
             f"run id {run_id} already has a folder on {host.description} ({info.run_dir(run_id)}): its results "
             "are not overwritten; choose another --run-id, or recover it with `python -m orchestrate sweep`"
         )
-    host.run(f"mkdir -p {host.quote(info.cache_dir)}/datasets {host.quote(info.logs_dir(run_id))}")
+    host.run(private(f"mkdir -p {host.quote(info.cache_dir)}/datasets {host.quote(info.logs_dir(run_id))}"))
+    host.run(f"chmod 700 {host.quote(info.run_dir(run_id))}")  # also where runs/ existed, made under another umask
     return info
 
 

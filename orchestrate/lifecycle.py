@@ -27,7 +27,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrate import keepsafe
 from orchestrate.accounting import close_accounts, launch_in_zones, machine_record, run_tags
+from orchestrate.capabilities import offered
 from orchestrate.containers import (
     container_command,
     deliver_payload,
@@ -39,6 +41,7 @@ from orchestrate.data_dir import BadDataDir
 from orchestrate.hostprep import HostInfo, HostSetupError, clean_run_dir, prepare_host
 from orchestrate.images import ImageError, ImageInfo, ensure_image
 from orchestrate.plan import RunPlan, WorkItem
+from orchestrate.private_files import owner_only
 from orchestrate.progress import Reporter
 from orchestrate.provider import (
     Capability,
@@ -50,8 +53,10 @@ from orchestrate.provider import (
 )
 from orchestrate.remote import ConnectionLost, Host, LocalHost, RemoteError, SSHHost, wait_for_ssh
 from orchestrate.runspec import SpecItem
+from orchestrate.storage import StorageError
 from records.ledger import (
     STATUS_COMPLETE,
+    STATUS_DETACHED,
     STATUS_FAILED,
     STATUS_INTERRUPTED,
     STATUS_RUNNING,
@@ -95,6 +100,7 @@ class _Session:
     host: Host | None = None
     info: HostInfo | None = None
     image: ImageInfo | None = None
+    saved_to: str | None = None  # the bucket the machine saves the run's logs to before it ends itself (keepsafe)
 
 
 @dataclass
@@ -107,6 +113,8 @@ class Outcome:
     def exit_code(self) -> int:
         if self.record.status == STATUS_INTERRUPTED:
             return EXIT_INTERRUPTED
+        if self.record.status == STATUS_DETACHED:  # submitted, and left to run (orchestrate.batch)
+            return 0
         # a teardown problem fails the run even when every workload finished: something may still be billing
         return 0 if self.record.status == STATUS_COMPLETE and not self.teardown_failures else 1
 
@@ -148,12 +156,13 @@ class Lifecycle:
             self._finish(STATUS_FAILED, f"internal error: {type(exc).__name__}: {exc}")
             error = exc
         finally:
-            with _signals_deferred(self.reporter):
-                self._teardown()
-                self.record.teardown_failures = list(self.teardown_failures)
-                close_accounts(self.record, self.plan.profile, self.has(Capability.BILLABLE))
-                self._save()
-                self._write_run_summary()
+            if self.record.status != STATUS_DETACHED:  # a batch job left to run alone: `collect` ends it
+                with _signals_deferred(self.reporter):
+                    self._teardown()
+                    self.record.teardown_failures = list(self.teardown_failures)
+                    close_accounts(self.record, self.plan.profile, self.has(Capability.BILLABLE))
+                    self._save()
+                    self._write_run_summary()
         if error is not None:
             raise error
         return outcome
@@ -214,6 +223,7 @@ class Lifecycle:
             if payload is not None:
                 deliver_payload(session.host, session.info.run_dir(self.plan.run_id), payload)
                 detail.append(f"payload {payload.describe()}")
+            self._keep_safe(session, detail)
             self._record_host(session)
         with self._stage("image") as detail:
             session.image = self._ensure_image(session)
@@ -250,12 +260,33 @@ class Lifecycle:
         info, target = session.info, session.instance.ssh
         assert info is not None
         self.record.host = {"root": info.root, "docker": info.docker}
+        if session.saved_to:
+            self.record.host[keepsafe.HOST_KEY] = session.saved_to
         if target is not None and not self.has(Capability.RUNS_LOCALLY):
             fields = {"host": target.host, "user": target.user, "port": target.port, "key": target.key_filename}
             self.record.host.update({k: str(v) for k, v in fields.items() if v is not None})
             if self.plan.ssh_config is not None:
                 self.record.host["ssh_config"] = str(self.plan.ssh_config)
         self._save()
+
+    def _keep_safe(self, session: _Session, detail: list[str]) -> None:
+        """A rented machine, which ends itself at its max lifetime, saves the run's logs first (orchestrate.keepsafe);
+        one that cannot is said so, and the run goes on."""
+        if not (self.has(Capability.FRESH_HOST) and offered(self.provider, Capability.OBJECT_STORE)):
+            return
+        assert session.host is not None and session.info is not None
+        lifetime, expiry = self.plan.max_lifetime_s, session.record.expires_at or time.time() + self.plan.max_lifetime_s
+        try:
+            made = keepsafe.upload_url(self.plan.profile, self.plan.run_id, lifetime + keepsafe.MAX_LEAD_S)
+            if made is None:
+                return
+            bucket, url = made
+            keepsafe.start(session.host, session.info, self.plan.run_id, url, expiry - keepsafe.save_lead_s(lifetime))
+        except (StorageError, ProviderError, RemoteError) as exc:
+            self.reporter.note(f"the machine cannot save the run's logs before it ends itself: {exc}")
+            return
+        session.saved_to = str(bucket)
+        detail.append(f"saves its logs to {bucket} before it ends itself")
 
     def _connect(self, instance: Instance) -> Host:
         if self.has(Capability.RUNS_LOCALLY):
@@ -324,6 +355,8 @@ class Lifecycle:
             raise
         stage.ended_at = item_record.ended_at = time.time()
         item_record.exit_code = code
+        with contextlib.suppress(RemoteError):  # what the container wrote with Docker's umask: the user's alone
+            session.host.run(owner_only(session.host.quote(session.info.logs_dir(self.plan.run_id))))
         if code == 137 and self._state(session) == InstanceState.PREEMPTED:
             item_record.status = "preempted"
             raise InstancePreempted(f"{self.provider.name} preempted {session.instance.instance_id}")
@@ -440,6 +473,9 @@ class Lifecycle:
         machine is stamped terminated only when `terminate` succeeded (else it may still be billing)."""
         host, info = session.host, session.info
         if reachable and host is not None and info is not None:
+            if session.saved_to:
+                with self._attempt(f"stop the routine that would save the logs on {host.description}"):
+                    keepsafe.stop(host, info.run_dir(self.plan.run_id))
             with self._attempt(f"stop the run's containers on {host.description}"):
                 self._stop_containers(host, info)
             with self._attempt(f"pull the last logs from {host.description}"):

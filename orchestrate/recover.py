@@ -14,6 +14,8 @@ from pathlib import Path
 
 from orchestrate.containers import run_containers, stop_containers
 from orchestrate.hostprep import run_dir
+from orchestrate.keepsafe import HOST_KEY, fetch_saved
+from orchestrate.keepsafe import stop as stop_saving
 from orchestrate.plan import WorkItem
 from orchestrate.provider import SSHTarget
 from orchestrate.remote import Host, LocalHost, RemoteError, SSHHost, wait_for_ssh
@@ -55,12 +57,23 @@ def recover_run(run: RunRecord, runs_locally: bool, fresh_host: bool = False) ->
             stopped, failures = stop_containers(host, docker, names)
             if failures:
                 raise RemoteError("; ".join(failures))
+        if run.host.get(HOST_KEY):  # the machine's routine would save the logs at its end: they are pulled now
+            stop_saving(host, folder)
         copied = host.fetch_tree(f"{folder}/logs", Path(run.logs_dir).parents[1])
         host.run(f"rm -rf {host.quote(folder)}")
     finally:
         host.close()
     _settle_items(run)
     return f"stopped {len(stopped)} container(s), pulled {len(copied)} file(s), removed {folder} on {host.description}"
+
+
+def recover_saved(run: RunRecord) -> str | None:
+    """The logs a rented machine saved before it ended itself (orchestrate.keepsafe) into the run's logs, and its
+    items settled from them; what was done, or None when it saved none."""
+    done = fetch_saved(run)
+    if done is not None:
+        _settle_items(run)
+    return done
 
 
 def _host(run: RunRecord, runs_locally: bool, fresh_host: bool) -> Host:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -34,6 +35,7 @@ from estimator.suite import Shape
 from orchestrate.container_command import PROJECT_TAG, SUMS, container_argv
 from orchestrate.data_dir import CONTAINER_DIR as DATA_IN_CONTAINER
 from orchestrate.data_dir import BadDataDir, DataDir
+from orchestrate.private_files import carried_mode
 from orchestrate.workload_files import CONTAINER_DIR as WORKLOADS_IN_CONTAINER
 from records.catalog import Profile
 
@@ -276,8 +278,9 @@ def _sums(files: Sequence[PayloadFile]) -> bytes:
 @contextmanager
 def payload_archive(payload: Payload) -> Iterator[BinaryIO]:
     """The payload as one uncompressed tar (data files are mostly compressed already) in a file without a name
-    (freed however this process ends), rewound: the manifest first, then each file, readable by any user (the
-    container's user need not own them). BadDataDir when a file changed since it was hashed."""
+    (freed however this process ends), rewound: the manifest first, then each file with its own mode, never widened
+    (`private_files.carried_mode`: the container reads it as its owner, or as root). BadDataDir when a file changed
+    since it was hashed."""
     with tempfile.TemporaryFile(suffix=".tar") as handle:
         with tarfile.open(fileobj=handle, mode="w", format=tarfile.PAX_FORMAT) as archive:
             sums = _sums(payload.files)
@@ -286,7 +289,8 @@ def payload_archive(payload: Payload) -> Iterator[BinaryIO]:
                 assert file.source is not None  # a payload planned here
                 try:
                     with file.source.open("rb") as source:
-                        archive.addfile(_member(file.path, file.size), _Checked(source, file))
+                        mode = carried_mode(os.fstat(source.fileno()).st_mode)
+                        archive.addfile(_member(file.path, file.size, mode), _Checked(source, file))
                 except OSError as error:
                     raise BadDataDir(f"{file.source}: it changed since it was checked ({error}); run again") from None
         handle.flush()
@@ -294,9 +298,9 @@ def payload_archive(payload: Payload) -> Iterator[BinaryIO]:
         yield handle
 
 
-def _member(path: str, size: int) -> tarfile.TarInfo:
+def _member(path: str, size: int, mode: int = 0o600) -> tarfile.TarInfo:
     info = tarfile.TarInfo(path)
-    info.size, info.mode = size, 0o644
+    info.size, info.mode = size, mode
     return info
 
 

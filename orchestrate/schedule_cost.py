@@ -17,11 +17,23 @@ from pathlib import Path
 from typing import Any
 
 from orchestrate.cron import parse_cron
+from records.catalog import MAX_USD_PER_HOUR, price_problem
 
 PRICES_FILE = Path(__file__).with_name("schedule_prices.toml")
 HOURS_PER_MONTH = 730  # how both clouds prorate a monthly price (GB-month, job-month)
 ITEMS = ("compute", "disk", "scheduler", "functions", "storage", "requests")
 NO_FUNCTIONS = "none: the scheduler calls the compute API directly and the machine deletes itself"
+
+
+# Far above any cloud's list price for each unit (records.catalog.price_problem says why a ceiling at all).
+MAX_USD_PER_UNIT = {
+    "hour": MAX_USD_PER_HOUR,
+    "GB-month": 10.0,
+    "job-month": 100.0,
+    "million invocations": 1000.0,
+    "1000 requests": 100.0,
+    "month": 10_000.0,
+}
 
 
 class PriceDataError(ValueError):
@@ -260,9 +272,12 @@ def _prices(where: str, entry: dict[str, Any], compute: UnitPrice) -> Prices:
 def _price(where: str, key: str, raw: Any) -> UnitPrice:
     if not isinstance(raw, dict) or set(raw) != {"usd", "unit", "date", "source"}:
         raise PriceDataError(f"{where}: field '{key}': expected {{usd, unit, date, source}}")
-    usd = raw["usd"]
-    if isinstance(usd, bool) or not isinstance(usd, int | float) or not math.isfinite(usd) or usd < 0:
-        raise PriceDataError(f"{where}: field '{key}': usd must be a number >= 0, got {usd!r}")
+    usd, unit = raw["usd"], raw["unit"]
+    if unit not in MAX_USD_PER_UNIT:
+        raise PriceDataError(f"{where}: field '{key}': unit {unit!r} is not one of {', '.join(MAX_USD_PER_UNIT)}")
+    problem = price_problem(usd, MAX_USD_PER_UNIT[unit])
+    if problem is not None:
+        raise PriceDataError(f"{where}: field '{key}': usd {problem}")
     if not _is_date_or_year(str(raw["date"])) or not str(raw["source"]).strip():
         raise PriceDataError(f"{where}: field '{key}': needs a date (YYYY-MM-DD, or YYYY) and a source")
     return UnitPrice(float(usd), str(raw["unit"]), str(raw["date"]), str(raw["source"]))

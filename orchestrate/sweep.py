@@ -111,6 +111,8 @@ def local_process_alive(this_host: str) -> Callable[[RunRecord], bool]:
     """A run's orchestrator counts as alive if it ran on another host (we cannot tell) or its pid exists."""
 
     def alive(run: RunRecord) -> bool:
+        if run.pid <= 0:
+            return False  # no orchestrator process watches it (a detached run once launched); kill(0) is our group
         if run.owner.rpartition("@")[2] != this_host:
             return True
         try:
@@ -146,6 +148,9 @@ class SweepContext:
     profile_of: Callable[[str], Profile | None]  # catalog lookup for billing; None when unknown
     # Before a dead run's machine is deleted: pull what its containers wrote (orchestrate.recover); what was done.
     salvage: Callable[[RunRecord], str] | None = None
+    # A dead run whose machine is gone: the logs the machine saved before it ended itself (orchestrate.keepsafe),
+    # unpacked into the run's logs; what was done, or None when it saved none.
+    recover_saved: Callable[[RunRecord], str | None] | None = None
     # A dry run: runs the sweep would have finalised before looking at the providers, as it would leave them.
     assumed: Mapping[str, RunRecord] = field(default_factory=dict)
 
@@ -218,6 +223,8 @@ def _sweep_provider(provider: Provider, context: SweepContext, report: SweepRepo
         report.deleted.append((f"{provider.name} resources of run {run_id}", reason))
         billable = provider.has(Capability.BILLABLE)
         latest = context.ledger.runs().get(run_id)  # the termination of its machine may have been recorded since
+        if latest is not None and not latest.final:
+            _recover_saved(latest, context, report)  # its machine ended itself: what it saved first
         finalise(latest, context, f"its leftovers were deleted by the sweep ({reason})", billable)
     _finalise_dead_runs(provider, context, report, kept_runs | set(dead))
 
@@ -233,6 +240,7 @@ def _finalise_dead_runs(provider: Provider, context: SweepContext, report: Sweep
         if context.dry_run:
             report.recovered.append((run.run_id, f"would finalise it: nothing of it is left at {provider.name}"))
             continue
+        _recover_saved(run, context, report)  # a machine that ended itself may have saved its logs first
         finalise(run, context, f"nothing of it was left at {provider.name}", provider.has(Capability.BILLABLE))
         report.recovered.append((run.run_id, f"finalised: nothing of it was left at {provider.name}"))
 
@@ -280,8 +288,23 @@ def _salvage(instance: Instance, context: SweepContext, report: SweepReport) -> 
         report.recovered.append((run.run_id, context.salvage(run)))
     except Exception as exc:  # broad on purpose: the machine is deleted whether or not its logs could be read
         report.recovered.append((run.run_id, f"its logs could not be pulled from {instance.instance_id}: {why(exc)}"))
-        return
+        if not _recover_saved(run, context, report):
+            return
     context.ledger.append(run)  # the items it settled
+
+
+def _recover_saved(run: RunRecord, context: SweepContext, report: SweepReport) -> bool:
+    """Whether the logs the run's machine saved before it ended itself were unpacked into the run's logs."""
+    if context.recover_saved is None or context.dry_run:
+        return False
+    try:
+        done = context.recover_saved(run)
+    except Exception as exc:  # broad on purpose: one run's bucket must not stop the sweep
+        report.errors.append(f"could not fetch the logs run {run.run_id}'s machine saved: {why(exc)}")
+        return False
+    if done is not None:
+        report.recovered.append((run.run_id, done))
+    return done is not None
 
 
 def _ended_at(provider: Provider, instance: Instance, report: SweepReport) -> float | None:
@@ -306,6 +329,8 @@ def _bill_machines_that_ended(provider: Provider, context: SweepContext, report:
         teardown = _teardown_started_at(run)
         by_teardown = False
         for record in unended:
+            if context.dry_run and record.instance_id in live:
+                continue  # still there, as a dry run deletes nothing: the deletion it would bill is _act's
             at = _ended_at(provider, Instance(provider.name, record.instance_id, record.zone, None), report)
             if at is not None and teardown is not None and at >= int(teardown):  # providers keep whole seconds
                 # it ended after its orchestrator began the teardown that terminates it: this project ended it
@@ -322,6 +347,7 @@ def _bill_machines_that_ended(provider: Provider, context: SweepContext, report:
             continue
         what = f"billed {'; '.join(ended)}"
         report.recovered.append((run.run_id, ("would have " if context.dry_run else "") + what))
+        _recover_saved(run, context, report)  # its machine ended itself: what it saved first
         if not context.dry_run:
             how = "its teardown had ended its machine" if by_teardown else "its machine ended on its own"
             finalise(run, context, f"{how} ({what})", provider.has(Capability.BILLABLE), True)

@@ -35,6 +35,23 @@ DOCKER_IMAGES = ("cpu", "gpu")
 MARKETS = ("on_demand", "spot")
 
 
+# The dearest machine a cloud rents by the hour costs a few hundred dollars (AWS u7in-32tb.224xlarge, about $407
+# on demand in 2025): a price above these is a typo (a month's price, cents as dollars) or not a price at all, as
+# 1e308 is, which plans `$inf`. Generous, so that no real price is refused.
+MAX_USD_PER_HOUR = 1000.0  # one machine (a Slurm gpu-hour: one GPU)
+MAX_USD_PER_MACHINE = 1_000_000.0  # buying one machine (an 8-GPU server is a few hundred thousand)
+MAX_USD_PER_KWH = 10.0  # electricity (retail prices are under one dollar)
+
+
+def price_problem(value: object, ceiling: float = MAX_USD_PER_HOUR) -> str | None:
+    """Why `value` is not a usable price: not a finite number > 0, or above `ceiling`; None when it is one."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        return f"must be a finite number > 0, got {value!r}"
+    if value > ceiling:
+        return f"{value:g} is not plausible (at most {ceiling:g})"
+    return None
+
+
 class CatalogError(ValueError):
     """A catalog entry that cannot be used; the message names the file, the profile and the field."""
 
@@ -344,8 +361,9 @@ def _parse_price(raw: Any, field_name: str, fail: Callable[[str, str], CatalogEr
         problem = f"{'missing' if missing else 'unknown'} {', '.join(sorted(wrong))}"
         raise fail(field_name, f"{problem}; a price is {{usd_per_hour, date, source}}")
     usd = raw["usd_per_hour"]
-    if isinstance(usd, bool) or not isinstance(usd, int | float) or not math.isfinite(usd) or usd <= 0:
-        raise fail(field_name, f"usd_per_hour must be a positive number, got {usd!r}")
+    refused = price_problem(usd)
+    if refused is not None:
+        raise fail(field_name, f"usd_per_hour {refused}")
     if not isinstance(raw["date"], str) or not _is_iso_date(raw["date"]):
         raise fail(field_name, f"date must be an ISO date YYYY-MM-DD, got {raw['date']!r}")
     if not isinstance(raw["source"], str) or not raw["source"].strip():

@@ -15,7 +15,7 @@ from typing import NoReturn
 from estimator.backtest import main as backtest
 from estimator.owned import OwnedDataError
 from estimator.published import StudyDataError, load_studies
-from records.catalog import Profile
+from records.catalog import MAX_USD_PER_KWH, Profile
 from report.build import Report, Request, build
 from report.costs import (
     BILLING_RULES,
@@ -169,8 +169,10 @@ def _request(args: argparse.Namespace) -> Request:
         raise BadArgumentError(f"--markdown {str(args.markdown)!r}: expected a .md file name")
     if args.preamble is not None and (args.markdown is None or not args.preamble.is_file()):
         raise BadArgumentError(f"--preamble {str(args.preamble)!r}: needs --markdown and an existing file")
-    if args.electricity_price is not None and not 0 <= args.electricity_price < float("inf"):
-        raise BadArgumentError(f"--electricity-price {args.electricity_price}: expected a finite number >= 0")
+    if args.electricity_price is not None and not 0 <= args.electricity_price <= MAX_USD_PER_KWH:
+        raise BadArgumentError(
+            f"--electricity-price {args.electricity_price}: expected a number from 0 to {MAX_USD_PER_KWH:g} USD per kWh"
+        )
     overrides = parse_price_arguments(args.price)
     profiles, problem = load_catalog_profiles()
     owned = load_owned() | (load_owned(args.owned) if args.owned is not None else {})

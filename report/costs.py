@@ -11,14 +11,13 @@ A price comes from the catalog profile whose name is the run's platform, or from
 
 from __future__ import annotations
 
-import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from estimator.owned import Owned
-from records.catalog import Profile, load_catalog
+from records.catalog import Profile, load_catalog, price_problem
 
 STAND_INS_FILE = Path(__file__).parent / "data" / "platforms.toml"
 PROFILE_BILLING = "profile"
@@ -78,8 +77,9 @@ def parse_price_arguments(values: list[str]) -> dict[str, float]:
             price = float(number)
         except ValueError:
             raise PriceError(f"--price {value!r}: {number!r} is not a number") from None
-        if not math.isfinite(price) or price < 0:
-            raise PriceError(f"--price {value!r}: the hourly price must be a finite number >= 0")
+        problem = price_problem(price)
+        if problem is not None:
+            raise PriceError(f"--price {value!r}: the hourly price {problem}")
         prices[platform.strip()] = price
     return prices
 

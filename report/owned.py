@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from estimator.owned import DAYS_PER_YEAR, HOURS_PER_DAY, Owned, OwnedDataError, Rival
+from records.catalog import MAX_USD_PER_HOUR, MAX_USD_PER_KWH, MAX_USD_PER_MACHINE, price_problem
 
 OWNED_FILE = Path(__file__).parent / "data" / "owned.toml"
 # A published figure "follows" from its inputs when it is within this of the recomputed one: the posts round to
@@ -50,6 +51,20 @@ def _number(path: Path, where: str, entry: Mapping[str, Any], key: str, required
     return float(value)
 
 
+def _price(
+    path: Path, where: str, entry: Mapping[str, Any], key: str, ceiling: float, required: bool = False
+) -> float | None:
+    """A price of the file: absent (None) unless required, else a finite number > 0 no higher than `ceiling`."""
+    value = entry.get(key)
+    if value is None and not required:
+        return None
+    problem = price_problem(value, ceiling)
+    if problem is not None:
+        raise OwnedDataError(f"{path}: {where}: field {key!r} {problem}")
+    assert isinstance(value, int | float)  # price_problem said so
+    return float(value)
+
+
 def _text(path: Path, where: str, entry: Mapping[str, Any], key: str) -> str:
     value = entry.get(key)
     if not isinstance(value, str) or not value.strip():
@@ -69,12 +84,12 @@ def _owned(path: Path, name: str, entry: Any) -> Owned:
         title=_text(path, where, entry, "title"),
         source=_text(path, where, entry, "source"),
         currency=_text(path, where, entry, "currency"),
-        purchase_price=_number(path, where, entry, "purchase_price"),
+        purchase_price=_price(path, where, entry, "purchase_price", MAX_USD_PER_MACHINE),
         useful_life_years=_number(path, where, entry, "useful_life_years"),
         hours_per_day=hours,
         idle_watts=_number(path, where, entry, "idle_watts"),
         load_watts=_number(path, where, entry, "load_watts"),
-        electricity_per_kwh=_number(path, where, entry, "electricity_per_kwh"),
+        electricity_per_kwh=_price(path, where, entry, "electricity_per_kwh", MAX_USD_PER_KWH),
         platform=entry.get("platform"),
         run_seconds=_number(path, where, entry, "run_seconds"),
         run_name=str(entry.get("run_name") or ""),
@@ -87,7 +102,7 @@ def _rival(path: Path, where: str, entry: Mapping[str, Any]) -> Rival:
     owned_s, rival_s = _number(path, where, entry, "owned_seconds"), _number(path, where, entry, "rival_seconds")
     if speedup is None and owned_s and rival_s:
         speedup = rival_s / owned_s
-    price = _number(path, where, entry, "price_per_hour", required=True)
+    price = _price(path, where, entry, "price_per_hour", MAX_USD_PER_HOUR, required=True)
     assert price is not None
     return Rival(
         name=_text(path, where, entry, "name"),

@@ -22,6 +22,7 @@ from orchestrate.detached import DetachedError
 from orchestrate.provider import ProviderError
 from orchestrate.runspec import SpecError
 from orchestrate.schedule import ScheduleError, ScheduleFailure
+from orchestrate.schedule_cost import PriceDataError
 from orchestrate.storage import StorageError
 from records.catalog import CatalogError
 
@@ -67,6 +68,7 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         BadWorkload,
         BadDataDir,
         SpecError,
+        PriceDataError,
     ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import math
 import os
 import socket
 import sys
@@ -116,8 +117,8 @@ def positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    if not 0 < value < math.inf:  # nan and inf too: `--max-cost inf` is no limit at all
+        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text}")
     return value
 
 

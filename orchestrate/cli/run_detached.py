@@ -7,6 +7,8 @@ import sys
 import time
 from dataclasses import replace
 
+from orchestrate.batch import detached_lifecycle
+from orchestrate.capabilities import offered, offering
 from orchestrate.cli.common import UsageError, credentials, row
 from orchestrate.cli.planning import (
     check_workloads,
@@ -15,6 +17,7 @@ from orchestrate.cli.planning import (
     print_estimate,
     print_plan,
     profile_to_run,
+    readiness,
     refuse_existing_run,
     with_validation_time,
 )
@@ -35,7 +38,7 @@ from orchestrate.provider import Capability, Provider
 from orchestrate.storage import StorageError, StorageURL
 from orchestrate.workload_files import run_workloads
 from records.catalog import Profile
-from records.ledger import Ledger, StageRecord
+from records.ledger import STATUS_DETACHED, Ledger, StageRecord
 
 
 def run(request: DetachedRun) -> int:
@@ -44,6 +47,9 @@ def run(request: DetachedRun) -> int:
     profile = profile_to_run(request.profile, options)
     provider = make_provider(profile, options)
     check_boot_script(profile, provider)
+    if offered(provider, Capability.BATCH):
+        check_batch_detach(request)
+        return _submit_and_return(request, profile, provider, started)
     plan = make_plan(options, profile, provider, run_workloads(options.workload_file))
     refuse_existing_run(plan, Ledger(options.ledger))
     image_source = _detached_image_source(options.image_source, plan.image_ref)
@@ -87,15 +93,30 @@ def run(request: DetachedRun) -> int:
 
 
 def check_boot_script(profile: Profile, provider: Provider) -> None:
-    if not provider.has(Capability.BOOT_SCRIPT):
+    """A run detaches where its machine runs alone from a boot script, or its batch job without an orchestrator;
+    the refusal names every installed provider that detaches (plug-ins too), from their capabilities."""
+    if not (provider.has(Capability.BOOT_SCRIPT) or offered(provider, Capability.BATCH)):
         raise UsageError(
-            f"--detach needs a provider that runs boot scripts (aws, gce); {profile.name} is {profile.provider}"
+            f"--detach needs a provider that runs boot scripts or batch jobs "
+            f"({offering(Capability.BOOT_SCRIPT, Capability.BATCH)}); {profile.name} is {profile.provider}"
         )
+
+
+def check_batch_detach(request: DetachedRun) -> None:
+    """A batch job's files stay in the cluster's shared folder, and its tasks get their image themselves."""
+    if request.detach.bucket is not None:
+        raise UsageError(f"--bucket: {request.profile} runs on a batch scheduler, whose files stay on the cluster")
+    if request.options.image_source == "load":
+        raise UsageError(f"--image-source load: {request.profile}'s tasks pull their image or find it on the node")
 
 
 def check_detachable(profile: Profile, provider: Provider, bucket: str | None) -> None:
     """A detached fan-out launches nothing unless every profile can run detached into the bucket given."""
     check_boot_script(profile, provider)
+    if offered(provider, Capability.BATCH):
+        if bucket is not None:
+            raise UsageError(f"{profile.name}: --bucket: its batch job's files stay on the cluster; leave --bucket out")
+        return
     if bucket is not None:
         try:
             resolve_bucket(bucket, profile)
@@ -103,6 +124,40 @@ def check_detachable(profile: Profile, provider: Provider, bucket: str | None) -
             raise UsageError(
                 f"{profile.name}: {exc}; leave --bucket out to give each cloud the project's own"
             ) from None
+
+
+def _submit_and_return(request: DetachedRun, profile: Profile, provider: Provider, started: float) -> int:
+    """`run --detach` on a batch scheduler: every check of an attached run, then the job is submitted and left to
+    run (orchestrate.batch.detached_lifecycle)."""
+    options = request.options
+    plan = make_plan(options, profile, provider, run_workloads(options.workload_file))
+    refuse_existing_run(plan, Ledger(options.ledger))
+    check_workloads(plan)
+    status = readiness(plan, provider)
+    plan = with_validation_time(plan, started)
+    print_plan(plan, provider, status, Ledger(options.ledger), dry_run=options.dry_run)
+    row("detached", "the job is submitted and left to run; `status` follows it, `collect` finalises it")
+    if options.dry_run:
+        print_estimate(plan)
+        return 0
+    if status != "ok":
+        raise UsageError(status)
+    reporter = make_reporter(force_plain=True)
+    try:
+        outcome = detached_lifecycle(plan, provider, Ledger(options.ledger), reporter).run()
+    finally:
+        reporter.close()
+    record = outcome.record
+    if record.status != STATUS_DETACHED:
+        print(f"\nRun {record.run_id}: {record.status}: {record.message}")
+        return outcome.exit_code
+    print(f"\nRun {record.run_id}: detached as {provider.name} job {record.instances[-1].instance_id}")
+    print(f"  logs        on the cluster until collected (then {record.logs_dir})")
+    print(f"  follow      python -m orchestrate status {record.run_id}")
+    print(
+        f"  fetch       python -m orchestrate collect {record.run_id}   (once its job has ended: records and bills it)"
+    )
+    return 0
 
 
 def _detached_image_source(source: str, ref: str) -> str:

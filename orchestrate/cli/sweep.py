@@ -13,9 +13,9 @@ from pathlib import Path
 
 from orchestrate.capabilities import BatchQueue
 from orchestrate.cli.common import UsageError, catalog_option, key_value, ledger_option, owner_id
-from orchestrate.detached_runs import collect
+from orchestrate.detached_runs import collect, read_progress
 from orchestrate.provider import Capability, Provider, ProviderError
-from orchestrate.recover import recover_dead_runs, recover_run
+from orchestrate.recover import recover_dead_runs, recover_run, recover_saved
 from orchestrate.registry import load_provider_class, provider_names
 from orchestrate.sweep import SweepContext, SweepReport, run_sweep, settle_ledger
 from records.catalog import CatalogError, Profile, get_profile, load_catalogs
@@ -53,6 +53,7 @@ def command(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         now=time.time(),
         profile_of=partial(_billing_profile, catalog),
+        recover_saved=recover_saved,
     )
     report = SweepReport()
     settle_ledger(context, report)
@@ -88,17 +89,25 @@ def _finalise_unlaunched(
 ) -> dict[str, RunRecord]:
     """Detached runs whose orchestrator died before it recorded a machine (a kill -9 during the image upload or
     the launch): only the ledger finds them. `collect` finalises each (a machine it did launch is found by its
-    tags) and aborts its upload. A dry run returns each such run as `collect` would leave it: failed."""
+    tags) and aborts its upload. A dry run returns each such run as `collect` would leave it: failed.
+    And detached runs whose machine has ended with its summary in the bucket, but whose ledger does not say so (not
+    collected yet, or its final line torn and its run.json gone): `collect` finalises and bills them."""
     assumed: dict[str, RunRecord] = {}
     for run in context.ledger.runs().values():
-        unlaunched = run.status == STATUS_DETACHED and not run.instances and run.pid and run.provider in names
-        if not unlaunched or run.final or run.owner != context.owner or context.alive(run):
+        detached = run.status == STATUS_DETACHED and run.provider in names and bool(run.storage)  # a batch job: collect
+        unlaunched = detached and not run.instances and run.pid
+        if not detached or run.final or run.owner != context.owner or context.alive(run):
             continue
         try:
+            if not unlaunched and read_progress(run)[1].summary is None:
+                continue  # its machine works on, or ended without a summary: `collect` decides (relaunch or not)
             profile = get_profile(catalog, run.profile, allow_retired=True)
             provider = load_provider_class(profile.provider).from_settings(settings.get(profile.provider, {}))
             if context.dry_run:
-                _would_collect(run, provider, report, assumed)
+                if unlaunched:
+                    _would_collect(run, provider, report, assumed)
+                else:
+                    report.recovered.append((run.run_id, "would collect it: its machine's summary is in its bucket"))
                 continue
             done = collect(run, provider, profile, context.ledger, 0, lambda _: None, False)
         except Exception as exc:  # broad on purpose, as for a provider: one error line, and the sweep goes on

@@ -29,16 +29,16 @@ pytest collects every `test_*` method. Each test launches at most one machine an
 - a terminated machine is not RUNNING;
 - a provider that can leave leftovers (Capability.LEFTOVERS) leaves none the sweep cannot find, whichever step
   a crash (`kill -9`) cuts short: right after `launch` the machine is listed under the run's tag, and from
-  `launch` until `release_run` `leftover_runs()` names the run (its key pairs, firewall rules, local keys), so
-  the sweep can release them with no machine left; `release_run` then really deletes them (a `release_run`
-  that does nothing fails). `leftover_runs` and `release_run` are therefore required of such a provider. One
-  that truly creates nothing per run beyond the machine sets `creates_run_resources = False` in its contract
-  subclass, and is then held to naming nothing;
-- such a provider's test also says what the cloud really holds for a run, read from the cloud (and this
-  machine) directly, never through the provider under test: `run_resources(run_id)` returns each resource's
-  kind ('key pair', 'security group', 'local key file') with a function that deletes it. The suite then checks
-  that `release_run` leaves none of them in the cloud (whatever `leftover_runs` says), and that each kind, left
-  alone by a kill half-way through `release_run`, still makes `leftover_runs` name the run.
+  `launch` until `release_run`, while the cloud holds anything of the run beyond its machine (key pairs,
+  firewall rules, local keys), `leftover_runs()` names the run, so the sweep can release it with no machine
+  left; `release_run` then really deletes it all (a `release_run` that does nothing fails). `leftover_runs` and
+  `release_run` are therefore required of such a provider;
+- what the cloud holds is asked of the cloud, never of the provider under test (a provider that forgets a
+  resource would also forget to report it): the test's `run_resources(run_id)`, required with LEFTOVERS, reads
+  the cloud (and this machine) directly and returns each resource's kind ('key pair', 'security group', 'local
+  key file') with a function that deletes it, or `{}` where launch creates nothing beyond the machine. The suite
+  checks that `release_run` leaves none of them, and that each kind, left alone by a kill half-way through
+  `release_run`, still makes `leftover_runs` name the run.
 """
 
 from __future__ import annotations
@@ -56,9 +56,6 @@ from records.catalog import Profile
 class ProviderContract:
     boot_timeout_s: float = 120.0
     max_lifetime_s: int = 1800
-    # Whether `launch` creates per-run resources beyond the machine (key pairs, firewall rules, a local key file):
-    # then `leftover_runs` must name the run until `release_run` deletes them.
-    creates_run_resources: bool = True
 
     def make_provider(self) -> Provider:
         raise NotImplementedError("return the provider under test, wired to its test cloud")
@@ -70,10 +67,12 @@ class ProviderContract:
         """What the test cloud and this machine hold for `run_id`, beyond its machine: each resource's kind, the
         same for every run ('key pair', 'security group', 'local key file'), with a function that deletes it.
         Read it from the cloud's own API (your fake's or sandbox's client) and the file system, never through the
-        provider under test: a provider that forgets a resource would also forget to report it. Required when
-        the provider has Capability.LEFTOVERS and `creates_run_resources`."""
+        provider under test: a provider that forgets a resource would also forget to report it. `{}` where
+        launch creates nothing beyond the machine. Required when the provider has Capability.LEFTOVERS."""
         raise NotImplementedError(
-            "return {kind: delete function} for what the cloud holds for the run, read from the cloud directly"
+            "a provider with Capability.LEFTOVERS: define run_resources(run_id) in the contract subclass, returning "
+            "{kind: delete function} for what the cloud holds for the run (read from the cloud directly, not "
+            "through the provider; {} if launch creates nothing beyond the machine)"
         )
 
     def make_request(self, profile: Profile) -> LaunchRequest:
@@ -183,8 +182,8 @@ class ProviderContract:
         """A kill half-way through `release_run` (or a cloud call that failed there) can leave any one of the
         run's resources alone: `leftover_runs` must name the run from each of them, or the sweep never deletes
         it. One run per kind of resource: launch, terminate, delete every other kind, ask the sweep."""
-        if not (provider.has(Capability.LEFTOVERS) and self.creates_run_resources):
-            pytest.skip("the provider creates nothing per run beyond the machine")
+        if not provider.has(Capability.LEFTOVERS):
+            pytest.skip("the provider declares it leaves nothing behind (no Capability.LEFTOVERS)")
         kinds: list[str] = []
         request = request_
         while True:
@@ -193,7 +192,8 @@ class ProviderContract:
                 provider.terminate(instance)
                 resources = self.run_resources(request.run_id)
                 kinds = kinds or sorted(resources)
-                assert kinds, f"run_resources() found nothing of run {request.run_id} after launch"
+                if not kinds:
+                    pytest.skip(f"the cloud holds nothing of run {request.run_id} beyond its machine")
                 alone = kinds.pop(0)
                 for kind, delete in resources.items():
                     if kind != alone:
@@ -212,22 +212,21 @@ class ProviderContract:
             request = self.make_request(request.profile)
 
     def _assert_released(self, provider: Provider, run_id: str) -> None:
-        if self.creates_run_resources:
-            left = sorted(self.run_resources(run_id))
-            assert not left, f"release_run left the run's {', '.join(left)} in the cloud"
+        left = sorted(self.run_resources(run_id))
+        assert not left, f"release_run left the run's {', '.join(left)} in the cloud"
         assert run_id not in provider.leftover_runs(), "release_run left resources that leftover_runs still names"
 
     def _assert_leftovers_named(self, provider: Provider, run_id: str, when: str) -> None:
+        """Whatever the cloud holds of the run (`run_resources`, read from the cloud), the sweep must be led to."""
         leftovers = provider.leftover_runs()
         assert all(isinstance(tags, dict) for tags in leftovers.values())
-        if self.creates_run_resources:
+        held = sorted(self.run_resources(run_id))
+        if held:
             assert run_id in leftovers, (
-                f"{when}: leftover_runs() does not name run {run_id}, so the sweep cannot release what launch "
-                "created for it (set creates_run_resources = False only if launch creates nothing per run)"
+                f"{when}: the cloud holds the run's {', '.join(held)}, but leftover_runs() does not name run "
+                f"{run_id}, so the sweep cannot release them"
             )
             assert leftovers[run_id].get("run-id", run_id) == run_id
-        else:
-            assert run_id not in leftovers
 
 
 class SSHLoginContract:

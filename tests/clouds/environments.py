@@ -36,6 +36,7 @@ def gce_environment(fake: GCEFake, home: Path) -> dict[str, str]:
     return {
         "GOOGLE_APPLICATION_CREDENTIALS": str(key_file),
         "KCB_GCE_API_ENDPOINT": fake.url,
+        "KCB_GCS_API_ENDPOINT": fake.storage_url,
         "CLOUDSDK_CONFIG": str(home / "gcloud-absent"),  # no gcloud ADC from the developer's machine
         "NO_GCE_CHECK": "true",  # no metadata-server probe (this is not a GCE VM)
         "KCB_STATE_DIR": str(home / "state"),

@@ -33,6 +33,7 @@ import itertools
 import json
 import re
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -157,6 +158,8 @@ class GCEFake:
         self._ids = itertools.count(int(time.time()) * 1000)
         self._addresses = itertools.count(10)
         self._server: ThreadingHTTPServer | None = None
+        self._storage: Any = None
+        self.storage_url = ""  # Cloud Storage's API (an emulator), once started
         self.add_image("ubuntu-os-cloud", "ubuntu-2204-lts", "ubuntu-2204-jammy-v20250101")
 
     # -- server ----------------------------------------------------------------------------------------------
@@ -166,12 +169,24 @@ class GCEFake:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # Cloud Storage beside Compute Engine: gcp-storage-emulator, where a machine saves its run's logs
+        from gcp_storage_emulator.server import create_server
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self._storage = create_server("127.0.0.1", port, in_memory=True)
+        self._storage.start()
+        self.storage_url = f"http://127.0.0.1:{port}"
         return self.url
 
     def stop(self) -> None:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+        if self._storage is not None:
+            self._storage.stop()
+            self._storage = None
 
     @property
     def url(self) -> str:

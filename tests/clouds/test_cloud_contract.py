@@ -134,7 +134,12 @@ ALONE = "test_each_resource_left_alone_is_found_by_the_sweep"
 @pytest.mark.parametrize(
     ("leaky", "contract_test", "message"),
     [
-        (HidesItsLeftovers, CRASH, "killed after launch: leftover_runs\\(\\) does not name run"),
+        (
+            HidesItsLeftovers,
+            CRASH,
+            "killed after launch: the cloud holds the run's key pair, local key file, "
+            "security group, but leftover_runs\\(\\) does not name run",
+        ),
         (ReleasesNothing, CRASH, "release_run left the run's key pair, local key file, security group in the cloud"),
         (LeavesTheCloudKeyUnlisted, CRASH, "release_run left the run's key pair in the cloud"),
         (KeyPairsUnlisted, ALONE, "only the run's key pair left: leftover_runs\\(\\) does not name run"),
@@ -150,6 +155,46 @@ def test_the_contract_fails_a_provider_that_can_leak(
     try:
         with pytest.raises(AssertionError, match=message):
             getattr(contract, contract_test)(provider, request)
+    finally:
+        honest = AWSProvider()
+        for run_id in honest.leftover_runs():
+            honest.release_run(run_id)
+    assert AWSProvider().leftover_runs() == {}
+
+
+class SaysItCreatesNothing(TestAWSContract):
+    """A careless plug-in's contract: it declares that launch creates nothing per run, an attribute the suite once
+    trusted; the suite asks the cloud instead."""
+
+    creates_run_resources = False
+
+
+class ReadsNothingOfTheCloud(SaysItCreatesNothing):
+    def run_resources(self, run_id: str) -> dict[str, Callable[[], None]]:
+        return ProviderContract.run_resources(self, run_id)  # left out, as the flag let it be
+
+
+@pytest.mark.parametrize(
+    ("contract_class", "failure", "message"),
+    [
+        (SaysItCreatesNothing, AssertionError, "the cloud holds the run's key pair, local key file, security group"),
+        (ReadsNothingOfTheCloud, NotImplementedError, "define run_resources\\(run_id\\) in the contract subclass"),
+    ],
+)
+def test_the_contract_asks_the_cloud_not_the_contracts_flag(
+    contract_class: type[TestAWSContract],
+    failure: type[Exception],
+    message: str,
+    aws: FaultyMotoServer,
+    sshd: SSHServer,
+) -> None:
+    contract = contract_class()
+    contract.server = sshd
+    provider = HidesItsLeftovers.from_settings({"ssh_address": f"127.0.0.1:{sshd.port}"})
+    request = contract.make_request(contract.make_profile())
+    try:
+        with pytest.raises(failure, match=message):
+            contract.test_a_crash_at_any_step_leaves_nothing_the_sweep_cannot_find(provider, request)
     finally:
         honest = AWSProvider()
         for run_id in honest.leftover_runs():

@@ -9,8 +9,10 @@ fake cloud, no key pair or security group is left, and every finished log is on 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+import requests
 
 from orchestrate.testing.sshd import SSHServer
 from records.ledger import Ledger, RunRecord
@@ -167,7 +170,16 @@ def preempt_mid_suite(bench: Bench, run_id: str, profile: str, reclaim: Callable
     reclaim()
     bench.server.kill()  # the machine is gone: its sshd and every session with it
     remove_containers_of_run(run_id)  # ...and what ran on it
+    end_the_routine(bench, run_id)  # ...and the routine that would have saved its logs at its end
     bench.server.restart()  # the sshd comes back as the relaunched instance's
+
+
+def end_the_routine(bench: Bench, run_id: str) -> None:
+    """A machine's keepsafe routine (orchestrate.keepsafe) dies with the machine; here the machine is this one."""
+    pid = bench.tmp / "host" / "runs" / run_id / "keepsafe" / "pid"
+    if pid.exists():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(pid.read_text()), signal.SIGTERM)
 
 
 def assert_preempted_run_resumed(bench: Bench, profile: str, run_id: str) -> RunRecord:
@@ -300,6 +312,84 @@ def test_aws_sweep_pulls_a_killed_on_demand_runs_last_epochs_before_deleting_its
     assert record.instances[0].terminated_at is not None and record.estimated_cost_usd is not None
 
 
+CHATTY = "imdb_bidirectional_lstm"  # the mechanics image's chatty item: an epoch every 0.2 s, output without pause
+
+
+def host_csv(bench: Bench, profile: str, run_id: str) -> Path:
+    """The chatty item's CSV on the machine (the test sshd's host folder), as the container writes it."""
+    return bench.tmp / "host" / "runs" / run_id / "logs" / profile / run_id / f"{CHATTY}_torch.csv"
+
+
+def kill_then_let_the_machine_end_itself(
+    bench: Bench, profile: str, run_id: str, saved: Callable[[], bool], end: Callable[[], None]
+) -> tuple[str, subprocess.CompletedProcess[str]]:
+    """The orchestrator killed mid-item; the machine reaches its max lifetime, saves and ends itself, its disk
+    with it; then the sweep. The epochs the container had written when it stopped, and the sweep's output."""
+    args = bench.run_args(profile, run_id, "--backends", "torch", "--image-source", "present", "--max-lifetime", "1")
+    process = bench.start([*args, "--workloads", CHATTY])
+    csv = host_csv(bench, profile, run_id)
+    try:
+        wait_for(
+            lambda: csv.exists() and len(csv.read_text().splitlines()) > 10, 120, "the chatty item's epochs", bench
+        )
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        wait_for(saved, 120, "the machine to save the run's logs before its end", bench)
+        wait_for(lambda: not [c for c in containers_of_run(run_id) if running(c)], 30, "the container to stop", bench)
+        written = csv.read_text()
+        end()
+        shutil.rmtree(bench.tmp / "host" / "runs" / run_id)  # the machine's disk went with it
+        swept = bench.call(bench.command("sweep"))
+    finally:
+        remove_containers_of_run(run_id)
+    return written, swept
+
+
+def running(container: str) -> bool:
+    state = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", container], capture_output=True, text=True)
+    return state.stdout.strip() == "true"
+
+
+def assert_no_epoch_lost(
+    bench: Bench, profile: str, run_id: str, written: str, swept: subprocess.CompletedProcess[str]
+):
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    assert f"recovered    run {run_id}: unpacked " in swept.stdout, swept.stdout
+    pulled = run_logs(bench, profile, run_id)
+    assert (pulled / f"{CHATTY}_torch.csv").read_text() == written  # every epoch it finished, none lost
+    assert len(written.splitlines()) > 10
+    assert json.loads((pulled / f"{CHATTY}_torch.json").read_text())["status"] == "partial"
+    record = bench.record(run_id)
+    assert record.final and record.recovered_by == "sweep"
+    assert [(i.workload, i.status) for i in record.items] == [(CHATTY, "interrupted")]
+
+
+def test_aws_machine_that_ends_itself_saves_every_epoch_for_the_sweep(
+    aws: FaultyMotoServer, sshd: SSHServer, tmp_path: Path
+) -> None:
+    """The chatty container, its orchestrator killed, its machine at its max lifetime: before the machine ends
+    itself it stops the container and puts the run's logs into the project's bucket through a presigned URL; the
+    sweep unpacks them. Mechanics image, under a tag of its own (other checkouts rebuild the shared one)."""
+    image = build_mechanics_image(tmp_path / "mechanics", tag="kcb-test/lifecycle-mechanics:keepsafe")
+    bench = make_bench(tmp_path, sshd, image, aws_environment(aws.url, tmp_path))
+    run_id = "20250101T000000Z-awks"
+    s3 = boto3.client("s3", region_name="us-east-1")
+
+    def saved() -> bool:
+        buckets = [b["Name"] for b in s3.list_buckets()["Buckets"]]
+        keys = [o["Key"] for b in buckets for o in s3.list_objects_v2(Bucket=b).get("Contents", [])]
+        return f"runs/{run_id}/saved-logs.tar.gz" in keys
+
+    def end() -> None:
+        ec2().terminate_instances(InstanceIds=[i["InstanceId"] for i in ec2_live()])
+
+    with GuestKeys(sshd, ec2_running_instance_keys(AWS_REGIONS)):
+        written, swept = kill_then_let_the_machine_end_itself(bench, "aws-e2e", run_id, saved, end)
+    assert_no_epoch_lost(bench, "aws-e2e", run_id, written, swept)
+    assert bench.record(run_id).estimated_cost_usd is not None  # to the end time EC2 recorded
+    assert_nothing_left_in_aws(bench, run_id)
+
+
 def test_aws_missing_credentials_stop_the_run_before_anything_starts(aws_bench: Bench, aws: FaultyMotoServer):
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         del aws_bench.env[name]
@@ -369,6 +459,34 @@ def test_gce_sweep_finds_the_vm_of_a_killed_orchestrator(gce_bench: Bench, gce_f
     assert swept.returncode == 0, swept.stderr
     assert f"deleted      gce {vm['name']}" in swept.stdout
     assert_nothing_left_in_gce(gce_bench, gce_fake, run_id)
+
+
+def test_gce_machine_that_ends_itself_saves_every_epoch_for_the_sweep(
+    gce_fake: GCEFake, sshd: SSHServer, tmp_path: Path
+) -> None:
+    """As on AWS, through a Cloud Storage resumable upload session (the emulator beside the Compute Engine fake);
+    the VM's maxRunDuration runs out and Compute Engine deletes it."""
+    image = build_mechanics_image(tmp_path / "mechanics", tag="kcb-test/lifecycle-mechanics:keepsafe")
+    bench = make_bench(tmp_path, sshd, image, gce_environment(gce_fake, tmp_path))
+    run_id = "20250101T000000Z-gcks"
+    key = f"runs/{run_id}/saved-logs.tar.gz"
+
+    def saved() -> bool:
+        buckets = requests.get(f"{gce_fake.storage_url}/storage/v1/b", params={"project": gce_fake.project}).json()
+        for bucket in buckets.get("items", []):
+            listed = requests.get(f"{gce_fake.storage_url}/storage/v1/b/{bucket['name']}/o", timeout=10).json()
+            if key in [item["name"] for item in listed.get("items", [])]:
+                return True
+        return False
+
+    def end() -> None:
+        for vm in gce_fake.live_instances():
+            gce_fake.reach_max_run_duration(vm["zone"].rsplit("/", 1)[-1], vm["name"])
+
+    with GuestKeys(sshd, gce_running_instance_keys(gce_fake)):
+        written, swept = kill_then_let_the_machine_end_itself(bench, "gce-e2e", run_id, saved, end)
+    assert_no_epoch_lost(bench, "gce-e2e", run_id, written, swept)
+    assert_nothing_left_in_gce(bench, gce_fake, run_id)
 
 
 def test_gce_missing_credentials_stop_the_run_before_anything_starts(gce_bench: Bench, gce_fake: GCEFake):

@@ -89,7 +89,11 @@ def test_unknown_profile_lists_close_names() -> None:
             lambda t: t + 'acelerator = "x"\n',
             "field 'acelerator': unknown field \\(did you mean 'accelerator'\\?\\)",
         ),
-        (lambda t: t.replace("0.19", "-1"), "field 'on_demand': usd_per_hour must be a positive number"),
+        (lambda t: t.replace("0.19", "-1"), "field 'on_demand': usd_per_hour must be a finite number > 0, got -1"),
+        (lambda t: t.replace("0.19", "nan"), "field 'on_demand': usd_per_hour must be a finite number > 0, got nan"),
+        (lambda t: t.replace("0.19", "inf"), "field 'on_demand': usd_per_hour must be a finite number > 0, got inf"),
+        (lambda t: t.replace("0.19", "1e308"), "usd_per_hour 1e\\+308 is not plausible \\(at most 1000\\)"),
+        (lambda t: t.replace("0.19", "19000"), "usd_per_hour 19000 is not plausible \\(at most 1000\\)"),
         (lambda t: t.replace('"2025-06-01"', '"June 2025"'), "field 'on_demand': date must be an ISO date"),
         (
             lambda t: t.replace('source = "https://cloud.google.com/compute/"', 'source = " "'),

@@ -109,15 +109,16 @@ def _spec(tmp_path: Path, run_id: str | None = "r1") -> RunSpec:
                      workloads=files, data_dir=data)  # fmt: skip
 
 
-def test_the_payload_is_one_archive_its_manifest_first_every_file_readable_by_any_user(tmp_path: Path) -> None:
-    (tiny_mlp_data(tmp_path / "data") / "tiny_mlp.npz").chmod(0o600)  # the container's user need not be its owner
+def test_the_payload_is_one_archive_its_manifest_first_no_mode_widened(tmp_path: Path) -> None:
+    (tiny_mlp_data(tmp_path / "data") / "tiny_mlp.npz").chmod(0o600)  # private: it stays so (read as its owner)
     payload = _spec(tmp_path).payload
     assert payload is not None and payload.count == 3
     assert [f.path for f in payload.files] == ["workloads/tiny_mlp.py", "data/notes/README.txt", "data/tiny_mlp.npz"]
     with payload_archive(payload) as handle, tarfile.open(fileobj=handle) as archive:
         members = archive.getmembers()
         assert [m.name for m in members] == ["SHA256SUMS", *(f.path for f in payload.files)]
-        assert all(m.mode & 0o444 == 0o444 for m in members)
+        modes = {m.name: m.mode & 0o777 for m in members}
+        assert modes["SHA256SUMS"] == modes["data/tiny_mlp.npz"] == 0o600
         sums = archive.extractfile("SHA256SUMS")
         assert sums is not None and hashlib.sha256(sums.read()).hexdigest() == payload.sha256
         extracted = archive.extractfile("data/tiny_mlp.npz")

@@ -122,6 +122,9 @@ def test_ctrl_c_mid_run_tears_down_and_keeps_finished_logs(
 
     def first_done_second_started() -> None:
         wait_for(lambda: remote_csv.exists() and len(remote_csv.read_text().splitlines()) >= 2, 600, "an epoch")
+        folder = ws.remote_dir / "runs" / run_id  # on a shared host, the user's alone
+        finished = folder / "logs" / "ssh" / run_id / "mnist_mlp_jax_synthetic.csv"
+        assert (folder.stat().st_mode & 0o777, finished.stat().st_mode & 0o777) == (0o700, 0o600)
 
     code, leftovers = _interrupt_when(process, run_id, first_done_second_started, signal.SIGINT, 120)
     out = (tmp_path / "out.txt").read_text()

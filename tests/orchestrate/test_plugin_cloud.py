@@ -103,6 +103,31 @@ def test_spot_is_refused_on_a_cloud_that_offers_no_spot_machines(cloud: FolderCl
     ]
 
 
+def test_detach_names_the_plugin_among_the_providers_that_detach(cloud: FolderCloud) -> None:
+    refused = cloud.orchestrate(
+        "run", "--profile", "local", "--workloads", "mnist_mlp", "--backends", "jax", "--detach", "--dry-run",
+        "--ledger", str(cloud.ledger),
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        "error: --detach needs a provider that runs boot scripts or batch jobs (aws, foldercloud, gce, slurm); "
+        "local is local"
+    ]
+
+
+def test_a_plugins_schedule_price_that_is_no_price_is_one_line(cloud: FolderCloud) -> None:
+    prices = cloud.site / "kcb_foldercloud" / "prices.toml"
+    prices.write_text(prices.read_text().replace("usd = 0.10", "usd = nan"))
+    refused = cloud.orchestrate(
+        "schedule", "create", "--profile", "folder-cpu", "--cron", "0 4 * * 1", "--name", "weekly",
+        "--image", "registry.example/kcb:cpu", "--ledger", str(cloud.ledger), "--dry-run",
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        f"error: {prices}: clouds.foldercloud: field 'scheduler_job': usd must be a finite number > 0, got nan"
+    ]
+
+
 @pytest.mark.slow
 @pytest.mark.docker
 @pytest.mark.sshd
@@ -154,6 +179,38 @@ def test_detached_run_launches_reports_and_is_collected(cloud: FolderCloud) -> N
     assert collected.returncode == 1, collected.stdout + collected.stderr  # the run failed
     record = Ledger(cloud.ledger).runs()[RUN_ID]
     assert record.status == "failed" and "kcb-test/absent-on-the-machine:1 is not on" in record.message
+
+
+def test_a_collected_runs_torn_last_line_keeps_its_billed_time_through_sweep_and_collect(cloud: FolderCloud) -> None:
+    """The final ledger line of a collected detached run is cut (a full disk) and its logs folder, with run.json,
+    is gone: the sweep settles the run again from its bucket, and a later collect leaves it as it was."""
+    logs = cloud.tmp / "logs"
+    launched = cloud.orchestrate(
+        "run", "--profile", "folder-cpu", "--suite", "quick", "--workloads", "mnist_mlp", "--backends", "jax",
+        "--detach", "--image", "kcb-test/absent-on-the-machine:1", "--image-source", "present", "--run-id", RUN_ID,
+        "--ledger", str(cloud.ledger), "--logs", str(logs),
+    )  # fmt: skip
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    [machine] = (cloud.root / "machines").glob("*.json")
+    cloud.boot(json.loads(machine.read_text())["boot_script"], machine.stem)
+    cloud.orchestrate("collect", RUN_ID, "--ledger", str(cloud.ledger))
+    billed = Ledger(cloud.ledger).runs()[RUN_ID]
+    assert billed.status == "failed" and billed.billed_seconds > 0 and billed.estimated_cost_usd
+
+    *earlier, last = cloud.ledger.read_bytes().splitlines(keepends=True)
+    cloud.ledger.write_bytes(b"".join(earlier) + last[:200])
+    shutil.rmtree(logs)
+    swept = cloud.orchestrate("sweep", "--ledger", str(cloud.ledger), "--provider", "foldercloud")
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    assert f"recovered    run {RUN_ID}: " in swept.stdout
+    for step in ("sweep", "collect"):
+        record = Ledger(cloud.ledger).runs()[RUN_ID]
+        assert (record.status, record.billed_seconds, record.estimated_cost_usd) == (
+            billed.status,
+            billed.billed_seconds,
+            billed.estimated_cost_usd,
+        ), step
+        cloud.orchestrate("collect", RUN_ID, "--ledger", str(cloud.ledger))
 
 
 def test_schedule_is_created_listed_and_deleted_on_the_plugins_cloud(cloud: FolderCloud) -> None:

@@ -17,7 +17,7 @@ from orchestrate.cli import main
 from orchestrate.cron import CronError, check_time_zone, parse_cron
 from orchestrate.providers.aws.iam import schedule_machine_policy, scheduler_policy
 from orchestrate.schedule import NO_FUNCTIONS_NOTE, ScheduleError, check_spec, estimate
-from orchestrate.schedule_cost import ITEMS, load_study, study_cost, total
+from orchestrate.schedule_cost import ITEMS, PriceDataError, UnitPrice, cloud_prices, load_study, study_cost, total
 from records.catalog import load_catalogs
 
 
@@ -134,6 +134,25 @@ def test_todays_estimate_is_itemised_from_catalog_and_dated_prices(tmp_path) -> 
     assert lines["scheduler"].price.source.startswith("https://cloud.google.com/scheduler/pricing")
     assert all(line.price.date for line in found.lines if line.price is not None)
     assert found.low <= total(found.lines) <= found.high <= found.cap
+
+
+@pytest.mark.parametrize(
+    ("disk", "message"),
+    [
+        ("nan", "usd must be a finite number > 0, got nan"),
+        ("inf", "usd must be a finite number > 0, got inf"),
+        ("-0.04", "usd must be a finite number > 0, got -0.04"),
+        ("1e308", "usd 1e\\+308 is not plausible \\(at most 10\\)"),
+    ],
+)
+def test_a_schedule_price_that_is_no_price_is_refused_naming_the_field(tmp_path: Path, disk: str, message: str) -> None:
+    prices = tmp_path / "prices.toml"  # as a plug-in's scheduler brings its own (CloudScheduler.schedule_prices)
+    prices.write_text(
+        f'[clouds.mycloud]\ndisk = {{ usd = {disk}, unit = "GB-month", date = "2026-01-01", source = "s" }}\n'
+    )
+    compute = UnitPrice(0.5, "hour", "2026-01-01", "catalog")
+    with pytest.raises(PriceDataError, match=f"^{re.escape(str(prices))}: clouds.mycloud: field 'disk': {message}$"):
+        cloud_prices("mycloud", compute, prices)
 
 
 def test_a_ledger_median_is_preferred_to_the_estimate(tmp_path) -> None:

@@ -53,7 +53,10 @@ electricity_usd_per_kwh = {{ unknown = "no price found" }}
     ("change", "message"),
     [
         (('date = "2026-05"', 'date = "May 2026"'), r"field 'purchase_usd': date must be YYYY, YYYY-MM or YYYY-MM-DD"),
-        (("value = 3000", "value = -3000"), r"field 'purchase_usd': value must be a number > 0, got -3000"),
+        (("value = 3000", "value = -3000"), r"field 'purchase_usd': value must be a finite number > 0, got -3000"),
+        (("value = 3000", "value = nan"), r"field 'purchase_usd': value must be a finite number > 0, got nan"),
+        (("value = 3000", "value = 1e308"), r"field 'purchase_usd': value 1e\+308 is not plausible \(at most 1e\+06\)"),
+        (("value = 450", "value = 4.5e6"), r"field 'gpu_watts': value 4.5e\+06 is not plausible \(at most 10000\)"),
         ((', date = "2022", source = "a shop page" }', ', date = "2022" }'),
          r"field 'gpu_watts': expected exactly value, date and source, got date, value"),
         (('gpu = "rtx4090"', 'gpu = "rtx9999"'), r"field 'gpu': 'rtx9999' has no speed figure in estimate.toml"),

@@ -275,7 +275,7 @@ def test_help_and_bad_arguments_through_the_real_entry_point(logs: Path) -> None
         (str(logs), "--billing", "hourly"): "invalid choice: 'hourly'",
         (str(logs), "--base", "nope", "--out", str(logs.parent / "o")): "--base 'nope' matches no configuration",
         (str(logs), "--reference", "A100"): "--reference 'A100': no folder",
-        (str(logs), "--electricity-price", "-1"): "--electricity-price -1.0: expected a finite number >= 0",
+        (str(logs), "--electricity-price", "-1"): "--electricity-price -1.0: expected a number from 0 to 10",
     }
     for args, message in cases.items():
         done = _cli(*args)

@@ -81,8 +81,9 @@ def test_price_arguments() -> None:
         ("local", "expected PLATFORM=USD_PER_HOUR"),
         ("=1", "expected"),
         ("local=abc", "is not a number"),
-        ("local=-1", ">= 0"),
-        ("local=nan", ">= 0"),
+        ("local=-1", "must be a finite number > 0, got -1.0"),
+        ("local=nan", "must be a finite number > 0, got nan"),
+        ("local=1e308", "1e\\+308 is not plausible \\(at most 1000\\)"),
     ):
         with pytest.raises(PriceError, match=why):
             parse_price_arguments([bad])

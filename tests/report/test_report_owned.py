@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -82,8 +83,23 @@ def test_effective_cost_and_electricity() -> None:
 def test_bad_owned_file_names_the_field(tmp_path: Path) -> None:
     bad = tmp_path / "owned.toml"
     bad.write_text('[box]\ntitle = "b"\nsource = "s"\ncurrency = "USD"\npurchase_price = "lots"\n')
-    with pytest.raises(OwnedDataError, match=r"owned machine 'box': field 'purchase_price' must be a number"):
+    with pytest.raises(OwnedDataError, match=r"owned machine 'box': field 'purchase_price' must be a finite number"):
         load_owned(bad)
+    machine = '[box]\ntitle = "b"\nsource = "s"\ncurrency = "USD"\n'
+    rival = '[[box.rivals]]\nname = "r"\nprofile = "gce-t4"\nmarket = "spot"\nprice_source = "s"\n'
+    for field, value, why in (
+        ("purchase_price", "nan", "'purchase_price' must be a finite number > 0, got nan"),
+        ("purchase_price", "1e308", "'purchase_price' 1e\\+308 is not plausible \\(at most 1e\\+06\\)"),
+        ("electricity_per_kwh", "-0.2", "'electricity_per_kwh' must be a finite number > 0, got -0.2"),
+        ("price_per_hour", "inf", "rival 0: field 'price_per_hour' must be a finite number > 0, got inf"),
+        ("price_per_hour", "5000", "rival 0: field 'price_per_hour' 5000 is not plausible \\(at most 1000\\)"),
+    ):
+        text = (
+            machine + rival + f"{field} = {value}\n" if field == "price_per_hour" else machine + f"{field} = {value}\n"
+        )
+        bad.write_text(text)
+        with pytest.raises(OwnedDataError, match=f"^{re.escape(str(bad))}: owned machine 'box'.*{why}$"):
+            load_owned(bad)
     bad.write_text('[box]\ntitle = "b"\nsource = "s"\ncurrency = "USD"\nhours_per_day = 30\n')
     with pytest.raises(OwnedDataError, match=r"'hours_per_day' must be in \(0, 24\]"):
         load_owned(bad)

@@ -12,6 +12,7 @@ import math
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -39,13 +40,14 @@ def orchestrate(site: SlurmSite, *args: str, timeout: float = 600) -> subprocess
     )
 
 
-def start(site: SlurmSite, output, *args: str) -> subprocess.Popen[bytes]:
+def start(site: SlurmSite, output, *args: str, umask: int = -1) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "orchestrate", *args],
         cwd=ROOT,
         env=slurm_env(site),
         stdout=output.open("wb"),
         stderr=subprocess.STDOUT,
+        umask=umask,
     )
 
 
@@ -224,16 +226,13 @@ def test_a_killed_orchestrator_leaves_nothing_after_sweep(slurm_site: SlurmSite,
         assert collected.returncode == 0, collected.stdout + collected.stderr
         assert "still has 1 of 1 tasks queued or running" in collected.stdout
         assert tasks_of(slurm_site, KILLED_RUN) == {"0": "RUNNING"}
-        done = orchestrate(
-            slurm_site,
-            "sweep",
-            "--ledger",
-            str(ws.ledger),
-            "--provider",
-            "slurm",
-            "--provider-setting",
-            f"slurm:ssh_config={slurm_site.server.config_path}",
-        )
+        sweep = ("sweep", "--ledger", str(ws.ledger), "--provider", "slurm")
+        setting = ("--provider-setting", f"slurm:ssh_config={slurm_site.server.config_path}")
+        dry = orchestrate(slurm_site, *sweep, *setting, "--dry-run")  # the job still queued: said, not billed
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        assert "would delete slurm kcb-sshd:" in dry.stdout and f"(run {KILLED_RUN})" in dry.stdout
+        assert tasks_of(slurm_site, KILLED_RUN) == {"0": "RUNNING"}
+        done = orchestrate(slurm_site, *sweep, *setting)
     finally:
         if process.poll() is None:
             process.kill()
@@ -390,3 +389,97 @@ def test_sigterm_cancels_the_array_and_keeps_the_partial_logs(slurm_site: SlurmS
     partial = json.loads((ws.run_logs(PROFILE, TERM_RUN) / "lstm_text_generation_jax.json").read_text())
     assert partial["status"] == "partial"  # the container was stopped, not killed: the runner recorded it
     assert_nothing_left(slurm_site, TERM_RUN)
+
+
+# ---- a shared cluster: who reads a run's files -----------------------------------------------------------------------
+
+PRIVATE_RUN = "20260101T000000Z-slp1"
+
+
+def readable_by_nobody(path: Path) -> bool:
+    """Whether the unprivileged user `nobody` can read the file or list the folder."""
+    return subprocess.run(["runuser", "-u", "nobody", "--", "test", "-r", str(path)], timeout=30).returncode == 0
+
+
+def test_another_user_reads_no_file_of_a_run(slurm_site: SlurmSite, task_image: str, tmp_path) -> None:
+    """Mid-run, with the orchestrator's umask 000: the run's folder on the shared file system and everything in it
+    (the batch script, run.json, the user's workload file and data, the Slurm logs, the finished item's files) is
+    the user's alone, folders 0700 and files 0600, and another user (`nobody`) reads none of it."""
+    if subprocess.run(["id", "nobody"], capture_output=True).returncode != 0:
+        pytest.skip("no user `nobody` to read as")
+    ws = Workspace(tmp_path)
+    data = tiny_mlp_data(tmp_path / "mydata" / "data")  # the user's own data, private at home
+    (data / "tiny_mlp.npz").chmod(0o600)
+    carried = ["--workload-file", str(EXAMPLE), "--data-dir", str(data)]
+    args = run_args(slurm_site, ws, PRIVATE_RUN, "--workloads", "mnist_mlp,tiny_mlp", "--backends", "jax", *carried)
+    folder = run_folder(slurm_site, PRIVATE_RUN)
+    # As on a cluster's scratch: every user can reach the shared folder, and runs/ was made under a wide umask.
+    folder.parent.mkdir(exist_ok=True)
+    folder.parent.chmod(0o755)
+    reachable = {path: path.stat().st_mode for path in folder.parent.parents if not path.stat().st_mode & 0o001}
+    for path, mode in reachable.items():
+        path.chmod(mode | 0o001)
+    process = start(slurm_site, tmp_path / "out.txt", *args, "--image", task_image, umask=0)
+    try:
+        wait_for(lambda: (folder / "tasks" / "0.exit").exists(), 90, "mnist_mlp's task to end")
+        wait_for(lambda: (folder / "logs" / "starts-tiny_mlp").exists(), 90, "tiny_mlp's container to run")
+        found = [folder, *folder.rglob("*")]
+        names = {path.relative_to(folder).as_posix() for path in found}
+        carried = {"payload/workloads/tiny_mlp.py", "payload/data/tiny_mlp.npz"}
+        assert {"job.sh", "run.json", "tasks/0.exit", *carried} <= names
+        assert any(name.endswith("/mnist_mlp_jax.csv") for name in names), names
+        assert [path for path in found if readable_by_nobody(path)] == []
+        wide = [path for path in found if path.stat().st_mode & 0o077]
+        # only what tiny_mlp's container (Docker's umask 022) is still writing, closed as its task ends
+        assert all("tiny_mlp" in path.name for path in wide), wide
+        assert all(path.stat().st_mode & 0o777 == 0o700 for path in found if path.is_dir())
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) == 130, (tmp_path / "out.txt").read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        remove_containers_of_run(PRIVATE_RUN)
+        for path, mode in reachable.items():
+            path.chmod(mode)
+    assert (data / "tiny_mlp.npz").stat().st_mode & 0o777 == 0o600  # the user's own file, as it was
+    assert_nothing_left(slurm_site, PRIVATE_RUN)
+
+
+# ---- --detach: submitted and left to run ----------------------------------------------------------------------------
+
+DETACHED_RUN = "20260101T000000Z-sld1"
+
+
+def test_a_detached_run_is_submitted_left_alone_by_the_sweep_then_collected(
+    slurm_site: SlurmSite, task_image: str, tmp_path
+) -> None:
+    """`run --detach` returns once the array is queued; the sweep keeps the job (no orchestrator follows it, by
+    design); `collect` after the job ended records, bills and finalises the run and removes its folder."""
+    ws = Workspace(tmp_path)
+    args = run_args(slurm_site, ws, DETACHED_RUN, "--workloads", "mnist_mlp,mnist_cnn", "--backends", "jax")
+    folder = run_folder(slurm_site, DETACHED_RUN)
+    try:
+        launched = orchestrate(slurm_site, *args, "--image", task_image, "--detach", timeout=120)
+        assert launched.returncode == 0, launched.stdout + launched.stderr
+        assert f"Run {DETACHED_RUN}: detached as slurm job kcb-sshd:" in launched.stdout
+        record = read_runs(ws.ledger)[DETACHED_RUN]
+        assert (record.status, record.pid) == ("detached", 0)
+        wait_for(lambda: (folder / "logs" / "starts-mnist_cnn").exists(), 90, "mnist_cnn's container to run")
+        setting = ("--provider-setting", f"slurm:ssh_config={slurm_site.server.config_path}")
+        swept = orchestrate(slurm_site, "sweep", "--ledger", str(ws.ledger), "--provider", "slurm", *setting)
+        assert swept.returncode == 0, swept.stdout + swept.stderr
+        assert f"detached run {DETACHED_RUN} works on its own" in swept.stdout
+        (folder / "logs" / "release-mnist_cnn").touch()
+        wait_for(lambda: tasks_of(slurm_site, DETACHED_RUN) == {}, 60, "the job to end")
+        done = collect(slurm_site, ws, DETACHED_RUN)
+    finally:
+        remove_containers_of_run(DETACHED_RUN)
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = read_runs(ws.ledger)[DETACHED_RUN]
+    assert (record.status, record.recovered_by) == ("complete", "collect")
+    assert [(i.workload, i.status) for i in record.latest_items()] == [
+        ("mnist_mlp", "complete"),
+        ("mnist_cnn", "complete"),
+    ]
+    assert record.estimated_cost_usd is not None and record.billed_seconds > 0
+    assert_nothing_left(slurm_site, DETACHED_RUN)

@@ -146,6 +146,8 @@ def test_time_limit_defaults_to_the_max_lifetime() -> None:
         ({"mem": "lots"}, "extra.mem: 'lots' is not a Slurm memory size"),
         ({"time": "2h"}, "extra.time: '2h' is not a Slurm time"),
         ({"cpus": "0"}, "extra.cpus: '0' is not a positive whole number"),
+        ({"cpus": "²"}, "extra.cpus: '²' is not a positive whole number"),  # a digit to str.isdigit, not to int
+        ({"mem": "64G\n"}, "extra.mem: '64G\\\\n' is not a Slurm memory size"),
         ({"shared_dir": "scratch"}, "extra.shared_dir: 'scratch' must be an absolute path"),
         ({"runtime": "venv"}, "extra.venv: runtime venv needs"),
         ({"price_unit": "core-hour"}, "extra.price_unit: 'core-hour' is not one of"),

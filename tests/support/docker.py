@@ -81,6 +81,14 @@ case $workload in
   mnist_mlp) sleep 2 ;;
   imdb_fasttext) sleep 6 ;;
   cifar10_cnn) trap 'echo "{\\"status\\": \\"partial\\"}" > "$stem.json"; exit 143' TERM; sleep 600 & wait $! ;;
+  imdb_bidirectional_lstm)  # chatty: prints without pause, an epoch every 0.2 s, until SIGTERM
+    trap 'echo "{\\"status\\": \\"partial\\"}" > "$stem.json"; exit 143' TERM
+    epoch=0
+    while true; do
+      epoch=$((epoch + 1)); echo "$epoch,0.2" >> "$stem.csv"; echo "epoch $epoch done"
+      i=0; while [ $i -lt 200 ]; do echo "step $i of epoch $epoch: loss 0.1"; i=$((i + 1)); done
+      sleep 0.2 & wait $!
+    done ;;
   *) sleep 600 ;;
 esac
 echo 1,1.0 >> "$stem.csv"
@@ -93,7 +101,8 @@ def build_mechanics_image(workdir: Path, tag: str = "kcb-test/lifecycle-mechanic
     benchmarks nothing. Its entrypoint takes the runner's arguments, writes a CSV and a metadata JSON under the
     runner's file names (status "running"), sleeps (2 s for mnist_mlp, 6 s for imdb_fasttext, 600 s for anything
     else, so a test can interrupt a run that is surely still going), then marks them complete. cifar10_cnn stops
-    at SIGTERM as the runner does (metadata "partial", exit 143); anything else ignores SIGTERM (PID 1 without a
+    at SIGTERM as the runner does (metadata "partial", exit 143); imdb_bidirectional_lstm too, and until then
+    prints without pause and adds an epoch to its CSV every 0.2 s; anything else ignores SIGTERM (PID 1 without a
     handler), like a slow-stopping container: `docker stop` waits its grace period, then kills it."""
     require_engine()
     if image_id(BASE_IMAGE) is None:

@@ -21,6 +21,7 @@ from orchestrate.storage import StorageError, StorageURL
 # No dots: a dotted name breaks TLS on the virtual-hosted address the machine uses (bucket.s3.region...).
 BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 UNFINISHED_UPLOAD_DAYS = 2  # the project's own bucket aborts multipart uploads unfinished after this long
+WEEK_S = 7 * 24 * 3600  # the longest a SigV4 presigned URL lasts
 
 
 def bucket_problem(bucket: str) -> str | None:
@@ -135,6 +136,17 @@ class S3Store:
             self._client.upload_fileobj(source, self.url.bucket, key)
         except (ClientError, BotoCoreError, S3UploadFailedError) as error:
             raise self._calling(f"uploading {key}", error) from None
+
+    def upload_url(self, key: str, expires_s: int) -> str:
+        """A presigned URL that PUTs `key` with no credentials, for `expires_s` (at most a week, SigV4's limit)."""
+        params = {"Bucket": self.url.bucket, "Key": key}
+        try:
+            url: str = self._client.generate_presigned_url(
+                "put_object", Params=params, ExpiresIn=min(expires_s, WEEK_S)
+            )
+        except (ClientError, BotoCoreError) as error:
+            raise self._calling(f"presigning an upload of {key}", error) from None
+        return url
 
     def read(self, key: str) -> bytes | None:
         try:

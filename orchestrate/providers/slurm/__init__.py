@@ -115,8 +115,22 @@ class SlurmProvider(Provider, BatchQueue):
         return self._clusters[key]
 
     def _cluster_of(self, instance: Instance) -> Cluster:
-        private = instance.private
+        private = self._located(instance).private
         return self._cluster(private["login"], private.get("slurm_conf") or None)
+
+    def _located(self, instance: Instance) -> Instance:
+        """The job as `launch` returned it, from the ledger's `<login>:<job>` alone where that is all the caller has
+        (the sweep billing a job that left the queue after its orchestrator died): the login's shared folder and
+        SLURM_CONF from the clusters known, the array's size from the records of its tasks."""
+        if "login" in instance.private:
+            return instance
+        login, _, job_id = instance.instance_id.rpartition(":")
+        if login not in self._all_known() or not job_id.isdigit():
+            raise ProviderError(f"{instance.instance_id}: not a job of a known Slurm cluster (<login>:<job id>)")
+        shared_dir, slurm_conf = self.known[login]
+        settings = SlurmSettings(parse_target(login), "", shared_dir, slurm_conf=slurm_conf)
+        size = self._size(self._cluster(login, slurm_conf), job_id)
+        return replace(instance, private=_private(settings, job_id, "", size))
 
     # ---- Provider --------------------------------------------------------------------------------------------
 
@@ -158,7 +172,7 @@ class SlurmProvider(Provider, BatchQueue):
         folder = run_folder(settings, request.run_id)
         # Slurm opens each task's output file before the script runs: its folder must exist
         consoles = f"{folder}/logs/{request.batch.platform}/{request.run_id}/orchestrate"
-        cluster.run(f"mkdir -p {shlex.quote(folder)}/tasks {shlex.quote(consoles)}")
+        cluster.run(f"mkdir -p {shlex.quote(folder)}/tasks {shlex.quote(consoles)} && chmod 700 {shlex.quote(folder)}")
         # the tags first: from here until release_run the sweep can find the folder (leftover_runs)
         cluster.write_file(f"{folder}/run.json", json.dumps(request.tags, sort_keys=True))
         if request.batch.payload is not None:  # every task mounts it: carried before the job is queued
@@ -194,6 +208,7 @@ class SlurmProvider(Provider, BatchQueue):
 
     def terminate(self, instance: Instance) -> None:
         """`scancel` of the whole array, then a bounded wait for its running tasks to stop. Idempotent."""
+        instance = self._located(instance)
         cluster = self._cluster_of(instance)
         job_id = instance.private["job"]
         cluster.cancel(job_id)
@@ -260,6 +275,7 @@ class SlurmProvider(Provider, BatchQueue):
     # ---- BatchQueue ------------------------------------------------------------------------------------------
 
     def tasks(self, instance: Instance) -> list[TaskState]:
+        instance = self._located(instance)
         cluster = self._cluster_of(instance)
         size = int(instance.private.get("size", "1"))
         records = cluster.job_records(instance.private["job"], size)
@@ -293,8 +309,10 @@ class SlurmProvider(Provider, BatchQueue):
         return exits
 
     def _size(self, cluster: Cluster, job_id: str) -> int:
+        """The array's task count: from the queue, else (it left the queue) from the records of its tasks."""
         out = cluster.run(f"squeue -h -r -j {shlex.quote(job_id)} -o %K", check=False)
         ids = [int(line) for line in out.split() if line.isdigit()]
+        ids = ids or [record.task for record in cluster.attempt_records(job_id)]
         return max(ids) + 1 if ids else 1
 
     def fetch_logs(self, instance: Instance, local_dir: Path) -> list[Path]:

@@ -14,6 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrate.private_files import UMASK
 from orchestrate.provider import (
     TASK_CANCELLED,
     TASK_COMPLETE,
@@ -102,7 +103,9 @@ class Cluster:
             self._host = None
 
     def run(self, command: str, *, check: bool = True, timeout: float = 120) -> str:
-        prefix = f"export SLURM_CONF={shlex.quote(self.slurm_conf)}; " if self.slurm_conf else ""
+        """A command on the login node, where whatever it creates is the user's alone (umask 077, which sbatch also
+        passes to the job: docs/slurm.md, "Who sees a run's files")."""
+        prefix = f"{UMASK}; " + (f"export SLURM_CONF={shlex.quote(self.slurm_conf)}; " if self.slurm_conf else "")
         try:
             return self.host.run(prefix + command, check=check, timeout=timeout).stdout
         except RemoteError as exc:

@@ -90,6 +90,7 @@ def batch_script(settings: SlurmSettings, run_id: str, spec: RunSpec) -> str:
     return f"""#!/bin/bash
 # keras-cloud-bench run {run_id}: one array task per work item ({len(spec.items)} items)
 set -u
+umask 077  # the run's files are the user's alone (sbatch passes the login shell's, which may be wider)
 RUN={shlex.quote(folder)}
 CACHE={shlex.quote(settings.shared_dir)}/cache/keras  # the datasets, kept between runs
 LOGS="$RUN/logs"
@@ -113,7 +114,9 @@ keep_partial() {{
   done
 }}
 
+# What a container wrote with its engine's umask (Docker's is 022) becomes the user's alone too.
 finish() {{
+  chmod -R go= "$LOGS" 2>/dev/null
   echo "$1" > "$RUN/tasks/$TASK.exit.tmp" && mv "$RUN/tasks/$TASK.exit.tmp" "$RUN/tasks/$TASK.exit"
   echo "task $TASK ended: exit $1"
   exit "$1"
@@ -121,6 +124,7 @@ finish() {{
 
 # Stopped from outside (scancel, a requeue, the time limit): no exit record, so a requeue runs the item again.
 interrupted() {{
+  chmod -R go= "$LOGS" 2>/dev/null
   echo "task $TASK stopped by a signal (attempt $ATTEMPT)"
   exit 143
 }}

@@ -49,10 +49,12 @@ KEYS = (
     "source_dir",
 )
 REQUIRED = ("login", "partition", "shared_dir")
-SLURM_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")  # partition, account, GRES type
-MEMORY = re.compile(r"^[0-9]+[KMGT]?$")
-TIME = re.compile(r"^(?:[0-9]+-)?[0-9]+(?::[0-9]{2}){0,2}$")  # minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]
-ABSOLUTE = re.compile(r"^/[A-Za-z0-9_./+@-]*$")  # shell-quoted anyway; no spaces, to stay one word in #SBATCH
+# matched whole (fullmatch): `$` alone would let a trailing newline into an #SBATCH line
+SLURM_NAME = re.compile(r"[A-Za-z0-9_.-]+")  # partition, account, GRES type
+MEMORY = re.compile(r"[0-9]+[KMGT]?")
+TIME = re.compile(r"(?:[0-9]+-)?[0-9]+(?::[0-9]{2}){0,2}")  # minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]
+ABSOLUTE = re.compile(r"/[A-Za-z0-9_./+@-]*")  # shell-quoted anyway; no spaces, to stay one word in #SBATCH
+COUNT = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit() also takes "²", which int() refuses
 
 
 @dataclass(frozen=True)
@@ -116,19 +118,19 @@ def settings_of(profile: Profile) -> SlurmSettings:
     if gpu_flag not in GPU_FLAGS:
         raise fail("gpu_flag", f"{gpu_flag!r} is not one of {', '.join(GPU_FLAGS)}")
     for key in ("partition", "account"):
-        if extra.get(key) and not SLURM_NAME.match(extra[key]):
+        if extra.get(key) and not SLURM_NAME.fullmatch(extra[key]):
             raise fail(key, f"{extra[key]!r} is not a Slurm name (letters, digits, _ . -)")
-    if profile.accelerator and profile.has_gpu and not SLURM_NAME.match(profile.accelerator):
+    if profile.accelerator and profile.has_gpu and not SLURM_NAME.fullmatch(profile.accelerator):
         raise ProviderError(f"profile '{profile.name}': accelerator {profile.accelerator!r} is not a GRES type")
     for key in ("shared_dir", "slurm_conf", "venv", "source_dir"):
-        if extra.get(key) and not ABSOLUTE.match(extra[key]):
+        if extra.get(key) and not ABSOLUTE.fullmatch(extra[key]):
             raise fail(key, f"{extra[key]!r} must be an absolute path without spaces")
     cpus = extra.get("cpus")
-    if cpus is not None and (not cpus.isdigit() or int(cpus) < 1):
+    if cpus is not None and (not COUNT.fullmatch(cpus) or int(cpus) < 1):
         raise fail("cpus", f"{cpus!r} is not a positive whole number")
-    if extra.get("mem") and not MEMORY.match(extra["mem"]):
+    if extra.get("mem") and not MEMORY.fullmatch(extra["mem"]):
         raise fail("mem", f"{extra['mem']!r} is not a Slurm memory size (e.g. 64G, 4096M)")
-    if extra.get("time") and not TIME.match(extra["time"]):
+    if extra.get("time") and not TIME.fullmatch(extra["time"]):
         raise fail("time", f"{extra['time']!r} is not a Slurm time (minutes, HH:MM:SS or D-HH:MM:SS)")
     if runtime == "venv" and not (extra.get("venv") and extra.get("source_dir")):
         raise fail("venv", "runtime venv needs extra.venv and extra.source_dir (paths on the shared file system)")
