@@ -23,7 +23,7 @@ from benchmarks.workload_set import Workloads
 from estimator.buyable import load_buyable
 from estimator.owned import Owned, Rival
 from estimator.physics import peaks
-from estimator.suite import Shape, estimate_runs
+from estimator.suite import Basis, Shape, basis_of, estimate_runs
 from records.catalog import Profile
 
 HEAD = "own instead"
@@ -73,8 +73,9 @@ def owning_lines(
     names = ", ".join(f"{r.profile.name} ${r.price_per_hour:.4f}/h" for r in rented)
     lines = [f"  {HEAD:<12} the break-even in days of use before owning costs less than renting ({names}):"]
     single = Shape(shape.epochs, shape.train_limit) if shape else Shape()  # an owned machine of one GPU
+    basis = basis_of(logs)
     for machine, source in candidates(owned or {}):
-        text = machine_text(machine, rented, suite, items, logs, single, workloads)
+        text = machine_text(machine, rented, suite, items, basis, single, workloads)
         lines.append(f"    {machine.title} ({source}): {text}")
     return lines
 
@@ -84,7 +85,7 @@ def machine_text(
     rented: Sequence[Rented],
     suite: str,
     items: Sequence[tuple[str, str]],
-    logs: Path,
+    basis: Basis,
     shape: Shape,
     workloads: Workloads | None = None,
 ) -> str:
@@ -92,7 +93,7 @@ def machine_text(
     if why:
         return why
     assert machine.gpu is not None
-    runs = estimate_runs(machine.gpu, suite, items, logs, shape, workloads)
+    runs = estimate_runs(machine.gpu, suite, items, basis.logs, shape, workloads, basis)
     missing = [i for i in runs if i.seconds is None]
     if missing:
         return f"not estimated: {missing[0].workload} [{missing[0].backend}] {missing[0].basis}"

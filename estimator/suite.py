@@ -274,10 +274,12 @@ def estimate_runs(
     logs: Path,
     shape: Shape = Shape(),
     workloads: Workloads | None = None,
+    basis: Basis | None = None,
 ) -> tuple[ItemEstimate, ...]:
     """Each planned run's estimate on `machine` (an estimate_model machine key: "h100", "rtx4090", ...)."""
     known = workloads or built_in()
-    pool, fitted, bands, rates = _context(logs)
+    basis = basis or basis_of(logs)
+    pool, fitted, bands, rates = basis.pool, basis.fitted, basis.bands, basis.rates
     counts = Counter(items)  # in plan order; a workload repeated N times is estimated once, counted N times
     estimates = []
     for (name, backend), count in counts.items():
@@ -297,34 +299,42 @@ def estimate_runs(
     return tuple(estimates)
 
 
+@dataclass(frozen=True)
+class Basis:
+    """What estimates from one log root are made from: its runs with the committed and the published ones, the
+    hardware relation, the backtested ranges and the GPUs' rates. Made once where many estimates are asked for (a
+    report, own or rent's machines)."""
+
+    logs: Path
+    pool: list[Observation]
+    fitted: dict[str, Fit]
+    bands: dict[str, Band]
+    rates: dict[tuple[str, str], physics.Fitted]
+
+
+def basis_of(logs: Path) -> Basis:
+    pool = [*measured(logs), *published_observations()]
+    return Basis(logs, pool, fits(pool), committed_bands(), physics_rates(tuple(pool)))
+
+
 def steady_epoch(
-    machine: str, workload: str, backend: str, batch: int, samples: int, logs: Path, code: str = ""
+    basis: Basis, machine: str, workload: str, backend: str, batch: int, samples: int, code: str = ""
 ) -> tuple[float, float, float, str, str] | None:
     """One steady epoch of `samples` on `machine` (seconds, low, high, basis, where), as a second epoch adds it to
     the first: the time a measured steady epoch elsewhere compares with. None where nothing estimates it. `code`:
     a workload file's content hash (its runs and step costs)."""
-    pool, fitted, bands, rates = _context(logs)
 
     def item(epochs: int) -> ItemEstimate:
         target = Target(workload, backend, machine, batch, samples, epochs)
         if code:
-            return estimate_plugin_item(target, pool, fitted, bands, code, rates, logs)
-        return estimate_item(target, pool, fitted, bands, rates, logs)
+            return estimate_plugin_item(target, basis.pool, basis.fitted, basis.bands, code, basis.rates, basis.logs)
+        return estimate_item(target, basis.pool, basis.fitted, basis.bands, basis.rates, basis.logs)
 
     one, two = item(1), item(2)
     if one.seconds is None or two.seconds is None or one.low is None or two.low is None:
         return None
     assert one.high is not None and two.high is not None
     return two.seconds - one.seconds, two.low - one.low, two.high - one.high, two.basis, two.where
-
-
-@cache
-def _context(
-    logs: Path,
-) -> tuple[list[Observation], dict[str, Fit], dict[str, Band], dict[tuple[str, str], physics.Fitted]]:
-    """What every estimate from `logs` is made from, read and fitted once per process (a report asks for many)."""
-    pool = [*measured(logs), *published_observations()]
-    return pool, fits(pool), committed_bands(), physics_rates(tuple(pool))
 
 
 @cache

@@ -13,12 +13,11 @@ import pandas as pd
 from benchmarks.logs import LogFormatError
 from benchmarks.step_costs import recorded
 from benchmarks.workloads import WORKLOADS
-from estimator.basis import measured
 from estimator.model import accelerator_model
 from estimator.owned import Owned
 from estimator.owning import bought, cannot
 from estimator.physics import peaks
-from estimator.suite import profile_machine, steady_epoch
+from estimator.suite import basis_of, profile_machine, steady_epoch
 from records.loading import REFERENCE_FOLDER, LoadResult, Run, Skipped, assign_variants, load_runs
 from report import format as fmt
 from report import gpu_compare, native_compare, roofline
@@ -546,14 +545,14 @@ def buyable_against(
             rented[platform] = (profile_machine(profile), *prices.market_prices(platform))
     if not rented:
         return {}
-    pool = measured(logdir)
+    basis = basis_of(logdir)
     measured_here = set(results["platform"])
     machines = {f"buy:{name}": machine for name, machine in bought(usd_per_kwh).items()} | {
         name: machine
         for name, machine in (owned or {}).items()
         if machine.gpu and machine.platform not in measured_here and not cannot(machine)
     }
-    return {name: estimated_rivals(m, results, rented, logdir, pool) for name, m in machines.items()}
+    return {name: estimated_rivals(m, results, rented, basis) for name, m in machines.items()}
 
 
 def _own_workloads(results: pd.DataFrame, logdir: Path) -> dict[str, int | None]:
@@ -568,14 +567,14 @@ def _estimator(logdir: Path, own: Mapping[str, int | None]) -> Estimated | None:
     costs and runs (estimator.suite.steady_epoch); None where there is no user workload to estimate."""
     if not own:
         return None
-    pool = measured(logdir)
+    basis = basis_of(logdir)
 
     def estimate(workload: str, backend: str, platform: str, samples: int) -> tuple[float, float, float, str] | None:
         gpu = accelerator_model(platform)
-        runs = [o for o in pool if o.workload == workload and o.code]
+        runs = [o for o in basis.pool if o.workload == workload and o.code]
         if gpu not in peaks() or not runs:
             return None
-        found = steady_epoch(gpu, workload, backend, runs[-1].batch, samples, logdir, runs[-1].code)
+        found = steady_epoch(basis, gpu, workload, backend, runs[-1].batch, samples, runs[-1].code)
         return None if found is None else found[:4]
 
     return estimate

@@ -17,7 +17,7 @@ from benchmarks.suites import get_suite
 from benchmarks.workload_set import workloads_of
 from estimator import physics
 from estimator.backtest import committed_bands, committed_physics, physics_lines, physics_summaries
-from estimator.basis import reference_basis
+from estimator.basis import COMMITTED_REFERENCE, folder_observations, reference_basis
 from estimator.model import Target
 from estimator.suite import estimate_suite, physics_rates, profile_machine
 from estimator.throughput import Work, fit
@@ -50,6 +50,17 @@ def test_the_physics_backtest_meets_its_goal_on_every_gpu_with_runs() -> None:
     for o in outcomes:
         assert o.prediction is not None and o.observation.workload in physics.builtin_costs()
     assert committed_bands()["physics"] == rows["physics"].band
+
+
+def test_the_shipped_rates_and_ranges_are_what_the_reference_runs_give() -> None:
+    """data/gpu_rates.json, written with the reference basis, holds the rates fitted on the committed runs and the
+    physics basis's ranges from its backtest: a dry run reads them instead of fitting them."""
+    derived = physics.rates_text(folder_observations(COMMITTED_REFERENCE))
+    assert physics.RATES_TABLE.read_text() == derived, "stale: run `python -m estimator.basis write`"
+    shipped = physics.read_rates()
+    rows = {s.label: s for s in physics_summaries(committed_physics())}
+    assert shipped.bands == {basis: rows[basis].band for basis in ("physics", "datasheet")}
+    assert physics_rates(reference_basis()) == shipped.fitted  # no run of the user's: the shipped rates
 
 
 def test_the_command_prints_the_physics_rows() -> None:

@@ -13,7 +13,7 @@ import pytest
 from estimator.buyable import FIGURES, Buyable, Figure, load_buyable
 from estimator.owned import Owned, OwnedDataError, Rival
 from estimator.owning import Rented, owning_lines
-from estimator.suite import estimate_runs, steady_epoch
+from estimator.suite import basis_of, estimate_runs, steady_epoch
 from records.catalog import load_catalog
 from report.buyable import estimated_rivals
 from report.owned import published_method_days
@@ -138,8 +138,8 @@ def test_the_dry_run_sets_each_machine_against_the_rented_profile(tmp_path: Path
     assert len(rows) == len(load_buyable())
     rtx4090 = rows["Workstation with one GeForce RTX 4090 (24 GB), Ryzen 9 7950X, 64 GB"]
     assert "on its rtx4090 (datasheet); break-even around the clock" in rtx4090
-    spec = (items[0][0], items[0][1], 256, 5120, tmp_path)
-    h100, rtx4090_epoch = steady_epoch("h100", *spec), steady_epoch("rtx4090", *spec)
+    basis, spec = basis_of(tmp_path), (items[0][0], items[0][1], 256, 5120)
+    h100, rtx4090_epoch = steady_epoch(basis, "h100", *spec), steady_epoch(basis, "rtx4090", *spec)
     assert h100 is not None and rtx4090_epoch is not None
     assert rtx4090_epoch[0] > 2 * h100[0]  # 82.6 TF32 TFLOP/s against 494.7, where FP32 figures say 82.6 against 67
     assert re.search(r"gce-h100 [\d,]+ days \([\d,]+ to [\d,]+\)$", rtx4090), rtx4090
@@ -168,9 +168,10 @@ def test_the_report_sets_each_machine_against_each_measured_rented_platform(tmp_
           "train_samples": 60_000}]
     )  # fmt: skip
     machine = replace(load_buyable()["rtx4090-workstation"].as_owned(), gpu="rtx4090")
-    owned = estimated_rivals(machine, results, {"gce-h100": ("h100", 10.0, None)}, tmp_path, [])
+    basis = basis_of(tmp_path)
+    owned = estimated_rivals(machine, results, {"gce-h100": ("h100", 10.0, None)}, basis)
     [rival] = owned.rivals
-    found = steady_epoch("rtx4090", "mnist_mlp", "jax", 128, 60_000, tmp_path)
+    found = steady_epoch(basis, "rtx4090", "mnist_mlp", "jax", 128, 60_000)
     assert found is not None and found[3] == "datasheet"
     assert (rival.profile, rival.market, rival.price_per_hour) == ("gce-h100", "on-demand", 10.0)
     assert rival.speedup == pytest.approx(6.0 / found[0])
