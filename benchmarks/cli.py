@@ -622,6 +622,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
         return _usage_error(str(exc))
     seen_notes = _fetch_once(args, names)
     args.offline = True  # every file is in place or said missing: the backends' processes only look
+    _record_step_costs(args)
     if _schedules_repeats(args):
         return _run_repeats(args, names, backends, suite.name, not args.strict_data, seen_notes)
     run_id = args.run_id or new_run_id()
@@ -636,6 +637,23 @@ def cmd_suite(args: argparse.Namespace) -> int:
     print_table(summarize(run_dir))
     _print_next_steps(run_dir)
     return max(codes.values(), default=0) if any(codes.values()) else 0
+
+
+def _record_step_costs(args: argparse.Namespace) -> None:
+    """The workload files' step costs under the log root (`step-costs`, in a process of its own), so that the report
+    and the estimate can price them on a GPU they never ran on; said, never fatal: the suite runs without them."""
+    from benchmarks.step_costs import record_path
+
+    files = [w for w in _workloads(args.workload_file).files if not record_path(args.out, w.name, w.sha256).is_file()]
+    if not files or importlib.util.find_spec("jax") is None:
+        return  # measured before, for this content; or no JAX here to measure with
+    command = [sys.executable, "-m", "benchmarks", "step-costs", "--out", str(args.out)]
+    command += [word for w in files for word in ("--workload-file", str(w.path))]
+    command += ["--data-dir", args.data_dir] if args.data_dir else []
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    for line in (done.stdout + done.stderr).splitlines():
+        if line.startswith(("step costs:", "error: ")):
+            print(line.replace("error: ", "note: no step costs: ", 1), flush=True)
 
 
 def _fetch_once(args: argparse.Namespace, names: Sequence[str]) -> set[str]:
