@@ -109,6 +109,7 @@ class Observation:
     warm_first: bool = False  # a later workload of a shared process: its first epoch found the framework started
     host_score: float | None = None  # the host's single-thread score (fingerprint), for the host's share of a step
     jit_compile: bool | None = None  # compiled (XLA, torch.compile) or eager, as the run resolved it
+    precision: str | None = None  # its matrix products': "bf16"/"fp16" (mixed precision), "tf32" or "fp32"
 
     @property
     def throughput(self) -> float:
@@ -186,7 +187,14 @@ def _observation(run: Run, origin_text: str) -> Observation | None:
         warm_first=warm_first(run),
         host_score=run.metadata.fingerprint.host_single_thread_score if run.metadata.fingerprint else None,
         jit_compile=jit if isinstance(jit := run.metadata.settings.jit_compile, bool) else None,
+        precision=precision_of(run.metadata.settings.dtype_policy, run.metadata.settings.float32_matmul),
     )
+
+
+def precision_of(dtype_policy: str | None, float32_matmul: str | None) -> str:
+    """What a run's matrix products computed in: its mixed-precision type, else float32 in TF32 or in full."""
+    half = {"mixed_bfloat16": "bf16", "mixed_float16": "fp16"}.get(dtype_policy or "")
+    return half or ("tf32" if float32_matmul == "tf32" else "fp32")
 
 
 def first_epoch_cached(run: Run) -> bool:

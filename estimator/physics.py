@@ -30,42 +30,50 @@ import statistics
 import tomllib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from benchmarks.harness.backends import default_settings
+from benchmarks.harness.backends import REFERENCE, default_settings
 from benchmarks.step_costs import StepCosts, recorded
 from benchmarks.workloads import WORKLOADS
 from estimator import DATA_DIR
 from estimator.bands import Band, band
 from estimator.model import Observation, Prediction, Target
-from estimator.throughput import Rates, Work, fit, from_dict, scaled
+from estimator.throughput import Rates, Work, fit, from_dict, informed_by, scaled
 
 PHYSICS, DATASHEET = "physics", "datasheet"
 PEAKS_FILE = DATA_DIR / "gpu_peaks.toml"
 COSTS_FILE = DATA_DIR / "model_costs.toml"
 RATES_TABLE = Path(__file__).resolve().parent / "data" / "gpu_rates.json"
-RATES_VERSION = 1
+RATES_VERSION = 2  # 2: shares of the peak at the run's precision, not FLOP/s
 BORROWED = {"tensorflow": "jax"}  # a backend with no GPU runs prices its steps at another's rates
 AUTO_JIT = {"jax": True, "tensorflow": True, "torch": False}  # what Keras's jit_compile="auto" does on a GPU
 
 
-@dataclass(frozen=True)
-class Peak:
-    flops_per_s: float
-    precision: str  # "TF32" or "FP32": what the runner's float32 matrix products run at on this GPU
-    source: str
+PRECISIONS = {"bfloat16": "bf16", "float16": "fp16"}  # the runner's mixed-precision types -> a peak's name
+LABELS = {"tf32": "TF32", "fp32": "FP32", "bf16": "BF16", "fp16": "FP16"}
 
 
 @cache
-def peaks() -> dict[str, Peak]:
-    found = {}
-    for gpu, entry in tomllib.loads(PEAKS_FILE.read_text()).items():
-        tf32 = entry.get("tf32")
-        value, precision = (tf32, "TF32") if tf32 else (entry["fp32"], "FP32")
-        found[gpu] = Peak(float(value) * 1e12, precision, f"{entry['source']} ({entry['date']})")
-    return found
+def peaks() -> dict[str, dict[str, float]]:
+    """Per GPU, its dense datasheet peaks in FLOP/s by precision (tf32, fp32, bf16, fp16 where given)."""
+    return {
+        gpu: {k: float(v) * 1e12 for k, v in entry.items() if k in LABELS}
+        for gpu, entry in tomllib.loads(PEAKS_FILE.read_text()).items()
+    }
+
+
+def peak(gpu: str, precision: str) -> tuple[float, str] | None:
+    """The peak a step computing in `precision` ("tf32", "fp32", "bf16", "fp16") reaches on `gpu`, with the
+    precision it runs at there: a half type the GPU lacks (bfloat16 before Ampere) and float32 without TF32 run on
+    its float32 units; None for a GPU without a datasheet."""
+    sheet = peaks().get(gpu)
+    if sheet is None:
+        return None
+    order = {"tf32": ("tf32", "fp32"), "fp32": ("fp32",), "bf16": ("bf16", "fp32"), "fp16": ("fp16", "bf16", "fp32")}
+    chosen = next(name for name in order[precision] if name in sheet)
+    return sheet[chosen], LABELS[chosen]
 
 
 @cache
@@ -126,29 +134,36 @@ def table(observations: Sequence[Observation], costs: Mapping[str, StepCosts]) -
         found = fit_gpu(gpu, backend, runs, costs)
         if found is not None:
             fitted[(gpu, backend)] = found
+    for (gpu, backend), found in fitted.items():  # a fit its runs told nothing of arithmetic: another's shares,
+        others = [f.rates for k, f in fitted.items() if k != (gpu, backend)]  # the same backend's first, then
+        for kin in ([r for r in others if r.backend == backend], [r for r in others if r.gpu == gpu], others):
+            if any(r.informed for r in kin):  # the same GPU's other backends, then any
+                fitted[(gpu, backend)] = replace(found, rates=informed_by(found.rates, kin))
+                break
     return fitted
 
 
 def fit_gpu(gpu: str, backend: str, runs: Sequence[Observation], costs: Mapping[str, StepCosts]) -> Fitted | None:
     host = statistics.median([o.host_score for o in runs if o.host_score] or [0.0]) or None
-    by_workload: dict[str, list[Observation]] = defaultdict(list)
+    by_key: dict[tuple[str, str], list[Observation]] = defaultdict(list)  # a workload's runs per precision
     for o in runs:
-        by_workload[o.workload].append(o)
-    works = [
-        work(costs[w], host, statistics.median(o.steady_s * o.batch / o.samples for o in found))
-        for w, found in sorted(by_workload.items())
-    ]
-    rates = fit(gpu, backend, works, peaks()[gpu].flops_per_s, host or 0.0)
+        by_key[(o.workload, o.precision or "tf32")].append(o)
+    works = []
+    for (name, precision), found in sorted(by_key.items()):
+        at = peak(gpu, precision)
+        assert at is not None  # usable(): a GPU with a datasheet
+        works.append(work(costs[name], host, at[0], statistics.median(o.steady_s * o.batch / o.samples for o in found)))
+    rates = fit(gpu, backend, works, host or 0.0)
     if rates is None:
         return None
     return Fitted(rates, compile_medians(runs), len(runs))
 
 
-def work(costs: StepCosts, host_score: float | None, step_s: float = 0.0) -> Work:
-    """A workload's step costs on a host of `host_score` (None: as measured)."""
+def work(costs: StepCosts, host_score: float | None, peak_flops: float, step_s: float = 0.0) -> Work:
+    """A workload's step costs on a host of `host_score` (None: as measured), at a GPU peak of `peak_flops`."""
     ratio = costs.host_score / host_score if host_score and costs.host_score else 1.0
     return Work(costs.workload, costs.host_data_s * ratio, costs.operations, costs.conv_flops, costs.matmul_flops,
-                step_s)  # fmt: skip
+                peak_flops, step_s)  # fmt: skip
 
 
 def compile_medians(runs: Iterable[Observation]) -> dict[bool | None, float]:
@@ -161,6 +176,14 @@ def compile_medians(runs: Iterable[Observation]) -> dict[bool | None, float]:
 
 
 # ---- prediction ------------------------------------------------------------------------------------------------
+
+
+def target_precision(workload: str, backend: str) -> str:
+    """What the runner computes `workload`'s matrix products in on a GPU by default: the reference workloads' mixed
+    precision, else float32 in TF32 (a workload file's SPEC.mixed_precision is not read here: taken as float32)."""
+    if workload in REFERENCE:
+        return PRECISIONS.get(default_settings(backend, workload, gpu=True).precision, "tf32")
+    return "tf32"
 
 
 def target_jit(workload: str, backend: str) -> bool:
@@ -188,8 +211,7 @@ def rates_for(
     measured = [f for (g, b), f in sorted(fitted.items()) if b == priced_as]
     if not measured:
         return None
-    peak = peaks()[gpu]
-    rates = scaled([f.rates for f in measured], gpu, peak.flops_per_s)
+    rates = scaled([f.rates for f in measured], gpu)
     compile_s = {
         mode: statistics.median(f.compile_s[mode] for f in measured if mode in f.compile_s)
         for mode in {m for f in measured for m in f.compile_s}
@@ -197,7 +219,7 @@ def rates_for(
     gpus = "/".join(f.rates.gpu for f in measured)
     what = (
         f"{gpus}'s rates for {priced_as}, each kind of arithmetic at the share of the datasheet peak they reached, "
-        f"on {gpu}'s {peak.precision} peak of {peak.flops_per_s / 1e12:,.4g} TFLOP/s{borrowed}"
+        f"on {gpu}'s own peak{borrowed}"
     )
     return Fitted(rates, compile_s, sum(f.runs for f in measured)), DATASHEET, what
 
@@ -212,13 +234,18 @@ def predict(
         return None
     chosen, basis, what = found
     rates = chosen.rates
-    step = rates.step(work(costs, rates.host_score))
+    at = peak(target.machine, target_precision(target.workload, target.backend))
+    assert at is not None  # rates_for: a GPU with a datasheet
+    step = rates.step(work(costs, rates.host_score, at[0]))
     jit = target_jit(target.workload, target.backend)
     compile_s = chosen.compile_s.get(jit)
     if compile_s is None:
         compile_s = statistics.median(chosen.compile_s.values()) if chosen.compile_s else 0.0
     seconds = compile_s + target.epochs * target.samples / target.batch * step
-    where = f"{_costs_text(costs)}, at {what}: {_rates_text(rates)}, {step * 1e3:,.3g} ms a step of {target.batch}"
+    where = (
+        f"{_costs_text(costs)}, at {what}: {_rates_text(rates)} of its {at[1]} {at[0] / 1e12:,.4g} TFLOP/s, "
+        f"{step * 1e3:,.3g} ms a step of {target.batch}"
+    )
     where += f"; first epoch +{compile_s:,.1f} s to {'compile' if jit else 'start'} (the median of its runs)"
     return Prediction(seconds, basis, where)
 
@@ -234,12 +261,9 @@ def _costs_text(costs: StepCosts) -> str:
 
 def _rates_text(rates: Rates) -> str:
     if rates.shared:
-        arithmetic = f"arithmetic at {rates.matmul_flops_per_s / 1e12:,.3g} TFLOP/s"
+        arithmetic = f"arithmetic at {rates.matmul_share:.1%}"
     else:
-        arithmetic = (
-            f"convolutions at {rates.conv_flops_per_s / 1e12:,.3g} TFLOP/s, "
-            f"matrix products at {rates.matmul_flops_per_s / 1e12:,.3g} TFLOP/s"
-        )
+        arithmetic = f"convolutions at {rates.conv_share:.1%}, matrix products at {rates.matmul_share:.1%}"
     return f"{rates.step_s * 1e3:,.2g} ms a step + {rates.operation_s * 1e6:,.2g} us an operation + {arithmetic}"
 
 
