@@ -556,10 +556,11 @@ def buyable_against(
 
 
 def _own_workloads(results: pd.DataFrame, logdir: Path) -> dict[str, int | None]:
-    """The user's own workloads (workload files, installed plug-ins), not the project's built-in ones, each with the
-    samples of its full epoch where its step costs record them."""
+    """The user's own workloads: workload files and plug-ins with runs of the user's (the reference runs' example
+    files are not), each with the samples of its full epoch where its step costs record them."""
     declared = {c.workload: c.epoch_samples for c in recorded(logdir)}
-    return {w: declared.get(w) for w in sorted({str(w) for w in results["workload"]} - set(WORKLOADS))}
+    mine = results[~results["reference"].fillna(False).astype(bool)] if "reference" in results else results
+    return {w: declared.get(w) for w in sorted({str(w) for w in mine["workload"]} - set(WORKLOADS))}
 
 
 def _estimator(logdir: Path, own: Mapping[str, int | None]) -> Estimated | None:
