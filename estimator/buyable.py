@@ -14,7 +14,6 @@ bought machine's time.
 
 from __future__ import annotations
 
-import math
 import re
 import tomllib
 from collections.abc import Mapping
