@@ -367,7 +367,7 @@ def _measured_line(row: pd.Series, samples: int) -> _Line:
     steady, low, high = (row.get(k) for k in ("steady_epoch_s", "steady_low", "steady_high"))
     bounded = not any(fmt.missing(v) for v in (steady, low, high))
     runs = int(row["n_runs"])
-    source = "measured: 1 run" if runs == 1 else f"measured: {runs} runs" + ("" if bounded else ", no interval")
+    source = "measured: 1 run" if runs == 1 else f"measured: {runs} runs"  # no interval: the time shows no range
     marks = [
         word
         for word, given in (("reference", row.get("reference")), ("synthetic", row.get("data_source") == "synthetic"))
