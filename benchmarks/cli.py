@@ -47,7 +47,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_DATA = 3
 EXIT_INTERRUPTED = 130
-SUBCOMMANDS = ("run", "suite", "list", "fetch-data", "check-workload")
+SUBCOMMANDS = ("run", "suite", "list", "fetch-data", "check-workload", "step-costs")
 
 
 def new_run_id() -> str:
@@ -245,6 +245,13 @@ def build_parser() -> argparse.ArgumentParser:
     _workload_file(check)
     check.add_argument("--workload", action="append", default=[], help="an installed workload (entry point) to check")
 
+    costs = sub.add_parser(
+        "step-costs", help="a workload's FLOPs, operations and host data time per step, on the CPU (Keras on JAX)"
+    )
+    costs.add_argument("--data-dir", help="offline folder searched first for dataset files (BENCH_DATA_DIR)")
+    costs.add_argument("--out", type=Path, default=Path("logs"), help="log root: the record goes to OUT/step-costs/")
+    _workload_file(costs)
+
     fetch = sub.add_parser("fetch-data", help="download and check dataset files into the Keras cache")
     fetch.add_argument("--dataset", action="append", help="dataset name (default: all downloadable ones)")
     fetch.add_argument("--data-dir", help="offline folder searched first")
@@ -288,6 +295,9 @@ def main(
         argv = ["run", "--workload", argv[0], *argv[1:]]
     args = build_parser().parse_args(argv)
     args.argv = argv  # a launcher starts its processes with them (benchmarks.launch)
+    missing = _missing_data_dir(args.data_dir) if hasattr(args, "data_dir") else None  # commands that read data
+    if missing is not None:
+        return _usage_error(missing)
     try:
         if args.command == "run":
             return cmd_run(args, design, callbacks)
@@ -297,9 +307,23 @@ def main(
             return cmd_fetch(args)
         if args.command == "check-workload":
             return cmd_check(args)
+        if args.command == "step-costs":
+            return cmd_step_costs(args)
         return cmd_list()
     except SystemExit as exit_:
         return int(exit_.code or 0)
+
+
+def _missing_data_dir(given: str | None) -> str | None:
+    """Why the data folder (--data-dir, else BENCH_DATA_DIR) cannot be read, or None: a mistyped folder must stop
+    the run before anything trains, not leave it to train on synthetic stand-ins."""
+    name, value = ("--data-dir", given) if given else ("BENCH_DATA_DIR", os.environ.get("BENCH_DATA_DIR") or None)
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if not path.exists():
+        return f"{name} {value}: no such folder"
+    return None if path.is_dir() else f"{name} {value}: not a folder"
 
 
 def cmd_list() -> int:
@@ -357,6 +381,35 @@ def cmd_check(args: argparse.Namespace) -> int:
             with refusing_exit(workload.path.name):  # never an exit status 0 without the "ok" line
                 line = check(module, workload.path.name, workload.sha256, where)
             print(f"ok: {line}", flush=True)
+    except BadWorkload as exc:
+        return _usage_error(str(exc))
+    return 0
+
+
+def cmd_step_costs(args: argparse.Namespace) -> int:
+    """Each workload file's step costs (benchmarks.step_costs), measured with Keras on JAX on the CPU, written to
+    OUT/step-costs/ for the estimator; one line each."""
+    if not args.workload_file:
+        return _usage_error("step-costs: give --workload-file FILE.py")
+    if importlib.util.find_spec("jax") is None:
+        return _usage_error("step-costs: the cost analysis needs JAX here (pip install jax)")
+    os.environ["KERAS_BACKEND"] = "jax"
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # measured on the CPU, whatever this machine has
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    from benchmarks.data.files import FileLocations
+    from benchmarks.plugins import refusing_exit
+    from benchmarks.step_costs import measure_plugin, record_path, write_step_costs
+
+    where = FileLocations.from_env(args.data_dir, offline=True)
+    try:
+        for workload in workloads_of(args.workload_file).files:
+            with refusing_exit(workload.path.name):
+                costs = measure_plugin(workload.load(), workload.path.name, workload.sha256, where)
+            path = write_step_costs(costs, record_path(args.out, costs.workload, costs.sha256))
+            print(
+                f"step costs: {costs.workload}: {costs.flops / 1e9:,.3g} GFLOP and {costs.operations:,} operations "
+                f"a step of {costs.batch_size}, host data {costs.host_data_s * 1e3:.2g} ms a batch -> {path}"
+            )
     except BadWorkload as exc:
         return _usage_error(str(exc))
     return 0
@@ -569,6 +622,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
         return _usage_error(str(exc))
     seen_notes = _fetch_once(args, names)
     args.offline = True  # every file is in place or said missing: the backends' processes only look
+    _record_step_costs(args)
     if _schedules_repeats(args):
         return _run_repeats(args, names, backends, suite.name, not args.strict_data, seen_notes)
     run_id = args.run_id or new_run_id()
@@ -583,6 +637,23 @@ def cmd_suite(args: argparse.Namespace) -> int:
     print_table(summarize(run_dir))
     _print_next_steps(run_dir)
     return max(codes.values(), default=0) if any(codes.values()) else 0
+
+
+def _record_step_costs(args: argparse.Namespace) -> None:
+    """The workload files' step costs under the log root (`step-costs`, in a process of its own), so that the report
+    and the estimate can price them on a GPU they never ran on; said, never fatal: the suite runs without them."""
+    from benchmarks.step_costs import record_path
+
+    files = [w for w in _workloads(args.workload_file).files if not record_path(args.out, w.name, w.sha256).is_file()]
+    if not files or importlib.util.find_spec("jax") is None:
+        return  # measured before, for this content; or no JAX here to measure with
+    command = [sys.executable, "-m", "benchmarks", "step-costs", "--out", str(args.out)]
+    command += [word for w in files for word in ("--workload-file", str(w.path))]
+    command += ["--data-dir", args.data_dir] if args.data_dir else []
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    for line in (done.stdout + done.stderr).splitlines():
+        if line.startswith(("step costs:", "error: ")):
+            print(line.replace("error: ", "note: no step costs: ", 1), flush=True)
 
 
 def _fetch_once(args: argparse.Namespace, names: Sequence[str]) -> set[str]:

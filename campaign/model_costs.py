@@ -9,8 +9,14 @@ the CPU where this runs), not a count of the model's textbook operations, and no
 compiler would run. XLA counts a loop's body once whatever its trip count, so recurrent layers are unrolled for the
 count (their time steps written out), which the trained model does not do.
 
+Beside XLA's figures, each workload's step costs as the estimator's physics basis reads them (benchmarks.step_costs,
+as `python -m benchmarks step-costs` measures a workload file): the FLOPs of its matrix products and convolutions
+and its primitive operations, from the JAX program of the same train step, and its data pipeline's time per batch on
+this host with this host's single-thread score.
+
     python -m campaign.model_costs                      # all workloads -> report/data/model_costs.toml
     python -m campaign.model_costs mnist_mlp --print    # print, do not write
+    python -m campaign.model_costs --step-costs-only    # keep XLA's figures, measure the step costs again
 """
 
 from __future__ import annotations
@@ -24,12 +30,14 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks import workloads
+from benchmarks import step_costs, workloads
 from report.model_costs import COSTS_FILE, ModelCost, load_costs
 
 
-def measure(name: str) -> ModelCost:
-    """One workload's train-step cost; the process must run Keras on JAX (see `main`)."""
+def measure(name: str, known: ModelCost | None = None) -> ModelCost:
+    """One workload's train-step cost; the process must run Keras on JAX (see `main`). With `known` (its XLA
+    figures as committed), only the step costs are measured: XLA's compilation of the written-out recurrent layers
+    takes many minutes where tracing them takes seconds."""
     import jax
     import keras
 
@@ -53,6 +61,16 @@ def measure(name: str) -> ModelCost:
         batch = tuple(data.x_train[0])
     else:
         batch = (head(data.x_train, size), jax.tree.map(lambda y: head(y, size), data.y_train))
+    steps = step_costs.measure(module, data)
+    step_figures = {
+        "matmul_flops": steps.matmul_flops,
+        "conv_flops": steps.conv_flops,
+        "operations": steps.operations,
+        "host_data_s": steps.host_data_s,
+        "host_score": steps.host_score,
+    }
+    if known is not None:
+        return replace(known, **step_figures)  # type: ignore[arg-type]
     model = backends.build_model(module, data)
     model.compile(**module.compile_args())
     for layer in model._flatten_layers():
@@ -80,6 +98,7 @@ def measure(name: str) -> ModelCost:
         data=data.info.dataset,
         jax=jax.__version__,
         keras=keras.__version__,
+        **step_figures,  # type: ignore[arg-type]
     )
 
 
@@ -87,12 +106,13 @@ def to_toml(costs: Sequence[ModelCost]) -> str:
     lines = [
         "# Written by `python -m campaign.model_costs`: per workload, one training step at the published batch size.",
         "# flops_per_step and bytes_per_step are XLA's cost analysis of the compiled program on the CPU (see the",
-        "# module's docstring): the program XLA would run there, not cuDNN's kernels on a GPU.",
+        "# module's docstring): the program XLA would run there, not cuDNN's kernels on a GPU. matmul_flops,",
+        "# conv_flops, operations, host_data_s and host_score are benchmarks.step_costs's (the estimator's physics).",
     ]
     for cost in costs:
         lines += ["", f"[{cost.workload}]"]
         for key, value in asdict(cost).items():
-            if key != "workload":
+            if key != "workload" and value is not None:
                 lines.append(f"{key} = {json.dumps(value)}")  # a JSON string or number is TOML too
     return "\n".join(lines) + "\n"
 
@@ -102,6 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("workloads", nargs="*", help="default: all")
     parser.add_argument("--print", action="store_true", help="print the TOML instead of updating the file")
     parser.add_argument("--out", type=Path, default=COSTS_FILE)
+    parser.add_argument(
+        "--step-costs-only",
+        action="store_true",
+        help="keep the committed XLA figures, measure only the step costs (seconds instead of many minutes)",
+    )
     args = parser.parse_args(argv)
     unknown = [w for w in args.workloads if w not in workloads.WORKLOADS]
     if unknown:
@@ -112,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     found = load_costs(args.out) if not args.print else {}
     for name in args.workloads or workloads.WORKLOADS:
-        found[name] = measure(name)
+        found[name] = measure(name, found.get(name) if args.step_costs_only else None)
         print(f"{name}: {found[name].flops_per_step:.4g} flops/step", file=sys.stderr, flush=True)
         if not args.print:  # after each workload: the recurrent ones take minutes
             args.out.write_text(to_toml([found[w] for w in workloads.WORKLOADS if w in found]))

@@ -13,11 +13,13 @@ import argparse
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from estimator import physics
+from estimator.bands import Band, band
 from estimator.basis import folder_observations, reference_basis
 from estimator.model import (
     BASES,
@@ -29,7 +31,6 @@ from estimator.model import (
     published_observations,
 )
 
-RANGE_QUANTILES = (0.05, 0.95)
 FIGURES = {"gpu": "FP32 TFLOP/s", "cpu": "vCPUs"}
 
 
@@ -43,15 +44,6 @@ class Outcome:
         """ln(actual / predicted): 0 is exact, +0.1 the run took 10.5 % longer than predicted."""
         assert self.prediction is not None
         return math.log(self.observation.total_s / self.prediction.seconds)
-
-
-@dataclass(frozen=True)
-class Band:
-    """What actual / predicted ranged over for one basis: the stated range is predicted x low to x high."""
-
-    low: float
-    high: float
-    runs: int
 
 
 def target_of(o: Observation) -> Target:
@@ -74,14 +66,6 @@ def backtest(observations: Sequence[Observation]) -> list[Outcome]:
     return outcomes
 
 
-def band(errors: Sequence[float]) -> Band | None:
-    if len(errors) < 2:
-        return None
-    cuts = statistics.quantiles(errors, n=100, method="inclusive")
-    low, high = (cuts[round(q * 100) - 1] for q in RANGE_QUANTILES)
-    return Band(math.exp(low), math.exp(high), len(errors))
-
-
 def bands(outcomes: Sequence[Outcome]) -> dict[str, Band]:
     by_basis: dict[str, list[float]] = defaultdict(list)
     for o in outcomes:
@@ -90,9 +74,12 @@ def bands(outcomes: Sequence[Outcome]) -> dict[str, Band]:
     return {basis: b for basis, errors in by_basis.items() if (b := band(errors)) is not None}
 
 
-def covered(outcomes: Sequence[Outcome]) -> list[bool | None]:
+def covered(
+    outcomes: Sequence[Outcome], left_out: Callable[[Observation], str] = lambda o: o.group
+) -> list[bool | None]:
     """For each outcome, whether its run lies in the range made from the other groups' errors of its basis (None:
-    no prediction, or too few other errors to make a range)."""
+    no prediction, or too few other errors to make a range). `left_out`: what a run's range is made without (its
+    group; for the physics basis, its workload)."""
     flags: list[bool | None] = []
     for o in outcomes:
         if o.prediction is None:
@@ -103,7 +90,7 @@ def covered(outcomes: Sequence[Outcome]) -> list[bool | None]:
             for x in outcomes
             if x.prediction is not None
             and x.prediction.basis == o.prediction.basis
-            and x.observation.group != o.observation.group
+            and left_out(x.observation) != left_out(o.observation)
         ]
         found = band(others)
         ratio = o.observation.total_s / o.prediction.seconds
@@ -118,8 +105,19 @@ def committed_outcomes(reference: Path | None = None) -> tuple[Outcome, ...]:
     return tuple(backtest(observed + published_observations()))
 
 
+@cache
+def committed_physics(reference: Path | None = None) -> tuple[Outcome, ...]:
+    """The physics basis's backtest (estimator.physics.outcomes): each workload left out in turn."""
+    observed = reference_basis() if reference is None else folder_observations(reference.resolve())
+    found = physics.outcomes(observed, physics.builtin_costs())
+    return tuple(Outcome(o, p) for _, o, p in found if p is not None)
+
+
 def committed_bands(reference: Path | None = None) -> dict[str, Band]:
-    return bands(committed_outcomes(reference))
+    """Each basis's range: the chain's from its backtest, the physics basis's as shipped with the estimator
+    (estimator/data/gpu_rates.json, written with the reference basis), or from a `reference` folder's backtest."""
+    physical = physics.shipped().bands if reference is None else bands(committed_physics(reference))
+    return {**bands(committed_outcomes(reference)), **physical}
 
 
 # ---- the report -----------------------------------------------------------------------------------------------
@@ -135,6 +133,21 @@ class Summary:
     p90_abs_pct: float
     coverage: float | None
     band: Band | None
+
+
+def physics_summaries(outcomes: Sequence[Outcome]) -> list[Summary]:
+    """The physics basis's rows: per basis (physics, datasheet) and GPU, then per basis; coverage judged on ranges
+    made from the other workloads' errors."""
+    flags = covered(outcomes, left_out=lambda o: o.workload)
+    rows = []
+    for basis in (physics.PHYSICS, physics.DATASHEET):
+        mine = [(o, f) for o, f in zip(outcomes, flags, strict=True) if o.prediction and o.prediction.basis == basis]
+        labels = [f"{basis} {gpu}" for gpu in sorted({o.observation.machine for o, _ in mine})]
+        for label in [*labels, basis]:
+            chosen = [(o, f) for o, f in mine if label in (basis, f"{basis} {o.observation.machine}")]
+            row = summarize(label, [o for o, _ in chosen], [f for _, f in chosen])
+            rows.append(row) if row else None
+    return rows
 
 
 def summarize(label: str, outcomes: Sequence[Outcome], flags: Sequence[bool | None]) -> Summary | None:
@@ -167,6 +180,30 @@ def summaries(outcomes: Sequence[Outcome]) -> list[Summary]:
     return [*rows, overall] if overall else rows
 
 
+def _row(s: Summary, width: int = 10) -> str:
+    span = "-" if s.band is None else f"x{s.band.low:.2f} to x{s.band.high:.2f}"
+    coverage = "-" if s.coverage is None else f"{s.coverage:.0%}"
+    return (
+        f"  {s.label:<{width}} {s.runs:>5} {s.groups:>6}  {s.median_abs_pct:>13.1f}% {s.p75_abs_pct:>5.0f}% "
+        f"{s.p90_abs_pct:>5.0f}%  {span:<34} {coverage:>8}"
+    )
+
+
+def physics_lines(outcomes: Sequence[Outcome]) -> list[str]:
+    """The physics basis's table: one row per basis and GPU, then per basis."""
+    workloads = len({o.observation.workload for o in outcomes})
+    return [
+        f"physics: {len({o.observation for o in outcomes})} runs of {workloads} workloads on the measured GPUs, each "
+        "predicted from its step costs (measured on the CPU) with its workload left out",
+        "  physics: the GPU's rates fitted on the other workloads' runs; datasheet: the other GPUs' rates, each kind "
+        "of arithmetic scaled by the datasheet peaks",
+        f"  {'basis, GPU':<16} {'runs':>5} {'groups':>6}  {'median |error|':>14} {'75%':>6} {'90%':>6}  "
+        f"{'range (5-95% of actual/predicted)':<34} {'coverage':>8}",
+        *(_row(s, 16) for s in physics_summaries(outcomes)),
+        "  coverage: share of runs inside the range made from the other workloads' errors of their basis",
+    ]
+
+
 def report_lines(outcomes: Sequence[Outcome]) -> list[str]:
     observations = [o.observation for o in outcomes]
     origins = {origin: sum(o.origin == origin for o in observations) for origin in ("measured", "published")}
@@ -178,13 +215,7 @@ def report_lines(outcomes: Sequence[Outcome]) -> list[str]:
         f"  {'basis':<10} {'runs':>5} {'groups':>6}  {'median |error|':>14} {'75%':>6} {'90%':>6}  "
         f"{'range (5-95% of actual/predicted)':<34} {'coverage':>8}",
     ]
-    for s in summaries(outcomes):
-        span = "-" if s.band is None else f"x{s.band.low:.2f} to x{s.band.high:.2f}"
-        coverage = "-" if s.coverage is None else f"{s.coverage:.0%}"
-        lines.append(
-            f"  {s.label:<10} {s.runs:>5} {s.groups:>6}  {s.median_abs_pct:>13.1f}% {s.p75_abs_pct:>5.0f}% "
-            f"{s.p90_abs_pct:>5.0f}%  {span:<34} {coverage:>8}"
-        )
+    lines += [_row(s) for s in summaries(outcomes)]
     if missing:
         lines.append(
             f"  not estimated: {len(missing)} runs in {len({o.observation.group for o in missing})} groups "
@@ -234,4 +265,5 @@ def main(argv: list[str] | None = None) -> int:
     if args.reference is not None and not args.reference.is_dir():
         parser.exit(2, f"error: --reference {args.reference}: no such folder\n")
     print("\n".join(report_lines(committed_outcomes(args.reference))))
+    print("\n".join(physics_lines(committed_physics(args.reference))))
     return 0

@@ -5,6 +5,9 @@ without the logs, and a dry run reads one file instead of re-reading and re-vali
     python -m estimator.basis write     # regenerate the table from logs/reference (after adding runs there)
     python -m estimator.basis check     # exit 1 if the table is not what logs/reference gives today
 
+The same command writes the GPUs' rates fitted on those runs and the physics basis's ranges
+(`data/gpu_rates.json`, estimator.physics): what the reference runs give, derived once.
+
 The table is generated, never edited: one row per reference run the estimator can learn from (an
 `estimator.model.Observation`), under a version and the Observation fields it was written with. A test holds it
 equal to a fresh derivation, so it cannot drift from the logs.
@@ -20,6 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from estimator import physics
 from estimator.model import Observation, measured_observations
 from records.loading import REFERENCE_FOLDER, load_runs
 
@@ -91,20 +95,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=("write", "check"), help="write the table, or check it is current")
     parser.add_argument("--reference", type=Path, default=COMMITTED_REFERENCE, help="default: logs/reference")
     parser.add_argument("--table", type=Path, default=TABLE, help="default: the table the estimator reads")
+    parser.add_argument("--rates", type=Path, default=physics.RATES_TABLE, help="default: the rates it reads")
     args = parser.parse_args(argv)
     if not args.reference.is_dir():
         parser.exit(2, f"error: --reference {args.reference}: no such folder (the reference logs of a checkout)\n")
     observations = folder_observations(args.reference.resolve())
-    text = table_text(observations)
+    written = {args.table: table_text(observations), args.rates: physics.rates_text(observations)}
     if args.action == "write":
-        args.table.write_text(text)
-        print(f"wrote {args.table}: {len(observations)} observations from {args.reference}")
+        for path, text in written.items():
+            path.write_text(text)
+        print(f"wrote {args.table}: {len(observations)} observations from {args.reference}, and {args.rates}")
         return 0
-    current = args.table.read_text() if args.table.is_file() else ""
-    if current != text:
-        print(f"{args.table} is stale: regenerate it with `python -m estimator.basis write`", file=sys.stderr)
+    stale = [path for path, text in written.items() if (path.read_text() if path.is_file() else "") != text]
+    for path in stale:
+        print(f"{path} is stale: regenerate it with `python -m estimator.basis write`", file=sys.stderr)
+    if stale:
         return 1
-    print(f"{args.table}: current")
+    print(f"{args.table}, {args.rates}: current")
     return 0
 
 

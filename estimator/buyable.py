@@ -4,16 +4,16 @@ For a workload, a rented machine and its hourly price, a bought machine's break-
 clock (as the 2018 home-server post counted it) after which buying has cost less than renting the same work:
 
     speed-up = the rented machine's training time / the bought machine's (each measured, or estimated by
-               estimator.model: measured, published or scaled from related hardware, with the backtested range)
+               estimator.suite: measured, published, physics or hardware, with the backtested range)
     break-even days = purchase / (24 h x (rented price x speed-up - electricity per hour))
 
-through estimator.owned's arithmetic. The report (report.buyable) sets them against the rented machines of a
-user's runs. The range of the break-even comes from the range of the bought machine's time.
+through estimator.owned's arithmetic (`Buyable.as_owned`). The dry run (estimator.owning) and the report
+(report.buyable) set them against the rented machines; the range of the break-even comes from the range of the
+bought machine's time.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from estimator import DATA_DIR
-from estimator.owned import Owned, OwnedDataError, Rival
+from estimator.owned import Owned, OwnedDataError
 from estimator.workload_plan import estimate_data
 from records.catalog import MAX_USD_PER_KWH, MAX_USD_PER_MACHINE, price_problem
 
@@ -131,56 +131,3 @@ def _figure(where: str, raw: Any, ceiling: float) -> Figure:
     if not isinstance(source, str) or not source.strip():
         raise OwnedDataError(f"{where}: source must be a non-empty string")
     return Figure(float(value), date, source)
-
-
-@dataclass(frozen=True)
-class BreakEven:
-    """Buying `machine` against renting at `price_per_hour`, for one workload's speed."""
-
-    machine: Buyable
-    rented: str
-    price_per_hour: float
-    speedup: float  # the bought machine's speed over the rented one's (2.0: twice as fast)
-    speedup_low: float
-    speedup_high: float
-    basis: str  # where the speeds came from (measured or estimated, and from what)
-
-    def days(self, speedup: float | None = None) -> float | None:
-        owned = self.machine.as_owned()
-        rival = Rival(self.rented, self.rented, "", self.price_per_hour, "", speedup or self.speedup, "", {})
-        return owned.break_even_days(rival)
-
-    @property
-    def days_range(self) -> tuple[float | None, float | None]:
-        """Fewest and most days: a faster bought machine pays back sooner."""
-        return self.days(self.speedup_high), self.days(self.speedup_low)
-
-
-def break_even(
-    machine: Buyable,
-    rented: str,
-    price_per_hour: float,
-    rented_seconds: float,
-    owned_seconds: tuple[float, float, float],
-    basis: str,
-) -> BreakEven:
-    """`owned_seconds`: the bought machine's time for the work (estimate, low, high); `rented_seconds`: the rented
-    machine's for the same work."""
-    point, low, high = owned_seconds
-    return BreakEven(machine, rented, price_per_hour, rented_seconds / point, rented_seconds / high,
-                     rented_seconds / low, basis)  # fmt: skip
-
-
-def days_text(result: BreakEven) -> str:
-    days, (fewest, most) = result.days(), result.days_range
-    if days is None:
-        return "unknown: no sourced purchase price (report/data/buyable.toml says what was found)"
-    if math.isinf(days):
-        return "never: renting costs less than the electricity"
-    spread = "" if fewest is None or most is None else f" ({_day(fewest)} to {_day(most)})"
-    electricity = "" if result.machine.value("electricity_usd_per_kwh") is not None else ", electricity not counted"
-    return f"{_day(days)} days around the clock{spread}{electricity}"
-
-
-def _day(days: float) -> str:
-    return "never" if math.isinf(days) else f"{days:,.0f}"

@@ -106,6 +106,10 @@ class Observation:
     defaults: bool = True  # trained with the runner's default settings in a fresh process (Run.default_settings)
     cached_first: bool = False  # its first epoch loaded most programs from a compile cache instead of compiling
     code: str = ""  # a plug-in workload's file sha256 ("" for a built-in one)
+    warm_first: bool = False  # a later workload of a shared process: its first epoch found the framework started
+    host_score: float | None = None  # the host's single-thread score (fingerprint), for the host's share of a step
+    jit_compile: bool | None = None  # compiled (XLA, torch.compile) or eager, as the run resolved it
+    precision: str | None = None  # its matrix products': "bf16"/"fp16" (mixed precision), "tf32" or "fp32"
 
     @property
     def throughput(self) -> float:
@@ -144,7 +148,7 @@ def measured_observations(runs: Iterable[Run], origin_text: str) -> list[Observa
 
 def _observation(run: Run, origin_text: str) -> Observation | None:
     """A complete run of one of our workloads that recorded its sample count; None for any other."""
-    steady, first = run.steady_median_s, _first_epoch_s(run)
+    steady, first = run.steady_median_s, run.log.first_epoch.elapsed if run.log.first_epoch else None
     samples = run.metadata.data.train_samples
     if not run.complete or not steady or first is None or samples is None or samples <= 0:
         return None
@@ -180,7 +184,17 @@ def _observation(run: Run, origin_text: str) -> Observation | None:
         defaults=run.default_settings,
         cached_first=first_epoch_cached(run),
         code=code,
+        warm_first=warm_first(run),
+        host_score=run.metadata.fingerprint.host_single_thread_score if run.metadata.fingerprint else None,
+        jit_compile=jit if isinstance(jit := run.metadata.settings.jit_compile, bool) else None,
+        precision=precision_of(run.metadata.settings.dtype_policy, run.metadata.settings.float32_matmul),
     )
+
+
+def precision_of(dtype_policy: str | None, float32_matmul: str | None) -> str:
+    """What a run's matrix products computed in: its mixed-precision type, else float32 in TF32 or in full."""
+    half = {"mixed_bfloat16": "bf16", "mixed_float16": "fp16"}.get(dtype_policy or "")
+    return half or ("tf32" if float32_matmul == "tf32" else "fp32")
 
 
 def first_epoch_cached(run: Run) -> bool:
@@ -192,12 +206,12 @@ def first_epoch_cached(run: Run) -> bool:
     return cache.state != "mixed" or cache.hits > cache.misses
 
 
-def _first_epoch_s(run: Run) -> float | None:
-    """The first epoch of a run that was first in its process, as measured: where a compile cache was kept (the
-    committed GPU repeats'), a warm cache's load is what it took, so `_from` takes the compile from the runs that
-    compiled (`cached_first`). A later workload of a shared process did not pay the process's start-up."""
-    first, place = run.log.first_epoch, run.metadata.process
-    return None if first is None or (place is not None and place.position > 1) else first.elapsed
+def warm_first(run: Run) -> bool:
+    """Whether the run was a later workload of a shared process (`make bench` trains each backend's workloads in
+    one): its steady epochs count as any run's, but its first epoch did not pay the process's start-up, so `_from`
+    takes the first epoch's extra time from the runs that were first in their process, where any were."""
+    place = run.metadata.process
+    return place is not None and place.position > 1
 
 
 def _outside_s(run: Run) -> float | None:
@@ -304,7 +318,10 @@ def fits(pool: Sequence[Observation]) -> dict[str, Fit]:
     }
 
 
-def predict(target: Target, pool: Sequence[Observation], fitted: Mapping[str, Fit]) -> Prediction | None:
+def predict(
+    target: Target, pool: Sequence[Observation], fitted: Mapping[str, Fit], hardware: bool = True
+) -> Prediction | None:
+    """From the target machine's own runs (measured, then published), else (`hardware`) from the nearest machine's."""
     comparable = [
         o for o in pool if o.workload == target.workload and o.backend == target.backend and o.batch == target.batch
     ]
@@ -313,7 +330,7 @@ def predict(target: Target, pool: Sequence[Observation], fitted: Mapping[str, Fi
         chosen = _configuration([o for o in same_machine if o.origin == origin], target.variant)
         if chosen:
             return _from(target, chosen, origin, 1.0, "")
-    return _from_hardware(target, comparable, fitted)
+    return _from_hardware(target, comparable, fitted) if hardware else None
 
 
 def _from_hardware(target: Target, comparable: Sequence[Observation], fitted: Mapping[str, Fit]) -> Prediction | None:
@@ -367,19 +384,23 @@ def _from(target: Target, observations: Sequence[Observation], basis: str, scale
     throughput = statistics.median(o.throughput for o in used) * scale
     # Orchestrated runs keep no compile cache, so their first epoch compiles: its cost comes from the runs that
     # compiled, where any did; a warm cache's load would understate it several times over.
-    compiled = [o for o in used if not o.cached_first]
+    compiled = [o for o in used if not o.cached_first and not o.warm_first]
     compile_s = statistics.median(o.compile_s for o in compiled or used)
     seconds = compile_s + target.epochs * target.samples / throughput
     runs = f"{len(used)} run{'s' if len(used) != 1 else ''}"
     outside = [o.outside_s for o in used if o.outside_s is not None]
     where = f"{used[0].where}{note}, {runs} of {used[0].samples:,} samples"
-    cached = len(used) - len(compiled)
-    if cached and compiled:
-        where += f" (the first epoch's compile from the {len(compiled)} that compiled; {cached} loaded a cache)"
+    cached = sum(o.cached_first for o in used)
+    warm = sum(o.warm_first and not o.cached_first for o in used)
+    if (cached or warm) and compiled:
+        where += f" (the first epoch's compile from the {len(compiled)} that compiled in a fresh process; "
+        where += f"{cached} loaded a cache)" if cached else f"{warm} followed another workload in its process)"
     elif cached:
         where += (
             f" ({cached} of them loaded compiled programs from a cache in their first epoch: a fresh machine compiles)"
         )
+    elif warm:
+        where += " (each followed another workload in its process: its first epoch paid no start-up of its own)"
     return Prediction(seconds, basis, where, statistics.median(outside) if outside else None)
 
 

@@ -12,17 +12,19 @@ Nothing comparable: no figure, and the totals are lower bounds.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 
 from benchmarks.workload_set import Workloads, built_in
+from estimator import physics
 from estimator.backtest import Band, committed_bands
-from estimator.basis import measured
-from estimator.buyable import break_even, days_text, load_buyable
+from estimator.basis import measured, reference_basis
 from estimator.model import (
     Fit,
     Observation,
+    Prediction,
     Target,
     accelerator_model,
     cpu_machine,
@@ -42,12 +44,14 @@ __all__ = [
     "SuiteEstimate",
     "accelerator_model",
     "cpu_machine",
-    "estimate_lines",
     "estimate_suite",
     "profile_machine",
     "suite_lines",
 ]
-OWN_HOSTS = ("ssh", "local")  # nothing boots or pulls: the image is built or loaded before the suite
+# A host reached over SSH may be fresh (a pod rented by the hour): nothing boots, but the image travels to it before
+# the first run as to a rented machine. This machine (local) has the image built already.
+NO_BOOT = ("ssh", "local")
+NO_PULL = ("local",)
 
 
 @dataclass(frozen=True)
@@ -154,14 +158,15 @@ def machine_start(profile: Profile, runs: int, carried_bytes: int = 0) -> Start:
     where the image pull is counted (a rented machine), since both travel before the first run."""
     data = estimate_data()["start"]
     parts: list[tuple[str, float]] = []
-    if profile.provider not in OWN_HOSTS:
-        image_gb = data["image_gb"][profile.docker_image]
-        rate = data["pull_mb_per_s"]
+    image_gb, rate = data["image_gb"][profile.docker_image], data["pull_mb_per_s"]
+    if profile.provider not in NO_BOOT:
         parts += [
             ("boot", float(data["boot_s"].get(profile.provider, max(data["boot_s"].values())))),
             ("host preparation", float(data["prepare_s"].get(profile.provider, max(data["prepare_s"].values())))),
-            (f"image pull ({image_gb:g} GB at {rate} MB/s)", image_gb * 1000 / rate),
         ]
+    if profile.provider not in NO_PULL:
+        fresh = " on a fresh host; none where the image is there" if profile.provider in NO_BOOT else ""
+        parts.append((f"image pull ({image_gb:g} GB at {rate} MB/s{fresh})", image_gb * 1000 / rate))
         if carried_bytes:
             parts.append((f"data folder ({carried_bytes / 1e6:.3g} MB at {rate} MB/s)", carried_bytes / 1e6 / rate))
     parts.append((f"{runs} container start(s)", float(runs * data["run_start_s"])))
@@ -169,13 +174,35 @@ def machine_start(profile: Profile, runs: int, carried_bytes: int = 0) -> Start:
 
 
 def estimate_item(
-    target: Target, pool: Sequence[Observation], fitted: dict[str, Fit], bands: dict[str, Band]
+    target: Target,
+    pool: Sequence[Observation],
+    fitted: dict[str, Fit],
+    bands: dict[str, Band],
+    rates: Mapping[tuple[str, str], physics.Fitted],
+    logs: Path,
 ) -> ItemEstimate:
-    found = predict(target, pool, fitted)
+    """The target machine's own runs (measured, published), else the physics basis (the workload's step costs at the
+    GPU's rates for its backend), else the nearest machine's runs of the same backend scaled by its speed figure,
+    else the physics basis at another backend's rates (TensorFlow has no GPU runs of its own)."""
+    found = predict(target, pool, fitted, hardware=False) or _physics(target, "", rates, logs, borrow=False)
+    found = found or predict(target, pool, fitted) or _physics(target, "", rates, logs)
     if found is None:
         kind = "CPU" if machine_kind(target.machine) == "cpu" else "GPU"
         why = f"not estimated: nothing comparable (no run of it on {target.machine}, nor on a {kind} to relate to)"
+        if kind == "GPU" and target.machine not in physics.peaks():
+            why += f", and {target.machine} has no datasheet peak in report/data/gpu_peaks.toml"
         return ItemEstimate(target.workload, target.backend, None, None, None, why)
+    return _item(target, found, bands, pool)
+
+
+def _physics(
+    target: Target, code: str, rates: Mapping[tuple[str, str], physics.Fitted], logs: Path, borrow: bool = True
+) -> Prediction | None:
+    costs = physics.costs_of(target.workload, code, logs)
+    return None if costs is None else physics.predict(target, costs, rates, borrow)
+
+
+def _item(target: Target, found: Prediction, bands: dict[str, Band], pool: Sequence[Observation]) -> ItemEstimate:
     outside = (
         found.outside_s if found.outside_s is not None else outside_epochs_s(target.workload, target.backend, pool)
     )
@@ -190,18 +217,29 @@ def estimate_item(
 
 
 def estimate_plugin_item(
-    target: Target, pool: Sequence[Observation], fitted: dict[str, Fit], bands: dict[str, Band], code: str
+    target: Target,
+    pool: Sequence[Observation],
+    fitted: dict[str, Fit],
+    bands: dict[str, Band],
+    code: str,
+    rates: Mapping[tuple[str, str], physics.Fitted],
+    logs: Path,
 ) -> ItemEstimate:
-    """A user's workload file: its runs of the same content measured on the target machine; else its own measured
+    """A user's workload file: its runs of the same content measured on the target machine; else, on a GPU, the
+    physics basis from its step costs (logs/step-costs/, measured before the dry run); else its own measured
     throughput on another machine scaled by the built-ins' measured ratio (estimator.plugin_scaling); else the
     estimator's other bases, as for a built-in workload."""
     same_code = [o for o in pool if o.code == code or o.workload != target.workload]
-    found = estimate_item(target, same_code, fitted, bands)
-    if found.basis == "measured":
-        return found
+    found = predict(target, same_code, fitted, hardware=False) or _physics(target, code, rates, logs)
+    if found is not None:
+        return _item(target, found, bands, same_code)
     scaled = scaled_by_builtins(target, same_code, code, bands.get("hardware"))
     if scaled is None:
-        return found
+        found_item = estimate_item(target, same_code, fitted, bands, {}, logs)
+        if found_item.seconds is None and machine_kind(target.machine) == "gpu":
+            return replace(found_item, basis=found_item.basis + f"; no step costs of {target.workload} in "
+                           f"{logs}/step-costs/ (python -m benchmarks step-costs --workload-file ...)")  # fmt: skip
+        return found_item
     outside = outside_epochs_s(target.workload, target.backend, same_code)
     return ItemEstimate(
         target.workload,
@@ -236,12 +274,12 @@ def estimate_runs(
     logs: Path,
     shape: Shape = Shape(),
     workloads: Workloads | None = None,
+    basis: Basis | None = None,
 ) -> tuple[ItemEstimate, ...]:
     """Each planned run's estimate on `machine` (an estimate_model machine key: "h100", "rtx4090", ...)."""
     known = workloads or built_in()
-    pool = [*measured(logs), *published_observations()]
-    fitted = fits(pool)
-    bands = committed_bands()
+    basis = basis or basis_of(logs)
+    pool, fitted, bands, rates = basis.pool, basis.fitted, basis.bands, basis.rates
     counts = Counter(items)  # in plan order; a workload repeated N times is estimated once, counted N times
     estimates = []
     for (name, backend), count in counts.items():
@@ -254,56 +292,63 @@ def estimate_runs(
         batch = shape.batch(workload.spec.batch_size)
         target = Target(name, backend, machine, batch, samples, epochs)
         if workload.built_in:
-            found = estimate_item(target, pool, fitted, bands)
+            found = estimate_item(target, pool, fitted, bands, rates, logs)
         else:
-            found = estimate_plugin_item(target, pool, fitted, bands, workload.sha256)
+            found = estimate_plugin_item(target, pool, fitted, bands, workload.sha256, rates, logs)
         estimates.append(replace(found, count=count))
     return tuple(estimates)
 
 
-def buying_lines(
-    profile: Profile, estimate: SuiteEstimate, suite: str, items: Sequence[tuple[str, str]], spot: bool, logs: Path
-) -> list[str]:
-    """Each machine of data/buyable.toml against renting this profile for the same runs: the break-even in days
-    of use around the clock, from the runs' estimated times on both (their bases and ranges said)."""
-    price = profile.hourly_price(spot)
-    if price is None or not profile.has_gpu or len(estimate.estimated) < len(estimate.items):
-        return []  # nothing to weigh against, or a total that is only a lower bound
-    lines = [f"  {'own instead':<12} break-even against {profile.name} at ${price.usd_per_hour:.4f}/h, same runs:"]
-    for machine in load_buyable().values():
-        owned = estimate_runs(machine.gpu, suite, items, logs)
-        if any(i.seconds is None for i in owned):
-            lines.append(f"    {machine.title}: not estimated (nothing comparable to scale from)")
-            continue
-        bases = sorted({i.basis for i in owned if i.basis})
-        result = break_even(
-            machine,
-            profile.name,
-            price.usd_per_hour,
-            estimate.runs,
-            (sum(i.total for i in owned), sum(i.total_low for i in owned), sum(i.total_high for i in owned)),
-            ", ".join(bases),
-        )
-        speed = f"{result.speedup:.2f}x ({result.speedup_low:.2f}x to {result.speedup_high:.2f}x) as fast"
-        lines.append(f"    {machine.title}: {days_text(result)}; {speed}, estimated ({result.basis})")
-    return lines
+@dataclass(frozen=True)
+class Basis:
+    """What estimates from one log root are made from: its runs with the committed and the published ones, the
+    hardware relation, the backtested ranges and the GPUs' rates. Made once where many estimates are asked for (a
+    report, own or rent's machines)."""
+
+    logs: Path
+    pool: list[Observation]
+    fitted: dict[str, Fit]
+    bands: dict[str, Band]
+    rates: dict[tuple[str, str], physics.Fitted]
 
 
-def estimate_lines(
-    profile: Profile,
-    suite: str,
-    items: Sequence[tuple[str, str]],
-    spot: bool,
-    max_lifetime_s: float,
-    logs: Path,
-    shape: Shape = Shape(),
-) -> list[str]:
-    """The dry run's estimate of a suite on `profile` (suite_lines), then what owning a machine instead would
-    cost (buying_lines)."""
-    estimate = estimate_suite(profile, suite, items, logs, shape)
-    return suite_lines(estimate, profile, spot, max_lifetime_s) + buying_lines(
-        profile, estimate, suite, items, spot, logs
-    )
+def basis_of(logs: Path) -> Basis:
+    pool = [*measured(logs), *published_observations()]
+    return Basis(logs, pool, fits(pool), committed_bands(), physics_rates(tuple(pool)))
+
+
+def steady_epoch(
+    basis: Basis, machine: str, workload: str, backend: str, batch: int, samples: int, code: str = ""
+) -> tuple[float, float, float, str, str] | None:
+    """One steady epoch of `samples` on `machine` (seconds, low, high, basis, where), as a second epoch adds it to
+    the first: the time a measured steady epoch elsewhere compares with. None where nothing estimates it. `code`:
+    a workload file's content hash (its runs and step costs)."""
+
+    def item(epochs: int) -> ItemEstimate:
+        target = Target(workload, backend, machine, batch, samples, epochs)
+        if code:
+            return estimate_plugin_item(target, basis.pool, basis.fitted, basis.bands, code, basis.rates, basis.logs)
+        return estimate_item(target, basis.pool, basis.fitted, basis.bands, basis.rates, basis.logs)
+
+    one, two = item(1), item(2)
+    if one.seconds is None or two.seconds is None or one.low is None or two.low is None:
+        return None
+    assert one.high is not None and two.high is not None
+    return two.seconds - one.seconds, two.low - one.low, two.high - one.high, two.basis, two.where
+
+
+@cache
+def physics_rates(pool: tuple[Observation, ...]) -> dict[tuple[str, str], physics.Fitted]:
+    """The GPUs' rates (estimator.physics): those shipped with the estimator, fitted on the committed reference runs,
+    unless `pool` holds other GPU runs of the built-in workloads (the user's), then fitted on every run given."""
+    if {o for o in pool if physics.usable(o)} <= _shipped_runs():
+        return physics.shipped().fitted
+    return physics.table(pool, physics.builtin_costs())
+
+
+@cache
+def _shipped_runs() -> frozenset[Observation]:
+    return frozenset(o for o in reference_basis() if physics.usable(o))
 
 
 def suite_lines(estimate: SuiteEstimate, profile: Profile, spot: bool, max_lifetime_s: float) -> list[str]:

@@ -141,6 +141,8 @@ image-cpu-compiled: datasets-context
 # The image ID stands in for the digest when the image was never pushed to a registry. The container is the one every
 # orchestrated run starts (orchestrate/container_command.py, standard library only: the machine's python3 runs it).
 bench-docker:
+	$(if $(BENCH_DATA_DIR),@test -d $(call quote,$(BENCH_DATA_DIR)) || \
+	  { echo "error: BENCH_DATA_DIR "$(call quote,$(BENCH_DATA_DIR))": no such folder" >&2; exit 2; })
 	@$(Q_DOCKER) image inspect $(call quote,$(IMAGE_CPU)) >/dev/null 2>&1 || \
 	  { echo "no image "$(call quote,$(IMAGE_CPU))": run make image-cpu" >&2; exit 2; }
 	mkdir -p $(call abs,$(LOGS_DIR))

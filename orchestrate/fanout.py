@@ -18,6 +18,7 @@ ledger entry, and `orchestrate collect <base>` makes the combined table and repo
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -93,11 +94,12 @@ class CandidateEstimate:
     cost: float | None  # None: no price (a host of one's own costs nothing here; a profile without a price)
     cost_low: float | None
     cost_high: float | None
-    cap: float | None  # the most the run can cost: its max lifetime at the price
+    cap: float | None  # a rented machine's max lifetime at its price: it ends itself then (a host of one's own: None)
     outlives_machine: bool  # the high end is beyond --max-lifetime: the machine would end itself mid-suite
     unestimated: int  # planned runs with no measured or published run to estimate from
     planned: int  # planned runs
     missing_price: str | None = None  # a rented machine's market the catalog has no price for: its cost is unknown
+    runs_s: float = 0.0  # the planned runs' estimated time, the machine's start left out (for own or rent)
 
     @property
     def rank(self) -> tuple[bool, bool, float]:
@@ -117,7 +119,9 @@ def estimate_plan(plan: RunPlan) -> SuiteEstimate:
 def estimate_candidate(candidate: Candidate, plan: RunPlan, billable: bool) -> CandidateEstimate:
     profile = plan.profile
     estimate = estimate_plan(plan)
-    priced = billable and profile.hourly_price(plan.spot) is not None
+    # A host of one's own with a catalog price (a pod rented by the hour, reached over SSH) is priced like a rented
+    # machine, as its dry run alone prices it; only a rented one ends itself at --max-lifetime.
+    priced = profile.hourly_price(plan.spot) is not None
     market = "spot" if plan.spot else "on-demand"
 
     def cost(seconds: float) -> float | None:
@@ -131,47 +135,63 @@ def estimate_candidate(candidate: Candidate, plan: RunPlan, billable: bool) -> C
         cost=cost(estimate.seconds),
         cost_low=cost(estimate.low),
         cost_high=cost(estimate.high),
-        cap=cost(plan.max_lifetime_s),
+        cap=cost(plan.max_lifetime_s) if billable else None,
         outlives_machine=billable and estimate.high > plan.max_lifetime_s,
         unestimated=estimate.unestimated,
         planned=estimate.planned,
         missing_price=market if billable and not priced else None,
+        runs_s=estimate.runs,
     )
 
 
-def worst_case_usd(estimate: CandidateEstimate) -> float:
-    """What `--max-cost` is checked against: the high end of the estimate, or the max-lifetime cap when part
-    of the suite could not be estimated (then the estimate is only a lower bound). Never above the cap: the
-    machine ends itself at its max lifetime."""
-    cap = estimate.cap or 0.0
-    return cap if estimate.unestimated else min(estimate.cost_high or 0.0, cap)
+def worst_case_usd(estimate: CandidateEstimate) -> float | None:
+    """What `--max-cost` is checked against, the table's "worst case": the high end of the estimate's range, never
+    above a rented machine's cost at --max-lifetime (it ends itself then); where part of the suite could not be
+    estimated (the estimate is then a lower bound), that max-lifetime cost, or unknown (None) on a priced host
+    that nothing ends. An unpriced host of one's own costs nothing here."""
+    if estimate.cost is None:
+        return None if estimate.missing_price else 0.0
+    if estimate.unestimated:
+        return estimate.cap
+    high = estimate.cost_high or 0.0
+    return high if estimate.cap is None else min(high, estimate.cap)
+
+
+WORST_CASE = (
+    "worst case: the high end of the range; where runs are not estimated, the cost at --max-lifetime, when a rented "
+    "machine ends itself; --max-cost is checked against the total"
+)
 
 
 def unpriced(estimates: Sequence[CandidateEstimate]) -> str | None:
-    """The rented profiles whose price the catalog lacks, as `no spot price for gce-t4, gce-l4`; None when every
-    one has a price. Their cost is unknown, never $0: no worst case can be summed over them."""
+    """The profiles whose worst case is unknown, as `no spot price for gce-t4, gce-l4`: a rented machine whose
+    price the catalog lacks, or a priced host of one's own (nothing ends it) with runs not estimated; None when
+    every one has a worst case. An unknown cost is never $0: no worst case can be summed over them."""
     by_market: dict[str, list[str]] = {}
     for e in estimates:
         if e.missing_price:
-            by_market.setdefault(e.missing_price, []).append(e.candidate.profile.name)
+            by_market.setdefault(f"no {e.missing_price} price for", []).append(e.candidate.profile.name)
+        elif worst_case_usd(e) is None:
+            by_market.setdefault("runs not estimated on", []).append(e.candidate.profile.name)
     if not by_market:
         return None
-    return " and ".join(f"no {market} price for {', '.join(names)}" for market, names in by_market.items())
+    return " and ".join(f"{why} {', '.join(names)}" for why, names in by_market.items())
 
 
 def estimate_table(estimates: Sequence[CandidateEstimate]) -> list[str]:
     """One row per profile, cheapest first; a profile with runs not estimated comes after the others, its time and
     cost marked "at least" (never a run counted as nothing and ranked cheap), and so is the total."""
-    header = f"  {'profile':<24} {'machine time (range)':<28} {'cost (range)':<24} {'at most':>9}"
+    header = f"  {'profile':<24} {'machine time (range)':<28} {'cost (range)':<24} {'worst case':>10}"
     lines = [header]
     for e in sorted(estimates, key=lambda e: e.rank):
         time, cost = _figures(e.seconds, e.low, e.high, e.cost, e.cost_low, e.cost_high, lower_bound=e.unestimated > 0)
         cost = f"no {e.missing_price} price" if e.missing_price else cost
-        cap = "-" if e.cap is None else f"${e.cap:.2f}"
+        worst = worst_case_usd(e)
+        cell = "unknown" if worst is None else "-" if e.cost is None else f"${worst:.2f}"
         note = f"  {e.unestimated} of {e.planned} run(s) not estimated" if e.unestimated else ""
         note += "  may end itself mid-suite (raise --max-lifetime)" if e.outlives_machine else ""
-        lines.append(f"  {e.candidate.profile.name:<24} {time:<28} {cost:<24} {cap:>9}{note}")
-    lines.append(_total_row(estimates))
+        lines.append(f"  {e.candidate.profile.name:<24} {time:<28} {cost:<24} {cell:>10}{note}")
+    lines += [_total_row(estimates), f"  {WORST_CASE}"]
     return lines
 
 
@@ -198,22 +218,71 @@ def _total_row(estimates: Sequence[CandidateEstimate]) -> str:
         total(e.cost for e in priced), total(e.cost_low for e in priced), total(e.cost_high for e in priced),
         lower_bound=unestimated > 0,
     )  # fmt: skip
-    caps = [e.cap for e in estimates if e.cap is not None]
-    cap = f"${sum(caps):.2f}" if caps else "-"
-    note = f"  {_worst_case_text(estimates)}"
+    missing = unpriced(estimates)
+    known = [w for e in estimates if (w := worst_case_usd(e)) is not None]
+    worst = "unknown" if missing else f"${sum(known):.2f}" if priced else "-"
+    note = ""
+    if missing:
+        others = f" (the others up to ${sum(known):.2f})" if any(known) else ""
+        note += f"  worst case unknown: {missing}{others}; --max-cost refuses an unknown cost"
     if unestimated:
         planned = sum(e.planned for e in estimates)
-        note += f"; time and cost are a lower bound: {unestimated} of {planned} run(s) not estimated"
-    return f"  {'total':<24} {time:<28} {cost:<24} {cap:>9}{note}"
+        note += (
+            f"{';' if note else ' '} time and cost are a lower bound: {unestimated} of {planned} run(s) not estimated"
+        )
+    return f"  {'total':<24} {time:<28} {cost:<24} {worst:>10}{note}"
 
 
-def _worst_case_text(estimates: Sequence[CandidateEstimate]) -> str:
-    total = sum(worst_case_usd(e) for e in estimates)
-    missing = unpriced(estimates)
-    if missing is None:
-        return f"worst case ${total:.2f} (checked against --max-cost)"
-    others = f" (the others up to ${total:.2f})" if any(e.cap for e in estimates) else ""
-    return f"worst case unknown: {missing}{others}; --max-cost refuses an unknown cost"
+MEASURE_SUITE, MEASURE_REPEATS = "short", 3  # slices long enough for steady epochs, repeats for an interval
+
+
+def close_call(estimates: Sequence[CandidateEstimate]) -> list[CandidateEstimate]:
+    """The candidates an estimate cannot choose between: the cheapest (the quickest where none is priced) and every
+    one whose range overlaps its range; [] where the leader stands clear or nothing was estimated."""
+    ranked = [e for e in sorted(estimates, key=lambda e: e.rank) if not e.unestimated]
+    if len(ranked) < 2:
+        return []
+    leader = ranked[0]
+    if leader.cost is not None:
+        close = [e for e in ranked if e.cost_low is not None and e.cost_low <= (leader.cost_high or 0.0)]
+    else:
+        close = [e for e in ranked if e.low <= leader.high]
+    return close if len(close) > 1 else []
+
+
+def close_call_lines(
+    close: Sequence[CandidateEstimate], measuring: Sequence[CandidateEstimate], command: str
+) -> list[str]:
+    """What to do when the ranges overlap: the fan-out that measures the user's model on those machines, with what
+    that measurement costs (`measuring`: its estimate on each)."""
+
+    def span(e: CandidateEstimate) -> str:
+        if e.cost is None:
+            return f"{e.low / 60:.1f}-{e.high / 60:.1f} min"
+        return f"${e.cost_low or 0.0:.2f}-${e.cost_high or 0.0:.2f}"
+
+    ranges = ", ".join(f"{e.candidate.profile.name} {span(e)}" for e in close)
+    cost, cap = sum(e.cost or 0.0 for e in measuring), measure_cap(measuring)
+    priced = any(e.cost is not None for e in measuring)
+    price = f"about ${cost:.2f}, worst case ${cap:.2f}, its --max-cost" if priced else "no price"
+    lines = [
+        f"  too close to call: {ranges} overlap within their ranges. Measure the model on them "
+        f"({MEASURE_SUITE} slices, {MEASURE_REPEATS} repeats; {price}):",
+        f"    {command}",
+        "  after it, the estimate for these machines rests on those runs (the measured basis)",
+    ]
+    dearest = max((e.cost_high or 0.0) for e in close)
+    if cap > dearest > 0:
+        lines.append(
+            f"  the measurement may cost more than the suite on the dearest of them (${dearest:.2f}): running the "
+            f"suite on {close[0].candidate.profile.name}, the cheapest by the estimate, risks less"
+        )
+    return lines
+
+
+def measure_cap(measuring: Sequence[CandidateEstimate]) -> float:
+    """The --max-cost of the measuring fan-out: its worst case, rounded up to the cent."""
+    return math.ceil(sum(w or 0.0 for w in map(worst_case_usd, measuring)) * 100) / 100
 
 
 # ---- the manifest: what `collect <base>` needs once the fan-out process is gone ---------------------------------

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.plugins import BadWorkload
+from benchmarks.step_costs import read_step_costs, record_path
 from benchmarks.suites import Suite
 from benchmarks.workload_set import Workload, Workloads, workloads_of
 
@@ -80,3 +81,29 @@ def _check(file: Workload, backend: str) -> str:
     last = (done.stderr.strip().splitlines() or [""])[-1]
     ended = f"exit status {done.returncode}" if done.returncode >= 0 else f"signal {-done.returncode}"
     raise BadWorkload(f"{file.path.name}: its check ended ({ended}) without saying ok" + (f": {last}" if last else ""))
+
+
+def measure_step_costs(files: Sequence[Workload], logs: Path, data_dir: Path | None = None) -> list[str]:
+    """Each file's step costs (benchmarks.step_costs) in `logs/step-costs/`, measured on the CPU with Keras on JAX
+    in a `python -m benchmarks step-costs` subprocess unless a record of the same content is there: what the
+    estimate's physics basis prices on a GPU. One line each; a file that cannot be measured says why, and its
+    estimate rests on the other bases."""
+    lines = []
+    for file in files:
+        path = record_path(logs, file.name, file.sha256)
+        if read_step_costs(path) is not None:
+            lines.append(f"{file.path.name}: step costs measured before ({path})")
+            continue
+        if importlib.util.find_spec("jax") is None:
+            lines.append(f"{file.path.name}: no step costs: their analysis needs JAX here (pip install jax)")
+            continue
+        command = [sys.executable, "-m", "benchmarks", "step-costs", "--workload-file", str(file.path),
+                   "--out", str(logs), *(["--data-dir", str(data_dir)] if data_dir else [])]  # fmt: skip
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            lines.append(f"{file.path.name}: no step costs: their analysis took over {CHECK_TIMEOUT_S} s")
+            continue
+        said = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith(("step costs:", "error:"))]
+        lines.append(f"{file.path.name}: " + (said[-1] if said else f"no step costs (exit {done.returncode})"))
+    return lines

@@ -11,12 +11,13 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.logs import LogFormatError
-from estimator.backtest import committed_bands
-from estimator.basis import measured
-from estimator.buyable import load_buyable
-from estimator.model import fits, published_observations
+from benchmarks.step_costs import recorded
+from benchmarks.workloads import WORKLOADS
+from estimator.model import accelerator_model
 from estimator.owned import Owned
-from estimator.suite import profile_machine
+from estimator.owning import bought, cannot
+from estimator.physics import peaks
+from estimator.suite import basis_of, profile_machine, steady_epoch
 from records.loading import REFERENCE_FOLDER, LoadResult, Run, Skipped, assign_variants, load_runs
 from report import format as fmt
 from report import gpu_compare, native_compare, roofline
@@ -37,7 +38,7 @@ from report.scaling import PUBLISHED_STUDY, ScalingSection
 from report.scaling import draw_chart as draw_scaling_chart
 from report.scaling import section as scaling_section
 from report.studies import Published, Study, compare, get_study, measured_setups, published_results
-from report.summary import Samples, rented_runs, summary_table
+from report.summary import Estimated, Samples, glance_table, rented_runs, summary_table
 from report.tables import (
     PER_SAMPLE,
     BadArgumentError,
@@ -118,6 +119,7 @@ class Report:
     native_compare: native_compare.Section | None = None  # Keras backends against the native PyTorch twin
     roofline: roofline.Section | None = None  # where some run trained on a GPU with a datasheet and a model cost
     summary: pd.DataFrame = field(default_factory=pd.DataFrame)  # fastest and cheapest per workload
+    glance: pd.DataFrame = field(default_factory=pd.DataFrame)  # the first screen: workload by machine
     fingerprints: pd.DataFrame = field(default_factory=pd.DataFrame)
     reproducibility: pd.DataFrame = field(default_factory=pd.DataFrame)
     machine_check: MachineCheck | None = None  # leave one machine out, over configurations run on several
@@ -200,6 +202,7 @@ def build(request: Request) -> Report:
         machines=machine_table(loaded.runs, request.prices.pricing, ledger),
         ledger_note=ledger_note,
         summary=summary_table(results, _repeat_samples(groups)),
+        glance=glance_table(results, own := _own_workloads(results, request.logdir), _estimator(request.logdir, own)),
         fingerprints=fingerprint_table(loaded.complete_runs),
         reproducibility=reproducibility_table(groups),
         machine_check=check,
@@ -208,7 +211,7 @@ def build(request: Request) -> Report:
             **with_measured_rivals(
                 request.owned, results, {p: request.prices.market_prices(p) for p in set(results["platform"])}
             ),
-            **buyable_against(results, request.prices, request.logdir, request.usd_per_kwh),
+            **buyable_against(results, request.prices, request.logdir, request.usd_per_kwh, request.owned),
         },
         scaling=scaling_section(loaded.complete_runs, get_study(PUBLISHED_STUDY), request.prices.profiles),
         gpu_compare=gpu_compare.section(loaded.complete_runs, request.prices.profiles),
@@ -525,10 +528,15 @@ def _default_missing(row: pd.Series, what: str) -> str:
 
 
 def buyable_against(
-    results: pd.DataFrame, prices: PriceBook, logdir: Path, usd_per_kwh: float | None = None
+    results: pd.DataFrame,
+    prices: PriceBook,
+    logdir: Path,
+    usd_per_kwh: float | None = None,
+    owned: Mapping[str, Owned] | None = None,
 ) -> dict[str, Owned]:
-    """The machines of data/buyable.toml against each priced rented GPU platform measured in `results`, at the
-    speed estimator.model estimates for them from the runs in `logdir`, the committed and the published;
+    """The machines of data/buyable.toml, and the user's owned machines that name their `gpu` but have no runs of
+    their own here, against each priced rented GPU platform measured in `results`, at the speed estimator.suite
+    estimates for them from the runs in `logdir`, the committed and the published (the physics basis included);
     electricity at `usd_per_kwh` (--electricity-price) where given, the catalog's price otherwise."""
     rented = {}
     for platform in sorted(set(results["platform"])):
@@ -537,9 +545,37 @@ def buyable_against(
             rented[platform] = (profile_machine(profile), *prices.market_prices(platform))
     if not rented:
         return {}
-    pool = [*measured(logdir), *published_observations()]
-    fitted, bands = fits(pool), committed_bands()
-    return {
-        f"buy:{name}": estimated_rivals(machine.with_electricity(usd_per_kwh), results, rented, pool, fitted, bands)
-        for name, machine in load_buyable().items()
+    basis = basis_of(logdir)
+    measured_here = set(results["platform"])
+    machines = {f"buy:{name}": machine for name, machine in bought(usd_per_kwh).items()} | {
+        name: machine
+        for name, machine in (owned or {}).items()
+        if machine.gpu and machine.platform not in measured_here and not cannot(machine)
     }
+    return {name: estimated_rivals(m, results, rented, basis) for name, m in machines.items()}
+
+
+def _own_workloads(results: pd.DataFrame, logdir: Path) -> dict[str, int | None]:
+    """The user's own workloads: workload files and plug-ins with runs of the user's (the reference runs' example
+    files are not), each with the samples of its full epoch where its step costs record them."""
+    declared = {c.workload: c.epoch_samples for c in recorded(logdir)}
+    mine = results[~results["reference"].fillna(False).astype(bool)] if "reference" in results else results
+    return {w: declared.get(w) for w in sorted({str(w) for w in mine["workload"]} - set(WORKLOADS))}
+
+
+def _estimator(logdir: Path, own: Mapping[str, int | None]) -> Estimated | None:
+    """For the first screen: a user's workload on a GPU platform of the report it has no run on, from its step
+    costs and runs (estimator.suite.steady_epoch); None where there is no user workload to estimate."""
+    if not own:
+        return None
+    basis = basis_of(logdir)
+
+    def estimate(workload: str, backend: str, platform: str, samples: int) -> tuple[float, float, float, str] | None:
+        gpu = accelerator_model(platform)
+        runs = [o for o in basis.pool if o.workload == workload and o.code]
+        if gpu not in peaks() or not runs:
+            return None
+        found = steady_epoch(basis, gpu, workload, backend, runs[-1].batch, samples, runs[-1].code)
+        return None if found is None else found[:4]
+
+    return estimate

@@ -10,6 +10,7 @@ import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from benchmarks.workloads import WORKLOADS
 from report import format as fmt
 from report import gpu_compare, native_compare, roofline
 from report.build import Report, draw_charts, safe_name
@@ -135,6 +136,7 @@ def render_page(report: Report, files: list[str]) -> str:
         "machines_table": fmt.machines_display(report.machines),
         "summary": _folded(report.summary, ["fastest: verdict", "cheapest: verdict"], "compared on"),
         "leaders": leaders(report.summary),
+        "own": any(str(w).split(", ")[0] not in WORKLOADS for w in report.glance.get("workload", [])),
         "bullet": bullet,
         "before_renting": BEFORE_RENTING,
         "estimate_command": ESTIMATE_COMMAND,

@@ -26,6 +26,12 @@ class ModelCost:
     jax: str
     keras: str
     how: str = HOW
+    # benchmarks.step_costs's figures of the same train step (the estimator's physics basis reads them)
+    matmul_flops: float | None = None
+    conv_flops: float | None = None
+    operations: int | None = None
+    host_data_s: float | None = None
+    host_score: float | None = None
 
 
 def load_costs(path: Path = COSTS_FILE) -> dict[str, ModelCost]:

@@ -5,18 +5,14 @@ against their own inputs (the arithmetic is estimator.owned's).
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from estimator.owned import DAYS_PER_YEAR, HOURS_PER_DAY, Owned, OwnedDataError, Rival
-from records.catalog import MAX_USD_PER_HOUR, MAX_USD_PER_KWH, MAX_USD_PER_MACHINE, price_problem
+from estimator.owned import DAYS_PER_YEAR, HOURS_PER_DAY, OWNED_FILE, Owned, Rival, load_owned
 
-OWNED_FILE = Path(__file__).parent / "data" / "owned.toml"
+__all__ = ["OWNED_FILE", "break_even_table", "load_owned", "machines_table", "with_measured_rivals"]
 # A published figure "follows" from its inputs when it is within this of the recomputed one: the posts round to
 # two significant digits at most, which is within 5 %, and anything further off is not rounding.
 FOLLOWS_WITHIN = 0.05
@@ -32,89 +28,6 @@ PERIODS = {
 def published_method_days(purchase: float, price_per_hour: float) -> float:
     """The posts' break-even: the purchase price in hours of renting, run around the clock."""
     return purchase / price_per_hour / HOURS_PER_DAY
-
-
-def load_owned(path: Path = OWNED_FILE) -> dict[str, Owned]:
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise OwnedDataError(f"{path}: cannot read ({exc})") from exc
-    return {name: _owned(path, name, entry) for name, entry in data.items()}
-
-
-def _number(path: Path, where: str, entry: Mapping[str, Any], key: str, required: bool = False) -> float | None:
-    value = entry.get(key)
-    if value is None and not required:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise OwnedDataError(f"{path}: {where}: field {key!r} must be a number >= 0, got {value!r}")
-    return float(value)
-
-
-def _price(
-    path: Path, where: str, entry: Mapping[str, Any], key: str, ceiling: float, required: bool = False
-) -> float | None:
-    """A price of the file: absent (None) unless required, else a finite number > 0 no higher than `ceiling`."""
-    value = entry.get(key)
-    if value is None and not required:
-        return None
-    problem = price_problem(value, ceiling)
-    if problem is not None:
-        raise OwnedDataError(f"{path}: {where}: field {key!r} {problem}")
-    assert isinstance(value, int | float)  # price_problem said so
-    return float(value)
-
-
-def _text(path: Path, where: str, entry: Mapping[str, Any], key: str) -> str:
-    value = entry.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise OwnedDataError(f"{path}: {where}: field {key!r} must be a non-empty string")
-    return value
-
-
-def _owned(path: Path, name: str, entry: Any) -> Owned:
-    where = f"owned machine {name!r}"
-    if not isinstance(entry, dict):
-        raise OwnedDataError(f"{path}: {where}: expected a table")
-    hours = _number(path, where, entry, "hours_per_day")
-    if hours is not None and not 0 < hours <= HOURS_PER_DAY:
-        raise OwnedDataError(f"{path}: {where}: field 'hours_per_day' must be in (0, 24], got {hours}")
-    return Owned(
-        name=name,
-        title=_text(path, where, entry, "title"),
-        source=_text(path, where, entry, "source"),
-        currency=_text(path, where, entry, "currency"),
-        purchase_price=_price(path, where, entry, "purchase_price", MAX_USD_PER_MACHINE),
-        useful_life_years=_number(path, where, entry, "useful_life_years"),
-        hours_per_day=hours,
-        idle_watts=_number(path, where, entry, "idle_watts"),
-        load_watts=_number(path, where, entry, "load_watts"),
-        electricity_per_kwh=_price(path, where, entry, "electricity_per_kwh", MAX_USD_PER_KWH),
-        platform=entry.get("platform"),
-        run_seconds=_number(path, where, entry, "run_seconds"),
-        run_name=str(entry.get("run_name") or ""),
-        rivals=tuple(_rival(path, f"{where} rival {i}", r) for i, r in enumerate(entry.get("rivals", []))),
-    )
-
-
-def _rival(path: Path, where: str, entry: Mapping[str, Any]) -> Rival:
-    speedup = _number(path, where, entry, "speedup")
-    owned_s, rival_s = _number(path, where, entry, "owned_seconds"), _number(path, where, entry, "rival_seconds")
-    if speedup is None and owned_s and rival_s:
-        speedup = rival_s / owned_s
-    price = _price(path, where, entry, "price_per_hour", MAX_USD_PER_HOUR, required=True)
-    assert price is not None
-    return Rival(
-        name=_text(path, where, entry, "name"),
-        profile=_text(path, where, entry, "profile"),
-        market=_text(path, where, entry, "market"),
-        price_per_hour=price,
-        price_source=_text(path, where, entry, "price_source"),
-        speedup=speedup,
-        speedup_source=str(entry.get("speedup_source") or "not stated"),
-        published={k: float(v) for k in ("published_days", *PERIODS) if (v := entry.get(k)) is not None},
-        rounded_within=_number(path, where, entry, "published_rounded_within") or 0.0,
-    )
 
 
 # ---- tables -------------------------------------------------------------------------------------------------

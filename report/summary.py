@@ -62,7 +62,17 @@ def per_sample(results: pd.DataFrame) -> bool:
     return "samples_per_s" in results and bool(results["samples_per_s"].notna().any())
 
 
+def real_first(rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """A workload's rows the summary ranks: its real-data configurations where it has any (a synthetic stand-in
+    never replaces the user's real data), and the synthetic ones so left out."""
+    source = rows.get("data_source")
+    if source is None or not (source == "real").any() or (source == "real").all():
+        return rows, []
+    return rows[source == "real"], sorted(set(rows.loc[source != "real", "config"]))
+
+
 def _workload_row(workload: str, rows: pd.DataFrame, samples: Samples) -> dict[str, str]:
+    rows, synthetic = real_first(rows)
     if per_sample(rows):
         every = rows[rows["samples_per_s"].notna()].sort_values(["samples_per_s", "config"], ascending=[False, True])
         left_out = sorted(set(rows["config"]) - set(every["config"]))
@@ -78,6 +88,8 @@ def _workload_row(workload: str, rows: pd.DataFrame, samples: Samples) -> dict[s
         basis = "total training time of runs of one experiment" + _run_shape(ranked.iloc[0])
         speed = f"{fmt.seconds(ranked.iloc[0]['total_s'])} s a run"
         priced = ranked[ranked["cost_usd"].notna()].sort_values(["cost_usd", "config"])
+    if synthetic:
+        basis += f"; real data only, synthetic-data runs left out: {', '.join(synthetic)}"
     fastest = ranked.iloc[0]
     faster = _faster_left_out(every, ranked)
     rivals = set(every.loc[every["usd_per_hour"].notna(), "config"])  # priced, whether ranked or not
@@ -148,6 +160,9 @@ def _faster_left_out(every: pd.DataFrame, ranked: pd.DataFrame) -> pd.Series | N
     return None if first["config"] in set(ranked["config"]) else first
 
 
+ONE_PRICE = ("the only configuration with a price", "one machine priced")
+
+
 def _one_price(priced: pd.DataFrame) -> str:
     """Where the cheapest had no rival at another price, what it was: "" where it had one."""
     if len(priced) == 1:
@@ -210,7 +225,10 @@ def bullet(fastest: Leader, cheapest: Leader | None) -> str:
     """A workload's line on the first screen, after its name: the leaders, and what each rests on."""
     if cheapest is not None and cheapest.config == fastest.config:
         notes = list(dict.fromkeys(p for n in (fastest.rests_on, cheapest.rests_on) if n for p in n.split("; ")))
-        text = f"fastest and cheapest {fastest.config} ({fastest.figure}) at {cheapest.price} ({cheapest.figure})"
+        alone = [n for n in notes if n.startswith(ONE_PRICE)]  # no rival at another price: nothing was cheaper
+        crown = "fastest" if alone else "fastest and cheapest"
+        notes = [n for n in notes if n not in alone] + (["the only machine priced"] if alone else [])
+        text = f"{crown} {fastest.config} ({fastest.figure}) at {cheapest.price} ({cheapest.figure})"
         return text + (f": {'; '.join(notes)}" if notes else "")
     text = f"fastest {fastest.config} ({fastest.figure}{_also(fastest)})"
     if cheapest is None:
@@ -288,3 +306,122 @@ def _lead(ranked: pd.DataFrame, samples: Samples, word: str, scale: Callable[[pd
         return text.replace(" faster than ", f" {word} than ")
     # The leader has the best median, so the other verdicts are "same" (a tie) and "too few repeats".
     return f"{text}: a tie, not a lead" if comparison.verdict == SAME else text
+
+
+# ---- the first screen: workload by machine -------------------------------------------------------------------
+
+GLANCE_COLUMNS = ("workload", "machine", "backend", "time per epoch", "cost per epoch", "from", "verdict")
+# A machine's estimate for a workload it has no run of: (workload, backend, platform, epoch samples) -> (seconds,
+# low, high, basis) of one steady epoch, or None.
+Estimated = Callable[[str, str, str, int], tuple[float, float, float, str] | None]
+
+
+def glance_table(
+    results: pd.DataFrame, own: Mapping[str, int | None], estimated: Estimated | None = None
+) -> pd.DataFrame:
+    """The first screen's table: per workload (the user's own first), one row per machine, its best configuration
+    (that of the summary's ranking: the default settings with repeats first), time and cost of one steady epoch of
+    the largest slice the workload was measured on, with the interval of its repeats or "1 run", measured or
+    estimated, and the verdict: the fastest, the cheapest where more than one machine is priced, else how far
+    behind. A user's workload (`own`: with the samples of its full epoch where its file declares them) is shown
+    for its full epoch, and also estimated on the report's other GPU machines it has no run on."""
+    rows: list[dict[str, str]] = []
+    measured = results[results["samples_per_s"].notna()] if "samples_per_s" in results else results.iloc[0:0]
+    for workload in sorted(set(measured["workload"]), key=lambda w: (w not in own, w)):
+        chosen, _ = real_first(measured[measured["workload"] == workload])
+        samples = own.get(workload) or int(chosen["train_samples"].max())
+        best = _best_per_machine(chosen)
+        lines = [_measured_line(row, samples) for row in best]
+        if estimated is not None and workload in own:
+            backend = str(best[0]["backend"])  # the backend its fastest measured configuration used
+            for platform in sorted(set(measured["platform"]) - set(chosen["platform"])):
+                found = estimated(workload, backend, platform, samples)
+                price = measured.loc[measured["platform"] == platform, "usd_per_hour"].dropna()
+                if found is not None:
+                    lines.append(_estimated_line(platform, backend, found, price.iloc[0] if len(price) else None))
+        rows += _with_verdicts(f"{workload}, {samples:,} samples", lines)
+    return pd.DataFrame(rows, columns=list(GLANCE_COLUMNS))
+
+
+def _best_per_machine(rows: pd.DataFrame) -> list[pd.Series]:
+    best = []
+    for _, machine in rows.groupby("platform", sort=True):
+        crowned, _ = _crowned(machine.sort_values(["samples_per_s", "config"], ascending=[False, True]))
+        best.append(crowned.iloc[0])
+    return sorted(best, key=lambda r: -float(r["samples_per_s"]))
+
+
+@dataclass(frozen=True)
+class _Line:
+    machine: str
+    backend: str
+    seconds: float
+    low: float | None
+    high: float | None
+    usd_per_hour: float | None
+    source: str
+
+
+def _measured_line(row: pd.Series, samples: int) -> _Line:
+    seconds = samples / float(row["samples_per_s"])
+    steady, low, high = (row.get(k) for k in ("steady_epoch_s", "steady_low", "steady_high"))
+    bounded = not any(fmt.missing(v) for v in (steady, low, high))
+    runs = int(row["n_runs"])
+    source = "measured: 1 run" if runs == 1 else f"measured: {runs} runs"  # no interval: the time shows no range
+    marks = [
+        word
+        for word, given in (("reference", row.get("reference")), ("synthetic", row.get("data_source") == "synthetic"))
+        if given is True or (given and not fmt.missing(given))
+    ]
+    return _Line(
+        f"{row['platform']}" + (f" ({', '.join(marks)})" if marks else ""),
+        str(row["backend"]),
+        seconds,
+        seconds * float(low) / float(steady) if bounded else None,
+        seconds * float(high) / float(steady) if bounded else None,
+        None if fmt.missing(row.get("usd_per_hour")) else float(row["usd_per_hour"]),
+        source,
+    )
+
+
+def _estimated_line(
+    platform: str, backend: str, found: tuple[float, float, float, str], usd_per_hour: float | None
+) -> _Line:
+    seconds, low, high, basis = found
+    return _Line(platform, backend, seconds, low, high, usd_per_hour, f"estimated: {basis}")
+
+
+def _with_verdicts(workload: str, lines: list[_Line]) -> list[dict[str, str]]:
+    fastest = min(lines, key=lambda line: line.seconds)
+    priced = [line for line in lines if line.usd_per_hour is not None]
+    cheapest = min(priced, key=lambda line: line.seconds * (line.usd_per_hour or 0.0)) if len(priced) > 1 else None
+    rows = []
+    for line in sorted(lines, key=lambda line: line.seconds):
+        behind = f"{line.seconds / fastest.seconds:.1f}x its time"
+        if line is fastest:
+            verdict = "fastest and cheapest" if line is cheapest else "fastest"
+            verdict += "; only machine priced" if priced == [line] else ""
+        else:
+            verdict = f"cheapest; {behind}" if line is cheapest else behind
+        rows.append(
+            {
+                "workload": workload,
+                "machine": line.machine,
+                "backend": line.backend,
+                "time per epoch": _span(line, 1.0, "s"),
+                "cost per epoch": "no price" if line.usd_per_hour is None else _span(line, line.usd_per_hour / 3600),
+                "from": line.source,
+                "verdict": verdict,
+            }
+        )
+    return rows
+
+
+def _span(line: _Line, scale: float, unit: str = "$") -> str:
+    def one(value: float) -> str:
+        return fmt.usd(value * scale).removeprefix("$") if unit == "$" else fmt.seconds(value * scale)
+
+    figure = f"${one(line.seconds)}" if unit == "$" else f"{one(line.seconds)} s"
+    if line.low is None or line.high is None:
+        return figure
+    return f"{figure} ({one(line.low)}-{one(line.high)})"

@@ -170,6 +170,14 @@ def test_every_documented_command_runs_as_printed(checkout: Path, tmp_path: Path
     assert not failures, "\n\n".join(failures)
 
 
+def test_the_readmes_python_commands_name_the_interpreter_its_set_up_creates() -> None:
+    """The README sets up with `make bench` (which creates .venv) and activates nothing: a bare `python` there has
+    neither Keras nor pandas, so every Python command it prints names `.venv/bin/python`."""
+    commands = readme_commands()
+    assert any(c.startswith(".venv/bin/python -m report ") for c in commands)
+    assert [c for c in commands if c.split()[0] == "python"] == []
+
+
 def test_each_exception_names_a_documented_command() -> None:
     """An exception whose command left the README and the docs is stale."""
     commands = documented_commands()

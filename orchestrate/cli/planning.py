@@ -7,6 +7,7 @@ import datetime as dt
 import statistics
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from benchmarks.cli import new_run_id
 from benchmarks.harness.backends import BACKENDS
@@ -14,13 +15,15 @@ from benchmarks.repeats import planned_rounds
 from benchmarks.suites import get_suite
 from benchmarks.work import WorkItem
 from benchmarks.workload_set import Workloads
+from estimator.owned import Owned, OwnedDataError, load_owned
+from estimator.owning import Rented, owning_lines
 from estimator.suite import suite_lines
 from orchestrate.capabilities import BatchQueue, offered, offering
 from orchestrate.cli.common import UsageError, check_name, credentials, key_value, owner_id, row
 from orchestrate.cli.request import MAX_LIFETIME_MIN, MAX_REPEATS, RunOptions
 from orchestrate.data_dir import CONTAINER_DIR as DATA_IN_CONTAINER
 from orchestrate.data_dir import read_data_dir
-from orchestrate.fanout import estimate_plan
+from orchestrate.fanout import estimate_plan, estimate_shape
 from orchestrate.images import default_build_spec, default_image_ref
 from orchestrate.plan import RunPlan
 from orchestrate.provider import Capability, Provider
@@ -28,7 +31,7 @@ from orchestrate.providers.ssh import SSHProvider
 from orchestrate.registry import load_provider_class
 from orchestrate.remote import SSHHost
 from orchestrate.runspec import check_runner_options, runner_options
-from orchestrate.workload_files import check_workload_files, suite_workloads
+from orchestrate.workload_files import check_workload_files, measure_step_costs, suite_workloads
 from records.catalog import Profile, load_catalogs, retired_notice, runs_as
 from records.ledger import STATUS_COMPLETE, Ledger
 
@@ -94,6 +97,7 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider, workloa
     runner = runner_options(options)
     check_runner_options(runner, profile, backends, exact=provider.has(Capability.BILLABLE))
     data = read_data_dir(options.data_dir) if options.data_dir is not None else None
+    owned_machines(options.owned)  # checked before anything starts; read again where the estimate is printed
     image = options.image or default_image_ref(profile.docker_image)
     return RunPlan(
         run_id=options.run_id or new_run_id(),
@@ -205,9 +209,36 @@ def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledg
     row("credentials", credentials)
 
 
-def print_estimate(plan: RunPlan) -> None:
-    """A dry run's time and cost estimate: one for attached and detached runs alike (and, per run, schedules)."""
-    print("\n".join(suite_lines(estimate_plan(plan), plan.profile, plan.spot, plan.max_lifetime_s)))
+def step_costs_for(plan: RunPlan) -> None:
+    """The workload files' step costs, for the estimate's physics basis (measured once per file content)."""
+    data = plan.data_dir.path if plan.data_dir else None
+    for line in measure_step_costs(plan.workloads.files, plan.logs_dir, data):
+        row("step costs", line)
+
+
+def print_estimate(plan: RunPlan, owned: Path | None = None) -> None:
+    """A dry run's time and cost estimate: one for attached and detached runs alike (and, per run, schedules); then
+    own or rent for the same runs (the buyable catalog's machines and the `--owned` ones)."""
+    step_costs_for(plan)
+    estimate = estimate_plan(plan)
+    print("\n".join(suite_lines(estimate, plan.profile, plan.spot, plan.max_lifetime_s)))
+    price = plan.profile.hourly_price(plan.spot)
+    if price is not None and not estimate.unestimated:
+        items = [(i.workload, i.backend) for i in plan.items]
+        rented = [Rented(plan.profile, price.usd_per_hour, estimate.runs)]
+        shape = estimate_shape(plan.runner, plan.profile)
+        owning = owning_lines(rented, plan.suite, items, plan.logs_dir, shape, owned_machines(owned), plan.workloads)
+        print("\n".join(owning))
+
+
+def owned_machines(path: Path | None) -> dict[str, Owned]:
+    """The machines of `--owned FILE.toml`, or a one-line usage error naming the file and the field."""
+    if path is None:
+        return {}
+    try:
+        return load_owned(path)
+    except OwnedDataError as error:
+        raise UsageError(f"--owned {error}") from None
 
 
 def _print_cost(plan: RunPlan, ledger: Ledger) -> None:

@@ -43,6 +43,7 @@ class RunOptions:
     workloads: str | None = None
     workload_file: tuple[Path, ...] = ()
     data_dir: Path | None = None
+    owned: Path | None = None
     dry_run: bool = False
     host: str | None = None
     port: str | None = None
@@ -78,14 +79,17 @@ class RunOptions:
         # a workload file's absolute path, so a fan-out's children find it from their own folder
         files = tuple(Path(f).expanduser().absolute() for f in args.workload_file)
         data = Path(args.data_dir).expanduser().absolute() if args.data_dir is not None else None
+        owned = Path(args.owned).expanduser().absolute() if args.owned is not None else None
         given = {"catalog": tuple(args.catalog), "provider_setting": tuple(args.provider_setting)}
-        return cls(**values | given | {"workload_file": files, "data_dir": data})
+        return cls(**values | given | {"workload_file": files, "data_dir": data, "owned": owned})
 
-    def argv(self) -> list[str]:
-        """These options as `run`'s command line."""
+    def argv(self, changed_only: bool = False) -> list[str]:
+        """These options as `run`'s command line (`changed_only`: those that differ from the defaults)."""
         words: list[str] = []
         for f in fields(self):
             value = getattr(self, f.name)
+            if changed_only and value == f.default:
+                continue
             flag = "--" + f.name.replace("_", "-")
             if f.name == "spot" and value is False:
                 words.append("--on-demand")
@@ -210,6 +214,13 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--backends", help=f"comma-separated subset of {', '.join(BACKENDS)} (default: the suite's)")
     run.add_argument("--workloads", help="comma-separated subset of the suite's workloads")
     add_runner_options(run)
+    run.add_argument(
+        "--owned",
+        type=Path,
+        metavar="FILE.toml",
+        help="machines of your own (as report/data/owned.toml, with the `gpu` each holds) set against renting in the "
+        "dry run's own-or-rent lines (docs/own-or-rent.md)",
+    )
     run.add_argument("--dry-run", action="store_true", help="print the plan and cost estimate; launch nothing")
     run.add_argument("--host", help="ssh profiles: user@box or an ~/.ssh/config alias")
     run.add_argument("--port", help="ssh profiles: SSH port (default: ~/.ssh/config, else 22)")

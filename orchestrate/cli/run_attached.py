@@ -40,7 +40,7 @@ def run(request: AttachedRun) -> int:
     plan = with_validation_time(plan, started)
     print_plan(plan, provider, status, Ledger(options.ledger), dry_run=options.dry_run)
     if options.dry_run:
-        print_estimate(plan)
+        print_estimate(plan, options.owned)
         return 0
     if status != "ok":
         raise UsageError(status)

@@ -73,7 +73,7 @@ def run(request: DetachedRun) -> int:
     row("detached", f"logs to {bucket}runs/{plan.run_id}/ ({'created if missing' if create else 'yours'}); "
         f"image: {image_source}{data}")  # fmt: skip
     if options.dry_run:
-        print_estimate(plan)
+        print_estimate(plan, options.owned)
         return 0
     if status != "ok":
         raise UsageError(status)

@@ -12,6 +12,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from benchmarks.cli import new_run_id
+from benchmarks.repeats import planned_rounds
+from benchmarks.work import WorkItem
+from estimator.owned import Owned
+from estimator.owning import Rented, owning_lines
 from estimator.published import load_studies
 from orchestrate.cli.common import UsageError, check_name, key_value
 from orchestrate.cli.planning import (
@@ -19,12 +23,16 @@ from orchestrate.cli.planning import (
     check_workloads,
     make_plan,
     make_provider,
+    owned_machines,
     readiness,
     refuse_existing_run,
+    step_costs_for,
 )
-from orchestrate.cli.request import AttachedRun, DetachedRun, Fanout
+from orchestrate.cli.request import AttachedRun, DetachedRun, Fanout, RunOptions
 from orchestrate.cli.run_detached import check_detachable
 from orchestrate.fanout import (
+    MEASURE_REPEATS,
+    MEASURE_SUITE,
     SUMMARY,
     Candidate,
     CandidateEstimate,
@@ -32,11 +40,15 @@ from orchestrate.fanout import (
     Manifest,
     Member,
     candidates_of,
+    close_call,
+    close_call_lines,
     collect_result,
     estimate_candidate,
+    estimate_shape,
     estimate_table,
     fanout_run_id,
     manifest_path,
+    measure_cap,
     member_of,
     report_commands,
     resolve_candidates,
@@ -83,13 +95,17 @@ def run(request: Fanout) -> int:
             check_detachable(candidate.profile, provider, request.detach.bucket)
         plans[candidate.profile.name] = Planned(plan, provider.has(Capability.BILLABLE), readiness(plan, provider))
     check_workloads(next(iter(plans.values())).plan)  # once: every profile's run carries the same files
+    step_costs_for(plans[candidates[0].profile.name].plan)  # the same files on every profile
     estimates = [estimate_candidate(c, plans[c.profile.name].plan, plans[c.profile.name].billable) for c in candidates]
     _print_fanout_plan(base, candidates, plans, estimates, options.dry_run)
+    if options.dry_run:
+        _print_close_call(request, plans, estimates)
+        _print_owning(plans[candidates[0].profile.name].plan, estimates, owned_machines(options.owned))
     missing = unpriced(estimates)
     if request.max_cost is not None and missing is not None:
         unknown = f"the catalog has {missing}, so the fan-out's cost is unknown"
         raise UsageError(f"--max-cost {request.max_cost:g}: {unknown}; {_price_remedy(estimates)}; nothing launched")
-    worst = sum(worst_case_usd(e) for e in estimates)
+    worst = sum(w or 0.0 for w in map(worst_case_usd, estimates))
     if request.max_cost is not None and worst > request.max_cost:
         raise UsageError(f"--max-cost {request.max_cost:g}: the fan-out may cost up to ${worst:.2f}; nothing launched")
     if options.dry_run:
@@ -205,6 +221,64 @@ def _print_detached_fanout(
     if interrupted:
         return 130
     return 0 if len(launched) == len(codes) else 1
+
+
+def _print_close_call(request: Fanout, plans: Mapping[str, Planned], estimates: Sequence[CandidateEstimate]) -> None:
+    """Where the estimate cannot choose, the fan-out that measures the model on the close candidates, its cost."""
+    close = close_call(estimates)
+    if not close:
+        return
+    measuring = []
+    for e in close:
+        planned = plans[e.candidate.profile.name]
+        once = list(dict.fromkeys(WorkItem(i.workload, i.backend) for i in planned.plan.items))
+        runner = {k: v for k, v in planned.plan.runner.items() if k not in ("epochs", "train_limit", "val_limit")}
+        plan = replace(planned.plan, suite=MEASURE_SUITE, items=tuple(planned_rounds(once, MEASURE_REPEATS)),
+                       runner=runner, repeats=MEASURE_REPEATS)  # fmt: skip
+        measuring.append(estimate_candidate(e.candidate, plan, planned.billable))
+    options = _measuring_options(request.options, plans[close[0].candidate.profile.name].plan, close)
+    profiles = ",".join(e.candidate.profile.name for e in close)
+    cap = f"{measure_cap(measuring):.2f}"
+    command = shlex.join(["python", "-m", "orchestrate", "run", "--profiles", profiles,
+                          *options.argv(changed_only=True), "--max-cost", cap])  # fmt: skip
+    print("\n".join(close_call_lines(close, measuring, command)))
+
+
+def _measuring_options(given: RunOptions, plan: RunPlan, close: Sequence[CandidateEstimate]) -> RunOptions:
+    """The fan-out's options for measuring the same runs on the close profiles: short slices, repeats, and only the
+    settings their providers take."""
+    accepted = {key for e in close for key in load_provider_class(e.candidate.profile.provider).settings}
+    files = {f.name for f in plan.workloads.files}
+    built_in = ",".join(dict.fromkeys(i.workload for i in plan.items if i.workload not in files))
+    return replace(
+        given,
+        suite=MEASURE_SUITE,
+        repeats=MEASURE_REPEATS,
+        dry_run=False,
+        run_id=None,
+        epochs=None,
+        train_limit=None,
+        val_limit=None,
+        workloads=built_in or None,
+        backends=",".join(dict.fromkeys(i.backend for i in plan.items)),
+        provider_setting=tuple(t for t in given.provider_setting if key_value(t)[0] in accepted),
+        host=given.host if "host" in accepted else None,
+        port=given.port if "port" in accepted else None,
+        identity=given.identity if "identity_file" in accepted else None,
+    )
+
+
+def _print_owning(plan: RunPlan, estimates: Sequence[CandidateEstimate], owned: Mapping[str, Owned]) -> None:
+    """Own or rent for the fan-out's runs: each machine to own against each priced profile whose runs were all
+    estimated (the same runs on every profile)."""
+    rented = [
+        Rented(e.candidate.profile, price.usd_per_hour, e.runs_s)
+        for e in sorted(estimates, key=lambda e: e.rank)
+        if e.cost is not None and not e.unestimated and (price := e.candidate.profile.hourly_price(plan.spot))
+    ]
+    items = [(i.workload, i.backend) for i in plan.items]
+    shape = estimate_shape(plan.runner, plan.profile)
+    print("\n".join(owning_lines(rented, plan.suite, items, plan.logs_dir, shape, owned, plan.workloads)))
 
 
 def _price_remedy(estimates: Sequence[CandidateEstimate]) -> str:

@@ -218,6 +218,10 @@ def test_a_suite_with_a_workload_file_runs_it_alone(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(p.name for p in (tmp_path / "logs/local/s1").glob("*.csv")) == ["tiny_mlp_torch_synthetic.csv"]
     assert "tiny_mlp" in done.stdout and "synthetic" in done.stdout
+    # Its step costs are recorded beside the logs (JAX measures them, whatever backends the suite runs), once:
+    # the report and the estimate price the file on a GPU from them.
+    (record,) = (tmp_path / "logs" / "step-costs").glob("tiny_mlp-*.json")
+    assert done.stdout.startswith("step costs: tiny_mlp: ") and str(record) in done.stdout
 
 
 def test_the_image_entrypoint_form_reads_any_name_as_a_workload() -> None:

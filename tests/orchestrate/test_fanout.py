@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from estimator.suite import machine_start
 from orchestrate.cli import build_parser, main
 from orchestrate.cli.request import AttachedRun, DetachedRun, Fanout, RunOptions, request_of
 from orchestrate.cli.run_fanout import child_request
@@ -97,9 +99,14 @@ def test_dry_run_prints_one_combined_estimate(tmp_path: Path, capsys: pytest.Cap
     assert out.startswith("Fan-out (dry run: nothing is launched) of suite quick on 2 profiles, run ids fan1-<profile>")
     assert "gce-t4  1 runs, image keras-cloud-bench:gpu; stands in for gce-k80 (retired 2024-05-01) -> gce-t4" in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
-    assert "$2.16" in rows["gce-t4"]  # 240 min at $0.54/h: the cap of a profile that was estimated
+    # The worst case is the high end of the range: below the $2.16 the machine costs at its max lifetime (240 min at
+    # $0.54/h), when it ends itself; one column, explained once under the table.
+    found = re.search(r"\(\$[\d.]+-(\$[\d.]+)\)", rows["gce-t4"])
+    assert found is not None and rows["gce-t4"].split()[-1] == found.group(1) != "$2.16"
     assert rows["local"].split(" min ")[1].split()[:2] == ["-", "-"]  # a host of one's own costs nothing here
-    assert "worst case $0.0" in rows["total"]
+    assert rows["total"][81:91].strip() == found.group(1)  # the worst-case column
+    assert rows["worst"].startswith("  worst case: the high end of the range; where runs are not estimated, the cost")
+    assert "at most" not in out
 
 
 SPOT_FANOUT = ["run", "--spot", "--dry-run", "--suite", "quick", "--workloads", "mnist_mlp", "--backends", "jax"]
@@ -116,7 +123,7 @@ def test_max_cost_refuses_a_fanout_whose_price_is_unknown(tmp_path: Path, capsys
     captured = capsys.readouterr()
     assert captured.err == "error: --max-cost 1000: " + NO_SPOT_PRICE
     rows = {line.split()[0]: line for line in captured.out.splitlines() if line.startswith("  ")}
-    assert rows["gce-t4"].split()[4:8] == ["no", "spot", "price", "-"]
+    assert rows["gce-t4"].split()[4:8] == ["no", "spot", "price", "unknown"]
     assert "worst case unknown: no spot price for gce-t4 (the others up to $" in rows["total"]
     assert not (tmp_path / "logs").exists()
     assert main(argv) == 0  # without a limit the estimate is shown, its total unknown rather than the others' sum
@@ -136,8 +143,9 @@ def test_a_price_in_a_catalog_of_ones_own_lets_max_cost_be_checked(
     argv = [*SPOT_FANOUT, "--profiles", "gce-t4-spot,gce-p100", "--catalog", str(catalog), "--max-cost", "1000"]
     assert main([*argv, "--logs", str(tmp_path / "logs")]) == 0
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
-    assert "$2.00" in rows["gce-t4-spot"]  # its cap: 240 min at the catalog's $0.50/h
-    assert "worst case $" in rows["total"] and "unknown" not in rows["total"]
+    found = re.search(r"\(\$[\d.]+-(\$[\d.]+)\)", rows["gce-t4-spot"])  # priced at the catalog's $0.50/h
+    assert found is not None and rows["gce-t4-spot"].split()[-1] == found.group(1)
+    assert rows["total"].split()[-1].startswith("$") and "unknown" not in rows["total"]
 
 
 def test_a_profile_with_runs_not_estimated_is_never_ranked_cheap(capsys: pytest.CaptureFixture[str]) -> None:
@@ -147,8 +155,9 @@ def test_a_profile_with_runs_not_estimated_is_never_ranked_cheap(capsys: pytest.
     argv += ["--backends", "jax", "--logs", str(ROOT / "logs"), "--run-id", "fan2", "--dry-run"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    table = out[out.index("  profile ") :].splitlines()
-    assert [row.split()[0] for row in table] == ["profile", "gce-l4", "gce-t4", "gce-n2-highcpu-16", "total"]
+    table = out[out.index("  profile ") :].splitlines()[:5]
+    assert [row.split()[0] for row in table[::3]] == ["profile", "gce-n2-highcpu-16"] and table[4].split()[0] == "total"
+    assert {row.split()[0] for row in table[1:3]} == {"gce-l4", "gce-t4"}
     for row in table[1:3]:  # the GPUs: estimated, a figure and its range
         assert re.match(r"  gce-[lt]4 +\d+\.\d min \(\d+\.\d-\d+\.\d\) +\$\d\.\d\d \(\$", row), row
     assert re.match(r"  gce-n2-highcpu-16 +at least \d+\.\d min +at least \$\d\.\d\d ", table[3]), table[3]
@@ -206,7 +215,7 @@ def test_results_table_prices_an_epoch_and_extrapolates_the_suite() -> None:
 # profile's run (or be listed as the fan-out's own).
 EVERY_OPTION = {
     "--catalog": "extra.toml", "--suite": "full", "--backends": "jax", "--workloads": "mnist_mlp",
-    "--workload-file": "my_model.py", "--data-dir": "my_data",
+    "--workload-file": "my_model.py", "--data-dir": "my_data", "--owned": "mine.toml",
     "--host": "me@box", "--port": "2222", "--identity": "key", "--ssh-config": "cfg",
     "--provider-setting": "identity_file=k2", "--spot": None, "--image": "img:1", "--image-source": "pull",
     "--epochs": "2", "--train-limit": "9", "--val-limit": "8", "--strict-data": None, "--repeats": "3",
@@ -245,8 +254,55 @@ def test_max_cost_is_held_against_the_cap_when_the_estimate_outlives_the_machine
     argv += ["--logs", str(tmp_path)]  # estimated from the published runs alone
     assert main([*argv, "--max-cost", "0.28"]) == 0  # the high end is dollars more, but the machine ends at $0.27
     out = capsys.readouterr().out
-    assert "may end itself mid-suite (raise --max-lifetime)" in out and "worst case $0.27" in out
+    assert re.search(r" \$0\.27  may end itself mid-suite \(raise --max-lifetime\)", out), out
     assert main([*argv, "--max-cost", "0.26"]) == 2
+
+
+def cap_of(advice: str) -> str:
+    found = re.search(r"worst case \$([\d.]+), its --max-cost", advice)
+    assert found is not None, advice
+    return found.group(1)
+
+
+ONE_RUN = ["--dry-run", "--suite", "quick", "--workloads", "mnist_mlp", "--backends", "jax"]
+
+
+def test_a_priced_host_of_ones_own_keeps_its_price_and_counts_the_image_pull(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pod rented by the hour and reached over SSH: priced in the fan-out as alone (no longer "-", ranked below
+    a dearer machine), its image pull counted as on a rented machine, its worst case the range's high end."""
+    argv = ["run", "--profiles", "runpod-h200,gce-h100", "--host", "root@pod.invalid", *ONE_RUN]
+    assert main([*argv, "--logs", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    found = re.search(r"\$(\d+\.\d\d) \(\$[\d.]+-(\$[\d.]+)\)", rows["runpod-h200"])
+    assert found is not None and float(found.group(1)) > 0 and rows["runpod-h200"].split()[-1] == found.group(2)
+    assert out.index("  runpod-h200 ") < out.index("  gce-h100 ")  # $4.59/h ranks before $11.06/h
+    parts = dict(machine_start(load_catalogs([])["runpod-h200"], 1).parts)
+    assert "boot" not in parts and any(name.startswith("image pull (10 GB") for name in parts)
+
+
+def test_overlapping_ranges_print_the_fanout_that_measures_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two L4 machines at two prices: their ranges overlap, so the dry run prints the fan-out that measures the
+    suite on both (short slices, 3 repeats) with its cost, and that command runs as printed."""
+    argv = ["run", "--profiles", "gce-l4,aws-g6.xlarge", "--dry-run", "--suite", "short", "--workloads", "resnet50"]
+    argv += ["--backends", "jax", "--logs", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    (advice,) = [line for line in out.splitlines() if line.startswith("  too close to call: ")]
+    assert "gce-l4 $" in advice and "aws-g6.xlarge $" in advice and "(short slices, 3 repeats; about $" in advice
+    assert advice.endswith(f"worst case ${cap_of(advice)}, its --max-cost):")
+    command = out.splitlines()[out.splitlines().index(advice) + 1].strip()
+    words = shlex.split(command)
+    assert words[:6] == ["python", "-m", "orchestrate", "run", "--profiles", "gce-l4,aws-g6.xlarge"]
+    assert words[words.index("--suite") + 1] == "short" and words[words.index("--repeats") + 1] == "3"
+    cap = float(words[words.index("--max-cost") + 1])
+    assert f"{cap:.2f}" == cap_of(advice)
+    assert main([*words[3:], "--dry-run"]) == 0  # runs as printed, its estimate within its own --max-cost
+    assert "too close to call" in capsys.readouterr().out and cap > 0
 
 
 @pytest.mark.docker

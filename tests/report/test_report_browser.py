@@ -8,12 +8,14 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from PIL import Image
 from report_helpers import REPO, compiled_and_pip_runs, write_run
 
+from benchmarks.step_costs import recorded
 from report.cli import main
 
 FLAGS = (
@@ -43,7 +45,8 @@ BROKEN = '<img src="charts/no-such-chart.png" alt="deliberately missing">'
 LAYOUT = r"""<script>
 window.addEventListener("load", () => {
   if (OPEN) document.querySelectorAll("details").forEach((d) => { d.open = true; });
-  const first = document.querySelector("#glance li");
+  const rows = Array.from(document.querySelectorAll("#glance-table tbody tr"));
+  const box = document.querySelector("#glance-table .table-box");
   const out = document.createElement("pre");
   out.id = "layout-check";
   out.textContent = JSON.stringify({
@@ -51,13 +54,16 @@ window.addEventListener("load", () => {
     windowWidth: window.innerWidth,
     windowHeight: window.innerHeight,
     height: document.documentElement.scrollHeight,
-    firstLine: first ? first.textContent.replace(/\s+/g, " ").trim() : null,
-    firstLineBottom: first ? first.getBoundingClientRect().bottom : null,
+    rows: rows.map((r) => ({
+      cells: Array.from(r.cells).map((c) => c.textContent.replace(/\s+/g, " ").trim()),
+      bottom: r.getBoundingClientRect().bottom,
+    })),
+    glanceScrolls: box ? box.scrollWidth > box.clientWidth : null,
   });
   document.body.appendChild(out);
 });
 </script>"""
-WINDOW = (1366, 768)  # the most common laptop screen
+WINDOW = (1366, 900)  # a laptop's screen
 
 
 def _chromium() -> str:
@@ -174,14 +180,24 @@ def test_the_reference_report_fits_a_1366_px_window(
     own_or_rent_pages: dict[str, Path], tmp_path: Path, open_sections: bool
 ) -> None:
     """No column cut off: with every section open too, the document is no wider than the window (wide tables scroll
-    in their own box). The first screen names the fastest and the cheapest configuration, with its price."""
+    in their own box). The first screen is one table of workload by machine, every workload's row above the fold,
+    its time and cost per epoch with their interval; with one machine priced, no "cheapest" is crowned."""
     layout = _layout(own_or_rent_pages["h200"], tmp_path / "profile", open_sections)
     assert layout["windowWidth"] == WINDOW[0]
     assert layout["documentWidth"] <= WINDOW[0], layout
-    first = str(layout["firstLine"])
-    assert re.search(r"^cifar10_cnn: fastest (and cheapest )?NVIDIA-H200-\S+ .*\([\d,]+ samples/s\)", first), first
-    assert re.search(r"at \$\d+\.\d+/h \(\$[\d.]+ per 1M training samples\)", first), first
-    assert float(layout["firstLineBottom"]) <= WINDOW[1], "the first summary line is below the first screen"
+    rows = layout["rows"]
+    assert isinstance(rows, list) and not layout["glanceScrolls"], layout
+    workloads = [r["cells"][0].split(",")[0] for r in rows]
+    assert len(rows) == len(set(workloads)) >= 11  # one machine: a row per workload
+    # No workload of the user's here: the reference runs' example files are among the others, in order.
+    assert workloads == sorted(workloads) and {"small_cnn", "small_transformer"} <= set(workloads), workloads
+    first = rows[0]["cells"]
+    assert first[:3] == ["cifar10_cnn, 50,000 samples", "NVIDIA-H200 (reference, synthetic)", "jax"], first
+    assert re.fullmatch(r"[\d.]+ s \([\d.]+-[\d.]+\)", first[3]) and re.fullmatch(
+        r"\$[\d.]+ \([\d.]+-[\d.]+\)", first[4]
+    )
+    assert all(r["cells"][6] == "fastest; only machine priced" for r in rows)  # one machine: no "cheapest"
+    assert max(float(r["bottom"]) for r in rows) <= float(layout["windowHeight"]), "a row is below the first screen"
     if not open_sections:
         assert int(layout["height"]) < 20_000, "the folded page is still very long"
     shot = tmp_path / "first-screen.png"
@@ -193,6 +209,51 @@ def test_the_reference_report_fits_a_1366_px_window(
     )
     with Image.open(shot) as image:
         assert image.size == WINDOW
+    print(f"screenshot: {shot}")
+
+
+@pytest.fixture(scope="module")
+def own_model_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A user's own model, one run of it on this machine, beside the committed H200 runs: its step costs measured by
+    `python -m benchmarks step-costs` as a dry run measures them."""
+    root = tmp_path_factory.mktemp("own-model")
+    logs = root / "logs"
+    example = REPO / "examples" / "workloads" / "tiny_mlp.py"  # no run of it among the reference runs
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "step-costs", "--workload-file", str(example), "--out", str(logs)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    (costs,) = recorded(logs)
+    plugin = {"kind": "file", "file": example.name, "sha256": costs.sha256}
+    extra = {"plugin": plugin, "distribution": {"devices": 1, "global_batch_size": 64}}
+    write_run(logs, workload="tiny_mlp", source="synthetic", elapsed=(4.0, 2.2, 2.1), train_samples=512, schema2=extra)
+    (logs / "reference").mkdir()
+    (logs / "reference" / "NVIDIA-H200").symlink_to(REPO / "logs" / "reference" / "NVIDIA-H200")
+    assert main([str(logs), "--reference", "NVIDIA-H200", "--out", str(root / "report")]) == 0
+    return root / "report" / "index.html"
+
+
+def test_the_users_own_model_is_first_marked_as_one_run_and_estimated_on_the_h200(
+    own_model_page: Path, tmp_path: Path
+) -> None:
+    """The user's model heads the first screen, above the fold at 1366 x 900: its one run here, marked so, and its
+    estimate on the H200 beside it, from its step costs, for the full epoch its file declares."""
+    layout = _layout(own_model_page, tmp_path / "profile", False)
+    rows = [r["cells"] for r in layout["rows"]]  # type: ignore[union-attr]
+    ours = [r for r in rows if r[0].startswith("tiny_mlp")]
+    assert rows[: len(ours)] == ours and len(ours) == 2, rows
+    assert {r[0] for r in ours} == {"tiny_mlp, 8,192 samples"}  # SPEC.shapes.train_samples
+    h200, local = ours
+    assert h200[1:3] == ["NVIDIA-H200", "jax"] and h200[5] == "estimated: physics" and h200[6].startswith("fastest")
+    assert local[1:3] == ["local (synthetic)", "jax"] and local[5] == "measured: 1 run" and local[4] == "no price"
+    assert re.fullmatch(r"[\d.]+x its time", local[6]), local
+    bottoms = [float(r["bottom"]) for r in layout["rows"]]  # type: ignore[union-attr]
+    assert max(bottoms[: len(ours)]) <= float(layout["windowHeight"]) and not layout["glanceScrolls"], layout
+    shot = tmp_path / "own-model.png"
+    _browse(own_model_page, tmp_path / "profile", f"--screenshot={shot}", f"--window-size={WINDOW[0]},{WINDOW[1]}")
+    with Image.open(shot) as image:
+        assert image.size == WINDOW and image.convert("L").getextrema()[0] < 100
     print(f"screenshot: {shot}")
 
 

@@ -4,13 +4,16 @@ against figures worked by hand; the dry run and the report set each against rent
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from estimator.buyable import FIGURES, BreakEven, Buyable, Figure, break_even, days_text, load_buyable
-from estimator.owned import OwnedDataError
-from estimator.suite import estimate_lines
+from estimator.buyable import FIGURES, Buyable, Figure, load_buyable
+from estimator.owned import Owned, OwnedDataError, Rival
+from estimator.owning import Rented, owning_lines
+from estimator.suite import basis_of, estimate_runs, steady_epoch
 from records.catalog import load_catalog
 from report.buyable import estimated_rivals
 from report.owned import published_method_days
@@ -99,70 +102,78 @@ def _machine(purchase: float | None, electricity: float | None) -> Buyable:
     )
 
 
+def _days(machine: Buyable, price: float, speedup: float) -> float | None:
+    return machine.as_owned().break_even_days(Rival("rented", "rented", "", price, "", speedup, "", {}))
+
+
 def test_break_even_days_match_the_hand_worked_figures() -> None:
     # 450 W at 0.20 USD/kWh = 0.09 USD per hour; renting the same work at 2.00 USD/h x 1.5 = 3.00 USD per owned hour.
-    result = BreakEven(_machine(3200, 0.20), "rented", 2.00, 1.5, 1.0, 2.0, "hand-worked")
-    assert result.days() == pytest.approx(3200 / (24 * (3.00 - 0.09)))  # 45.82 days
-    assert result.days() == pytest.approx(45.82, abs=0.01)
-    fewest, most = result.days_range
-    assert fewest == pytest.approx(3200 / (24 * (4.00 - 0.09)))  # 34.10 days at 2.0x
-    assert most == pytest.approx(3200 / (24 * (2.00 - 0.09)))  # 69.81 days at 1.0x
-    assert days_text(result) == "46 days around the clock (34 to 70)"
-    unpowered = BreakEven(_machine(3200, None), "rented", 2.00, 1.5, 1.0, 2.0, "hand-worked")
-    assert unpowered.days() == pytest.approx(3200 / 72)  # 44.44 days: 24 h x 3.00 USD
-    assert days_text(unpowered) == "44 days around the clock (33 to 67), electricity not counted"
+    assert _days(_machine(3200, 0.20), 2.00, 1.5) == pytest.approx(3200 / (24 * (3.00 - 0.09)))  # 45.82 days
+    assert _days(_machine(3200, 0.20), 2.00, 2.0) == pytest.approx(3200 / (24 * (4.00 - 0.09)))  # 34.10 days
+    assert _days(_machine(3200, None), 2.00, 1.5) == pytest.approx(3200 / 72)  # 44.44 days: electricity not counted
 
 
 def test_without_speed_up_or_electricity_it_is_the_seeds_studies_method() -> None:
     """The 2018 home server against a p2.xlarge on demand (903.34 GBP, 0.70 GBP/h): with no speed-up and no
     electricity counted, the same arithmetic is the post's method, 53.8 days around the clock."""
-    result = BreakEven(_machine(903.34, None), "p2.xlarge", 0.70, 1.0, 1.0, 1.0, "the post")
-    assert result.days() == pytest.approx(published_method_days(903.34, 0.70)) == pytest.approx(53.77, abs=0.01)
-
-
-def test_speedups_come_from_the_times_and_the_slow_end_from_the_high_estimate() -> None:
-    result = break_even(_machine(3200, None), "rented", 2.0, 100.0, (50.0, 40.0, 80.0), "estimated")
-    assert (result.speedup, result.speedup_low, result.speedup_high) == (2.0, 1.25, 2.5)
+    days = _days(_machine(903.34, None), 0.70, 1.0)
+    assert days == pytest.approx(published_method_days(903.34, 0.70)) == pytest.approx(53.77, abs=0.01)
 
 
 def test_renting_cheaper_than_the_electricity_never_breaks_even() -> None:
-    result = BreakEven(_machine(3200, 0.20), "rented", 0.05, 1.0, 1.0, 1.0, "hand-worked")
-    assert math.isinf(result.days() or 0) and days_text(result).startswith("never")
-    assert days_text(BreakEven(_machine(None, 0.2), "r", 2.0, 1.0, 1.0, 1.0, "x")).startswith("unknown")
+    assert math.isinf(_days(_machine(3200, 0.20), 0.05, 1.0) or 0)
+    assert _days(_machine(None, 0.2), 2.0, 1.0) is None
 
 
-def test_the_dry_run_sets_each_buyable_machine_against_the_rented_profile(tmp_path: Path) -> None:
-    lines = estimate_lines(load_catalog()["gce-h100"], "short", [("mnist_mlp", "jax")], False, 3600, tmp_path)
-    start = next(i for i, line in enumerate(lines) if "own instead" in line)
-    assert "break-even against gce-h100 at $" in lines[start]
-    rows = {line.split(":")[0].strip(): line for line in lines[start + 1 : start + 1 + len(load_buyable())]}
+def test_the_dry_run_sets_each_machine_against_the_rented_profile(tmp_path: Path) -> None:
+    """The planned runs on an H100 and on each machine to buy, each estimated; the RTX 4090 at its tensor-core
+    datasheet peak (the physics basis), not its FP32 figure, which is above an H100's."""
+    profile = load_catalog()["gce-h100"]
+    items = [("resnet50", "jax")]
+    (rented,) = estimate_runs("h100", "short", items, tmp_path)
+    assert rented.seconds is not None and rented.basis == "measured"
+    lines = owning_lines([Rented(profile, 11.06, rented.total)], "short", items, tmp_path)
+    assert lines[0].startswith("  own instead  the break-even in days of use") and "gce-h100 $11.0600/h" in lines[0]
+    rows = {line.split(" (to buy")[0].strip(): line for line in lines[1:]}
+    assert len(rows) == len(load_buyable())
     rtx4090 = rows["Workstation with one GeForce RTX 4090 (24 GB), Ryzen 9 7950X, 64 GB"]
-    assert "days around the clock (" in rtx4090 and "as fast, estimated (hardware)" in rtx4090
-    assert "unknown: no sourced purchase price" in rows["Workstation with one GeForce RTX 5090 (32 GB)"]
+    assert "on its rtx4090 (datasheet); break-even around the clock" in rtx4090
+    basis, spec = basis_of(tmp_path), (items[0][0], items[0][1], 256, 5120)
+    h100, rtx4090_epoch = steady_epoch(basis, "h100", *spec), steady_epoch(basis, "rtx4090", *spec)
+    assert h100 is not None and rtx4090_epoch is not None
+    assert rtx4090_epoch[0] > 2 * h100[0]  # 82.6 TF32 TFLOP/s against 494.7, where FP32 figures say 82.6 against 67
+    assert re.search(r"gce-h100 [\d,]+ days \([\d,]+ to [\d,]+\)$", rtx4090), rtx4090
+    assert rows["Workstation with one GeForce RTX 5090 (32 GB)"].endswith("not weighed: no purchase price")
 
 
-def test_the_report_sets_each_machine_against_each_measured_rented_platform() -> None:
-    """A 60,000-sample steady epoch of 6 s measured on an H100 at 10 USD/h; the RTX 4090's figure (82.6 TFLOP/s)
-    over the H100's (67.0) with exponent 1 makes it 82.6 / 67 = 1.233x as fast: the rented epoch's 6 s take
-    4.87 s on it; the backtested band [0.8, 1.25] of the estimate gives 0.99x to 1.54x."""
+def test_an_owned_machine_of_the_users_is_weighed_or_says_why_not(tmp_path: Path) -> None:
+    mine = Owned("mine", "My box", "my receipt", "USD", purchase_price=2500, hours_per_day=8, gpu="rtx4090")
+    elsewhere = replace(mine, currency="GBP")
+    profile = load_catalog()["gce-l4"]
+    lines = owning_lines([Rented(profile, 0.71, 600.0)], "short", [("mnist_mlp", "jax")], tmp_path, owned={
+        "mine": mine, "gbp": elsewhere, "nogpu": replace(mine, gpu=None)})  # fmt: skip
+    ours = [line for line in lines if "(yours, --owned)" in line]
+    assert "break-even at 8 h a day, electricity not counted (no price): gce-l4 " in ours[0]
+    assert ours[1].endswith("priced in GBP, the catalog in USD: no exchange rate is assumed")
+    assert ours[2].endswith("speed unknown: its entry names no `gpu` to estimate it from")
+
+
+def test_the_report_sets_each_machine_against_each_measured_rented_platform(tmp_path: Path) -> None:
+    """A 60,000-sample steady epoch of 6 s measured on an H100 at 10 USD/h: the RTX 4090's steady epoch is the
+    estimator's (the physics basis at its datasheet peak), the speed-up their ratio, its range the estimate's."""
     import pandas as pd
 
-    from estimator.backtest import Band
-    from estimator.model import Fit, Observation
-
-    h100 = Observation("mnist_mlp", "jax", "h100", 128, "measured", "g", "", "H100 runs", 60_000, 5, 9.0, 6.0, 33.0)
     results = pd.DataFrame(
         [{"platform": "gce-h100", "workload": "mnist_mlp", "backend": "jax", "steady_epoch_s": 6.0,
           "train_samples": 60_000}]
     )  # fmt: skip
-    machine = load_buyable()["rtx4090-workstation"]
-    owned = estimated_rivals(
-        machine, results, {"gce-h100": ("h100", 10.0, None)}, [h100], {"gpu": Fit(1.0, 3, 2.0)},
-        {"hardware": Band(0.8, 1.25, 20)},
-    )  # fmt: skip
+    machine = replace(load_buyable()["rtx4090-workstation"].as_owned(), gpu="rtx4090")
+    basis = basis_of(tmp_path)
+    owned = estimated_rivals(machine, results, {"gce-h100": ("h100", 10.0, None)}, basis)
     [rival] = owned.rivals
+    found = steady_epoch(basis, "rtx4090", "mnist_mlp", "jax", 128, 60_000)
+    assert found is not None and found[3] == "datasheet"
     assert (rival.profile, rival.market, rival.price_per_hour) == ("gce-h100", "on-demand", 10.0)
-    assert rival.speedup == pytest.approx(82.6 / 67.0)
-    assert "range 0.99x to 1.54x" in rival.speedup_source
-    # 3,200 USD / (24 h x 10 USD/h x 1.233) = 10.8 days: the report's break-even column.
-    assert owned.break_even_days(rival) == pytest.approx(3200 / (24 * 10.0 * 82.6 / 67.0))
+    assert rival.speedup == pytest.approx(6.0 / found[0])
+    assert f"range {6.0 / found[2]:.2f}x to {6.0 / found[1]:.2f}x" in rival.speedup_source
+    assert owned.break_even_days(rival) == pytest.approx(3200 / (24 * 10.0 * rival.speedup))

@@ -118,6 +118,21 @@ def test_single_runs_say_no_interval_and_synthetic_is_labelled(
     assert named.loc["local-torch (synthetic)", "is_base"]
 
 
+def test_synthetic_runs_never_replace_a_real_data_run_in_the_summary(
+    logs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One run on the user's real data, three faster repeats on labelled synthetic data (a mistyped data folder):
+    the summary ranks the real-data run and names the synthetic ones it left out."""
+    write_run(logs, backend="tensorflow", elapsed=(5.0, 3.0, 3.0))
+    for i in (1, 2, 3):
+        write_run(logs, run_id=_run_id(i), backend="jax", source="synthetic", elapsed=(4.0, 1.0, 1.0))
+    out = tmp_path / "out"
+    assert _report([str(logs), "--out", str(out)], capsys)[0] == 0
+    (row,) = pd.read_csv(out / "summary.csv").to_dict("records")
+    assert row["fastest"] == "local-tensorflow" and "1 run, no interval" in row["fastest: rests on"]
+    assert row["compared on"].endswith("real data only, synthetic-data runs left out: local-jax (synthetic)")
+
+
 def test_partial_and_malformed_logs_are_named_not_fatal(
     logs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
