@@ -39,7 +39,8 @@ def test_planned_samples_are_those_the_runs_recorded() -> None:
     recorded = {}
     for path in (REPO / "logs" / "reference" / "NVIDIA-H200").glob("*/*.json"):
         meta = json.loads(path.read_text())
-        if isinstance(meta, dict) and meta.get("suite") in ("short", "bounded"):
+        # A workload file's runs (meta["plugin"]) plan from the file, which this test does not load.
+        if isinstance(meta, dict) and meta.get("suite") in ("short", "bounded") and not meta.get("plugin"):
             recorded[(meta["suite"], meta["workload"])] = meta["data"]["train_samples"]
     assert recorded[("short", "lstm_text_generation")] == planned("short", "lstm_text_generation")[1] == 16654
     for (suite, workload), samples in recorded.items():
