@@ -20,6 +20,9 @@ from dataclasses import dataclass
 
 DEFAULT_PORT = 29500
 LOCALHOST = "127.0.0.1"
+# The backends whose runner reads its place in a job from this environment and trains across the job's processes
+# (benchmarks.harness.runner): a job of several nodes (orchestrate's `--nodes N`) runs only these.
+MULTI_PROCESS_BACKENDS = frozenset({"torch-native"})
 
 
 class ProcessEnvironmentError(ValueError):
