@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.cli import new_run_id
-from benchmarks.harness.backends import BACKENDS
+from benchmarks.harness.backends import ALL_BACKENDS
 from benchmarks.harness.processes import MULTI_PROCESS_BACKENDS
 from benchmarks.repeats import planned_rounds
 from benchmarks.suites import get_suite
@@ -217,7 +217,7 @@ def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledg
         row("machine", f"{profile.name}: {provider.describe()}")
     gpus = "--gpus all, " if profile.has_gpu else ""
     row("image", f"{plan.image_ref} ({gpus}source: {plan.image_source})")
-    backends = sorted({i.backend for i in plan.items}, key=BACKENDS.index)
+    backends = sorted({i.backend for i in plan.items}, key=ALL_BACKENDS.index)
     workloads = list(dict.fromkeys(i.workload for i in plan.items))
     repeats = f" x {plan.repeats} repeats" if plan.repeats > 1 else ""
     row(
