@@ -33,7 +33,7 @@ from orchestrate.providers.ssh import SSHProvider
 from orchestrate.registry import load_provider_class
 from orchestrate.remote import SSHHost
 from orchestrate.runspec import check_runner_options, runner_options
-from orchestrate.workload_files import check_workload_files, measure_step_costs, suite_workloads
+from orchestrate.workload_files import check_workload_files, measure_step_costs, run_workloads, suite_workloads
 from records.catalog import Profile, load_catalogs, retired_notice, runs_as
 from records.ledger import STATUS_COMPLETE, Ledger
 
@@ -202,6 +202,18 @@ def refuse_existing_run(plan: RunPlan, ledger: Ledger) -> None:
 
 def with_validation_time(plan: RunPlan, started: float) -> RunPlan:
     return replace(plan, validated_at=(started, time.time()))
+
+
+def checked_plan(options: RunOptions, profile: Profile, provider: Provider, started: float) -> tuple[RunPlan, str]:
+    """An attached run's or a batch job's plan after every check made before anything starts, printed, and the
+    readiness of its credentials ("ok", or why not)."""
+    plan = make_plan(options, profile, provider, run_workloads(options.workload_file))
+    refuse_existing_run(plan, Ledger(options.ledger))
+    check_workloads(plan)
+    status = readiness(plan, provider)
+    plan = with_validation_time(plan, started)
+    print_plan(plan, provider, status, Ledger(options.ledger), dry_run=options.dry_run)
+    return plan, status
 
 
 def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledger, dry_run: bool) -> None:
