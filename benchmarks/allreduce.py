@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.processes import Place, ProcessEnvironmentError, from_environment
+from benchmarks.harness.processes import Place, ProcessEnvironmentError, from_environment, node_name
 
 EXIT_UNREACHABLE = 4  # the processes could not all meet, or their sum was wrong: the job cannot train
 EXIT_USAGE = 2
@@ -151,11 +151,6 @@ def _record(
         "interconnect": interconnect(place.master_addr, nccl_log),
         "checked_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
-
-
-def node_name() -> str:
-    """The node as the scheduler names it (several Slurm nodes may share one host name), else the host's name."""
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 def summary_line(record: dict[str, Any]) -> str:

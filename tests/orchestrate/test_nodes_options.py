@@ -48,8 +48,8 @@ def catalog(tmp_path: Path) -> Path:
     [
         (["--profile", "local", "--nodes", "2"], "error: --nodes applies to batch schedulers (slurm); local is local"),
         (["--profile", "hpc-cpu", "--nodes", "0"], "error: argument --nodes: expected a positive integer, got 0"),
-        (["--profile", "hpc-cpu", "--nodes", "2", "--backends", "jax,torch-native", "--workloads", "resnet50"],
-         "error: --nodes 2: backend jax cannot train across processes; choose --backends torch-native"),
+        (["--profile", "hpc-cpu", "--nodes", "2", "--backends", "tensorflow,jax", "--workloads", "mnist_mlp"],
+         "error: --nodes 2: backend tensorflow cannot train across processes; choose --backends jax,torch-native"),
         (["--profile", "hpc-a100", "--nodes", "2", "--gpus", "4", "--backends", "torch-native"],
          "error: --gpus 4: hpc-a100 has 2 GPU(s) per node"),
         (["--profile", "hpc-cpu", "--batch-policy", "per-device"],
@@ -83,3 +83,17 @@ def test_the_plan_of_a_job_of_nodes_prices_every_node_and_says_what_it_cannot_es
     assert limits.endswith("runner --gpus 6 --batch-policy per-device")  # the job's processes, one GPU each
     # nothing measured across nodes here: the estimate says so instead of guessing from one machine's GPUs
     assert "no run measured on several nodes (per-device) to scale by" in done.stdout
+
+
+def test_keras_on_jax_plans_across_nodes_as_torch_native_does(tmp_path: Path, catalog: Path) -> None:
+    """One process per GPU of every node, the runner told the job's devices; the batch policy over all of them."""
+    ws = Workspace(tmp_path)
+    done = orchestrate(
+        "run", "--profile", "hpc-a100", "--nodes", "2", "--backends", "jax", "--workloads", "mnist_mlp",
+        "--batch-policy", "per-device", "--catalog", str(catalog), "--ledger", str(ws.ledger), "--logs",
+        str(ws.logs), "--dry-run",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "  nodes        2 nodes x 2 process(es) per run (one per GPU)" in done.stdout
+    limits = next(line for line in done.stdout.splitlines() if line.startswith("  limits"))
+    assert limits.endswith("runner --gpus 4 --batch-policy per-device")
