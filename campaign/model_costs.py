@@ -66,7 +66,8 @@ def measure(name: str, known: ModelCost | None = None) -> ModelCost:
     }
     if known is not None:
         return replace(known, **step_figures)  # type: ignore[arg-type]
-    model, state, batch = step_costs.built_train_step(module, data)  # recurrent layers written out: XLA counts a loop once
+    # recurrent layers written out: XLA counts a loop once
+    model, state, batch = step_costs.built_train_step(module, data)
     analysis: Any = jax.jit(model.train_step).lower(state, batch).compile().cost_analysis()
     if isinstance(analysis, list):  # older JAX: one dict per program
         analysis = analysis[0]
