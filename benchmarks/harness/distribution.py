@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -149,6 +150,11 @@ def _jax_job_devices(gpus: int | str, place: Place) -> Devices:
     without a share of the batch, so `--gpus` counts them all (or is "all")."""
     from benchmarks.harness import jax_processes
 
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        raise DistributionError(
+            "--backend jax under torchrun: its agent holds MASTER_PORT, where JAX's coordinator would listen; "
+            "start each process with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT, or with srun"
+        )
     jax_processes.join(place)
     found = replace(_jax_devices(), processes=place.world)
     if gpus != ALL and int(gpus) != found.count:

@@ -81,3 +81,17 @@ def test_two_cpu_processes_train_the_one_process_steps_of_the_same_global_batch(
     assert dist["strategy"] == "keras.distribution.DataParallel across 2 processes (jax.distributed)"
     assert (dist["collectives"], dist["nodes"], len(dist["process_nodes"])) == ("gloo", 1, 2)
     assert [len(times) for times in dist["process_epoch_s"]] == [EPOCHS, EPOCHS]  # every process's, on rank 0's log
+
+
+def test_under_torchrun_jax_is_refused_in_one_line_before_joining(tmp_path: Path) -> None:
+    """torchrun's agent listens on MASTER_PORT itself: JAX's coordinator could not (it crashed the process)."""
+    [place, _] = local_places(2, free_port())
+    env = {**place.environment(), "TORCHELASTIC_USE_AGENT_STORE": "True"}
+    args = [*RUN, "--allow-synthetic", "--gpus", "2", "--out", str(tmp_path)]
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", *args], cwd=REPO, env={**os.environ, **env}, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].startswith("error: --backend jax under torchrun: its agent holds")
+    assert not list(tmp_path.rglob("*.csv"))
