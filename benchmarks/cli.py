@@ -47,7 +47,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_DATA = 3
 EXIT_INTERRUPTED = 130
-SUBCOMMANDS = ("run", "suite", "list", "fetch-data", "check-workload", "step-costs")
+SUBCOMMANDS = ("run", "suite", "list", "fetch-data", "check-workload", "step-costs", "check-allreduce")
 
 
 def new_run_id() -> str:
@@ -252,6 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
     costs.add_argument("--out", type=Path, default=Path("logs"), help="log root: the record goes to OUT/step-costs/")
     _workload_file(costs)
 
+    sub.add_parser(  # its options are benchmarks.allreduce's own: main hands them over unparsed
+        "check-allreduce", add_help=False, help="all-reduce across a multi-node job's processes; rank 0 records it"
+    )
+
     fetch = sub.add_parser("fetch-data", help="download and check dataset files into the Keras cache")
     fetch.add_argument("--dataset", action="append", help="dataset name (default: all downloadable ones)")
     fetch.add_argument("--data-dir", help="offline folder searched first")
@@ -293,6 +297,10 @@ def main(
     if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):  # `python -m benchmarks mnist_mlp
         # --backend jax`: the image entrypoint, for a built-in workload or a plug-in's
         argv = ["run", "--workload", argv[0], *argv[1:]]
+    if argv and argv[0] == "check-allreduce":
+        from benchmarks.allreduce import main as check_allreduce
+
+        return check_allreduce(argv[1:])
     args = build_parser().parse_args(argv)
     args.argv = argv  # a launcher starts its processes with them (benchmarks.launch)
     missing = _missing_data_dir(args.data_dir) if hasattr(args, "data_dir") else None  # commands that read data

@@ -99,26 +99,10 @@ def measure(module: Any, data: Any, sha256: str = "") -> StepCosts:
     import jax
     import keras
 
-    from benchmarks.harness import backends
     from benchmarks.harness.fingerprint import host_single_thread_score
 
     size = module.SPEC.batch_size
-    batch = _first_batch(data, size)
-    model = backends.build_model(module, data)
-    model.compile(**module.compile_args())
-    for layer in model._flatten_layers():
-        if isinstance(layer, keras.layers.RNN):
-            layer.unroll = True  # every time step its own operations, as the GPU runs them one after another
-    model._symbolic_build(data_batch=batch)
-    state = tuple(
-        [v.value for v in group]
-        for group in (
-            model.trainable_variables,
-            model.non_trainable_variables,
-            model.optimizer.variables,
-            model.metrics_variables,
-        )
-    )
+    model, state, batch = built_train_step(module, data)
     counts = _count(jax.make_jaxpr(model.train_step)(state, batch).jaxpr, {"ops": 0, "dot": 0.0, "conv": 0.0})
     return StepCosts(
         workload=module.SPEC.name,
@@ -165,6 +149,25 @@ def measure_plugin(module: Any, label: str, sha256: str, where: Any) -> StepCost
         raise
     except Exception as exc:  # broad on purpose: the user's code fails in one line naming the step
         raise BadWorkload(f"{label}: the step-cost analysis failed: {type(exc).__name__}: {exc}") from exc
+
+
+def built_train_step(module: Any, data: Any) -> tuple[Any, tuple[Any, ...], tuple[Any, Any]]:
+    """The compiled Keras model of a workload, the state its `train_step` takes (the variables of the model,
+    optimizer and metrics, as fit builds them) and its first batch: what tracing or lowering one step needs."""
+    import keras
+
+    from benchmarks.harness import backends
+
+    batch = _first_batch(data, module.SPEC.batch_size)
+    model = backends.build_model(module, data)
+    model.compile(**module.compile_args())
+    for layer in model._flatten_layers():
+        if isinstance(layer, keras.layers.RNN):
+            layer.unroll = True  # every time step its own operations, as the GPU runs them one after another
+    model._symbolic_build(data_batch=batch)
+    groups = (model.trainable_variables, model.non_trainable_variables, model.optimizer.variables)
+    state = tuple([v.value for v in group] for group in (*groups, model.metrics_variables))
+    return model, state, batch
 
 
 def _first_batch(data: Any, size: int) -> tuple[Any, Any]:

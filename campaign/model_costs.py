@@ -43,8 +43,7 @@ def measure(name: str, known: ModelCost | None = None) -> ModelCost:
 
     from benchmarks.data.files import DatasetUnavailable, FileLocations
     from benchmarks.data.loaders import SYNTHETIC_NAME
-    from benchmarks.data.types import DataRequest, head
-    from benchmarks.harness import backends
+    from benchmarks.data.types import DataRequest
 
     module = workloads.load(name)
     size = module.SPEC.batch_size
@@ -57,10 +56,6 @@ def measure(name: str, known: ModelCost | None = None) -> ModelCost:
         data = module.load_data(request, FileLocations.from_env(offline=True))
     except DatasetUnavailable:  # the same shapes, labelled synthetic, as the runner's --allow-synthetic
         data = module.load_data(replace(request, dataset=SYNTHETIC_NAME), FileLocations.from_env(offline=True))
-    if isinstance(data.x_train, keras.utils.PyDataset):  # batches itself, e.g. augmentation on the CPU
-        batch = tuple(data.x_train[0])
-    else:
-        batch = (head(data.x_train, size), jax.tree.map(lambda y: head(y, size), data.y_train))
     steps = step_costs.measure(module, data)
     step_figures = {
         "matmul_flops": steps.matmul_flops,
@@ -71,21 +66,8 @@ def measure(name: str, known: ModelCost | None = None) -> ModelCost:
     }
     if known is not None:
         return replace(known, **step_figures)  # type: ignore[arg-type]
-    model = backends.build_model(module, data)
-    model.compile(**module.compile_args())
-    for layer in model._flatten_layers():
-        if isinstance(layer, keras.layers.RNN):
-            layer.unroll = True  # XLA counts a while loop's body once: write the time steps out
-    model._symbolic_build(data_batch=batch)  # variables of the model, optimizer and metrics, as fit builds them
-    state = tuple(
-        [v.value for v in group]
-        for group in (
-            model.trainable_variables,
-            model.non_trainable_variables,
-            model.optimizer.variables,
-            model.metrics_variables,
-        )
-    )
+    # recurrent layers written out: XLA counts a loop once
+    model, state, batch = step_costs.built_train_step(module, data)
     analysis: Any = jax.jit(model.train_step).lower(state, batch).compile().cost_analysis()
     if isinstance(analysis, list):  # older JAX: one dict per program
         analysis = analysis[0]

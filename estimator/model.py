@@ -110,6 +110,9 @@ class Observation:
     host_score: float | None = None  # the host's single-thread score (fingerprint), for the host's share of a step
     jit_compile: bool | None = None  # compiled (XLA, torch.compile) or eager, as the run resolved it
     precision: str | None = None  # its matrix products': "bf16"/"fp16" (mixed precision), "tf32" or "fp32"
+    devices: int = 1  # devices per node it trained on (one process over them, or a process each on several nodes)
+    nodes: int = 1
+    base_machine: str = ""  # the machine without its devices and nodes ("" where the same as `machine`)
 
     @property
     def throughput(self) -> float:
@@ -129,6 +132,7 @@ class Target:
     samples: int
     epochs: int
     variant: str | None = None  # the configuration to prefer; None: the one measured most
+    speedup: float = 1.0  # the steady epochs' speed-up on several devices or nodes (estimator.parallel)
 
 
 @dataclass(frozen=True)
@@ -158,9 +162,10 @@ def _observation(run: Run, origin_text: str) -> Observation | None:
     gpus = run.metadata.hardware.get("gpus") or []
     name = gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None
     distribution = run.metadata.distribution or {}
-    devices = int(distribution.get("devices") or 1)
-    machine = accelerator_model(name) if name else cpu_machine(run.config.platform)
-    machine = f"{machine}x{devices}" if devices > 1 else machine
+    devices = run.cluster.per_node if run.cluster else int(distribution.get("devices") or 1)
+    nodes = run.cluster.nodes if run.cluster else 1
+    base = accelerator_model(name) if name else cpu_machine(run.config.platform)
+    machine = shaped(base, devices, nodes)
     recorded = distribution.get("global_batch_size")
     if recorded is None and source is not None:
         return None  # a plug-in's batch is only what its run recorded
@@ -188,6 +193,9 @@ def _observation(run: Run, origin_text: str) -> Observation | None:
         host_score=run.metadata.fingerprint.host_single_thread_score if run.metadata.fingerprint else None,
         jit_compile=jit if isinstance(jit := run.metadata.settings.jit_compile, bool) else None,
         precision=precision_of(run.metadata.settings.dtype_policy, run.metadata.settings.float32_matmul),
+        devices=devices,
+        nodes=nodes,
+        base_machine=base,
     )
 
 
@@ -195,6 +203,11 @@ def precision_of(dtype_policy: str | None, float32_matmul: str | None) -> str:
     """What a run's matrix products computed in: its mixed-precision type, else float32 in TF32 or in full."""
     half = {"mixed_bfloat16": "bf16", "mixed_float16": "fp16"}.get(dtype_policy or "")
     return half or ("tf32" if float32_matmul == "tf32" else "fp32")
+
+
+def shaped(machine: str, devices: int = 1, nodes: int = 1) -> str:
+    """A machine key with its devices per node and its nodes: "h200", "h200x4", "h200x4 on 2 nodes"."""
+    return machine + (f"x{devices}" if devices > 1 else "") + (f" on {nodes} nodes" if nodes > 1 else "")
 
 
 def first_epoch_cached(run: Run) -> bool:
@@ -386,7 +399,7 @@ def _from(target: Target, observations: Sequence[Observation], basis: str, scale
     # compiled, where any did; a warm cache's load would understate it several times over.
     compiled = [o for o in used if not o.cached_first and not o.warm_first]
     compile_s = statistics.median(o.compile_s for o in compiled or used)
-    seconds = compile_s + target.epochs * target.samples / throughput
+    seconds = compile_s + target.epochs * target.samples / (throughput * target.speedup)
     runs = f"{len(used)} run{'s' if len(used) != 1 else ''}"
     outside = [o.outside_s for o in used if o.outside_s is not None]
     where = f"{used[0].where}{note}, {runs} of {used[0].samples:,} samples"

@@ -241,7 +241,7 @@ def predict(
     compile_s = chosen.compile_s.get(jit)
     if compile_s is None:
         compile_s = statistics.median(chosen.compile_s.values()) if chosen.compile_s else 0.0
-    seconds = compile_s + target.epochs * target.samples / target.batch * step
+    seconds = compile_s + target.epochs * target.samples / target.batch * step / target.speedup
     where = (
         f"{_costs_text(costs)}, at {what}: {_rates_text(rates)} of its {at[1]} {at[0] / 1e12:,.4g} TFLOP/s, "
         f"{step * 1e3:,.3g} ms a step of {target.batch}"

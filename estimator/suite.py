@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
-from benchmarks.workload_set import Workloads, built_in
+from benchmarks.workload_set import Workload, Workloads, built_in
 from estimator import physics
 from estimator.backtest import Band, committed_bands
 from estimator.basis import measured, reference_basis
@@ -33,7 +33,9 @@ from estimator.model import (
     outside_epochs_s,
     predict,
     published_observations,
+    shaped,
 )
+from estimator.parallel import Scale, scaled
 from estimator.plugin_scaling import BASIS as SCALED
 from estimator.plugin_scaling import scaled_by_builtins
 from estimator.workload_plan import UnknownSize, estimate_data, planned
@@ -60,14 +62,19 @@ class Shape:
 
     epochs: int | None = None
     train_limit: int | None = None
-    devices: int = 1
+    devices: int = 1  # per node: one process over them, or (on several nodes) a process each
     per_device_batch: bool = False  # --batch-policy per-device: each device takes the published batch
+    nodes: int = 1  # a batch scheduler's nodes per run (--nodes)
+
+    @property
+    def scale(self) -> Scale:
+        return Scale(self.devices, self.nodes)
 
     def machine(self, model: str) -> str:
-        return f"{model}x{self.devices}" if self.devices > 1 else model
+        return shaped(model, self.devices, self.nodes)
 
     def batch(self, published: int) -> int:
-        return published * self.devices if self.per_device_batch else published
+        return published * self.scale.processes if self.per_device_batch else published
 
 
 @dataclass(frozen=True)
@@ -264,7 +271,8 @@ def estimate_suite(
     """`items`' workloads are the built-in ones and those of `workloads` (the run's: a user's workload files)."""
     machine = shape.machine(profile_machine(profile))
     start = machine_start(profile, len(items), carried_bytes)
-    return SuiteEstimate(estimate_runs(machine, suite, items, logs, shape, workloads), start)
+    base = profile_machine(profile)
+    return SuiteEstimate(estimate_runs(machine, suite, items, logs, shape, workloads, base_machine=base), start)
 
 
 def estimate_runs(
@@ -275,8 +283,11 @@ def estimate_runs(
     shape: Shape = Shape(),
     workloads: Workloads | None = None,
     basis: Basis | None = None,
+    base_machine: str | None = None,
 ) -> tuple[ItemEstimate, ...]:
-    """Each planned run's estimate on `machine` (an estimate_model machine key: "h100", "rtx4090", ...)."""
+    """Each planned run's estimate on `machine` (an estimate_model machine key: "h100", "rtx4090x2", ...); a run
+    on several devices or nodes that nothing measured at that scale is scaled from one device of `base_machine`
+    (estimator.parallel)."""
     known = workloads or built_in()
     basis = basis or basis_of(logs)
     pool, fitted, bands, rates = basis.pool, basis.fitted, basis.bands, basis.rates
@@ -295,8 +306,27 @@ def estimate_runs(
             found = estimate_item(target, pool, fitted, bands, rates, logs)
         else:
             found = estimate_plugin_item(target, pool, fitted, bands, workload.sha256, rates, logs)
+        if found.seconds is None and shape.scale.parallel and base_machine is not None:
+            found = _scaled_item(found, target, base_machine, shape, basis, workload)
         estimates.append(replace(found, count=count))
     return tuple(estimates)
+
+
+def _scaled_item(
+    unscaled: ItemEstimate, target: Target, base_machine: str, shape: Shape, basis: Basis, workload: Workload
+) -> ItemEstimate:
+    """The run scaled from one device by the nearest measured speed-up; else the unscaled one, saying why not."""
+    pool, fitted, bands, rates, logs = basis.pool, basis.fitted, basis.bands, basis.rates, basis.logs
+
+    def one_device(one: Target) -> ItemEstimate:
+        if workload.built_in:
+            return estimate_item(one, pool, fitted, bands, rates, logs)
+        return estimate_plugin_item(one, pool, fitted, bands, workload.sha256, rates, logs)
+
+    found = scaled(target, base_machine, shape.scale, shape.per_device_batch, pool, one_device)
+    if isinstance(found, str):
+        return replace(unscaled, basis=f"{unscaled.basis}; {found}")
+    return ItemEstimate(target.workload, target.backend, found.seconds, found.low, found.high, found.basis, found.where)
 
 
 @dataclass(frozen=True)

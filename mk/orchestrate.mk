@@ -10,6 +10,7 @@
 #        WORKLOAD_FILE=my_model.py (your own workload, docs/workloads.md: checked here, carried to the machine)
 #        DATA_DIR=my_data (your own data folder: carried to every machine, read-only at /data/offline in each container)
 #        GPUS=N|all  BATCH_POLICY=same-global|per-device  RUN_PLATFORM=my-box (the logs' platform name)
+#        NODES=N (slurm profiles: each run across N nodes, docs/slurm.md)
 #        HOST=user@box PORT=N IDENTITY=~/.ssh/key (ssh profiles)  PROVIDER_SETTINGS="KEY=VALUE ..." (the profile's
 #        provider)  CATALOG=file.toml (an extra catalog)  ARGS="--epochs 1 ..." (any `python -m orchestrate run` flag)
 #        DETACH=1 (aws/gce: the machine runs alone and uploads to a bucket; then `python -m orchestrate status|collect
@@ -32,6 +33,7 @@ RUN_PLATFORM ?=
 REPEATS ?=
 GPUS ?=
 BATCH_POLICY ?=
+NODES ?=
 HOST ?=
 PORT ?=
 IDENTITY ?=
@@ -50,6 +52,7 @@ BENCH_FLAGS = --suite $(call quote,$(SUITE)) \
 	$(call flag,--repeats,$(REPEATS)) \
 	$(call flag,--gpus,$(GPUS)) \
 	$(call flag,--batch-policy,$(BATCH_POLICY)) \
+	$(call flag,--nodes,$(NODES)) \
 	$(call flag,--host,$(HOST)) \
 	$(call flag,--port,$(PORT)) \
 	$(call flag,--identity,$(IDENTITY)) \

@@ -18,12 +18,14 @@ from the ledger (`BatchLifecycle.resumed`), and its run folder is released, as t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from benchmarks.allreduce import EXIT_UNREACHABLE
 from orchestrate.accounting import close_accounts, machine_record
 from orchestrate.capabilities import BatchQueue, offered
 from orchestrate.lifecycle import EXIT_USAGE, Lifecycle, LifecycleError, _Session, _tail
@@ -59,7 +61,9 @@ from records.ledger import (
 POLL_INTERVAL_S = float(os.environ.get("KCB_BATCH_POLL_S", "10"))  # how often the queue is read
 PULL_INTERVAL_S = 60.0  # partial logs of running tasks, so a cancelled or lost task keeps its epochs
 MAX_POLL_FAILURES = 6  # consecutive unreadable polls (login node or controller down) before the run gives up
-CANNOT_RUN = frozenset({EXIT_USAGE, 125, 126, 127})  # every other task would fail the same way
+# Every other task would fail the same way: a bad command, an image that cannot start, or the nodes of a job of
+# several that cannot reach each other (the all-reduce check's exit: the network is the cluster's)
+CANNOT_RUN = frozenset({EXIT_USAGE, 125, 126, 127, EXIT_UNREACHABLE})
 
 
 def lifecycle_for(plan: RunPlan, provider: Provider, ledger: Ledger, reporter: Reporter) -> Lifecycle:
@@ -250,6 +254,7 @@ class BatchLifecycle(Lifecycle):
             record.status = STATUS_FAILED
         task.ended = True
         self._pull(instance)
+        self._setup_stages(task)
         record.logs = [str(p) for p in sorted(self.plan.run_logs.glob("*")) if task.item.owns_log(p.name)]
         console = self.plan.orchestrator_dir / f"{task.item.stem}.console.log"
         seconds = (record.ended_at - record.started_at) if record.started_at else 0.0
@@ -263,6 +268,19 @@ class BatchLifecycle(Lifecycle):
             task.item.label, record.status, seconds, _tail(console) if record.status != STATUS_COMPLETE else ""
         )
         self._save()
+
+    def _setup_stages(self, task: _Task) -> None:
+        """A task of several nodes records its set-up before anything is timed (`<stem>.setup.json`: when the image
+        was present on every node, when the all-reduce check was done): the ledger's image and check stages."""
+        path = self.plan.orchestrator_dir / f"{task.item.stem}.setup.json"
+        try:
+            setup = json.loads(path.read_text())
+            spans = {name: (float(setup[name][0]), float(setup[name][1])) for name in ("image", "check")}
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            return  # one node, or the task ended before its set-up did
+        detail = f"{task.item.label}: {setup.get('nodes', '?')} nodes, attempt {setup.get('attempt', '?')}"
+        for name, (started, ended) in spans.items():
+            self.record.stages.append(StageRecord(name, started, ended, detail=detail))
 
     def _requeued(self, instance: Instance, task: _Task, previous: TaskState) -> None:
         """The scheduler requeued the task: bill its ended attempt; an unfinished item is a preemption."""
@@ -405,7 +423,8 @@ def collect_batch(
             "`python -m orchestrate sweep` finalises it",
         )
     job, labels = found
-    plan = _collect_plan(record, provider.allocation_price(profile), tuple(item_of_label(label) for label in labels))
+    items = tuple(item_of_label(label) for label in labels)
+    plan = _collect_plan(record, provider.allocation_price(profile, record.nodes), items)
     states = provider.tasks(job)
     downloaded = provider.fetch_logs(job, plan.logs_dir)
     named = [(labels[state.index], state) for state in states]
@@ -451,4 +470,5 @@ def _collect_plan(record: RunRecord, profile: Profile, items: tuple[WorkItem, ..
         build=None,
         logs_dir=Path(record.logs_dir).parents[1],
         owner=record.owner,
+        nodes=record.nodes,
     )

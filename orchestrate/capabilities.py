@@ -182,9 +182,17 @@ class BatchQueue(abc.ABC):
         run's folder is gone (its logs were pulled and the folder removed)."""
 
     @abc.abstractmethod
-    def allocation_price(self, profile: Profile) -> Profile:
-        """`profile` with its prices per task allocation (e.g. a per-GPU-hour price times the task's GPUs), so that
-        each task's elapsed time from the job records bills as one machine's."""
+    def allocation_price(self, profile: Profile, nodes: int = 1) -> Profile:
+        """`profile` with its prices per task allocation of `nodes` nodes (e.g. a per-GPU-hour price times the
+        task's GPUs times its nodes), so that each task's elapsed time from the job records bills as one
+        machine's."""
+
+    def check_nodes(self, profile: Profile, nodes: int) -> None:
+        """ProviderError, one line naming `--nodes`, where the scheduler cannot give one task `nodes` nodes of the
+        profile's kind (asked before anything is submitted). A scheduler that runs a task on one node only says
+        so for any `nodes` above one."""
+        if nodes > 1:
+            raise ProviderError(f"--nodes {nodes}: provider {getattr(self, 'name', '?')} runs each task on one node")
 
 
 INTERFACES: dict[Capability, type] = {

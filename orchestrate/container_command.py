@@ -37,10 +37,13 @@ def container_argv(
     user: str | None = None,
     gpus: bool = False,
     engine: Sequence[str] | None = None,
+    processes: bool = False,
 ) -> list[str]:
     """The words that run the image's runner with `argv` in `runtime`: the mounts (host folder, container folder,
     read-only), the environment and (docker, podman) the name, labels and user; the GPUs where `gpus`. `engine` is
-    the command that reaches the runtime (`sudo -n docker`), the runtime's name by default."""
+    the command that reaches the runtime (`sudo -n docker`), the runtime's name by default. `processes`: the
+    container is one of a job's processes, which reach each other over the host's network (and, between GPUs of
+    a node, its shared memory)."""
     env = dict(env or {})
     binds = ",".join(_bind(mount) for mount in mounts)
     if runtime in ENGINES:
@@ -52,9 +55,12 @@ def container_argv(
         words += [word for key, value in (labels or {}).items() for word in ("--label", f"{key}={value}")]
         if gpus:
             words += ["--gpus", "all"] if runtime == "docker" else ["--device", "nvidia.com/gpu=all"]
+        if processes:
+            words += ["--network", "host", *(["--ipc", "host"] if gpus else [])]
         return [*words, image, *argv]
     if runtime in ("apptainer", "singularity"):
-        words = [*(engine or [runtime]), "exec", "--cleanenv", "--containall", "--bind", binds]
+        contain = "--contain" if processes else "--containall"  # --containall would give each its own IPC
+        words = [*(engine or [runtime]), "exec", "--cleanenv", contain, "--bind", binds]
         words += ["--env", ",".join(f"{key}={value}" for key, value in env.items())] if env else []
         words += ["--nv"] if gpus else []  # the allocation's GPUs
         return [*words, _registry_image(image), *RUNNER, *argv]

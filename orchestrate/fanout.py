@@ -112,7 +112,7 @@ def estimate_plan(plan: RunPlan) -> SuiteEstimate:
     """The plan's estimate (estimator.suite): its items, shaped by its runner options, after its payload's transfer."""
     items = [(i.workload, i.backend) for i in plan.items]
     carried = plan.spec.payload.size if plan.spec.payload is not None else 0
-    shape = estimate_shape(plan.runner, plan.profile)
+    shape = estimate_shape(plan.runner, plan.profile, plan.nodes, plan.processes_per_node)
     return estimate_suite(plan.profile, plan.suite, items, plan.logs_dir, shape, carried, plan.workloads)
 
 

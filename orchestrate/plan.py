@@ -42,6 +42,10 @@ class RunPlan:
     owner: str
     remote_dir: str = "~/keras-cloud-bench"
     runner: Mapping[str, Any] = field(default_factory=dict)  # the runner options given (orchestrate.runspec)
+    # a batch scheduler's job of several nodes per work item (`--nodes`): P processes on each, one per GPU (one
+    # per node on CPUs), which train across all; the runner's `gpus` counts them all
+    nodes: int = 1
+    processes_per_node: int = 1
     repeats: int = 1  # with more than one, each item carries its repeat index (see WorkItem)
     ssh_config: Path | None = None
     ssh_timeout_s: float = 300.0
@@ -67,7 +71,7 @@ class RunPlan:
         return RunRecord(
             run_id=self.run_id, profile=self.profile.name, provider=provider, platform=self.platform, suite=self.suite,
             owner=self.owner, pid=os.getpid(), started_at=started, spot=self.spot, image=self.image_ref,
-            logs_dir=str(self.run_logs), spec=self.spec.sha256, **more,
+            logs_dir=str(self.run_logs), spec=self.spec.sha256, nodes=self.nodes, **more,
         )  # fmt: skip
 
     def write_spec(self) -> None:
@@ -80,5 +84,9 @@ class RunPlan:
         """The run as every mode delivers it: planned once (its payload's files hashed once)."""
         return plan_spec(
             self.run_id, self.platform, self.suite, self.image_ref, self.profile.has_gpu, self.items, self.repeats,
-            self.runner, self.workloads, self.data_dir,
+            self.runner, self.workloads, self.data_dir, self.nodes, self.processes_per_node,
         )  # fmt: skip
+
+    @property
+    def processes(self) -> int:
+        return self.nodes * self.processes_per_node

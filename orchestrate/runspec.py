@@ -108,7 +108,15 @@ class RunSpec:
     env: Mapping[str, str]
     labels: Mapping[str, str]
     payload: Payload | None = None
+    # A batch scheduler's job per item (`--nodes`): that many nodes with that many processes each, every process
+    # running the item's container, which trains across all of them (orchestrate.providers.slurm.nodes)
+    nodes: int = 1
+    processes_per_node: int = 1
     version: int = SPEC_VERSION
+
+    @property
+    def processes(self) -> int:
+        return self.nodes * self.processes_per_node
 
     def to_json(self, manifest: bool = False) -> dict[str, Any]:
         """What the machine reads; with `manifest`, every payload file too (the record beside the run's logs)."""
@@ -124,6 +132,8 @@ class RunSpec:
             "env": dict(self.env),
             "labels": dict(self.labels),
             "payload": None,
+            "nodes": self.nodes,
+            "processes_per_node": self.processes_per_node,
         }
         if self.payload is not None:
             data["payload"] = {"sha256": self.payload.sha256, "files": self.payload.count, "bytes": self.payload.size}
@@ -148,6 +158,8 @@ class RunSpec:
             env=dict(data["env"]),
             labels=dict(data["labels"]),
             payload=Payload(payload["sha256"], payload["files"], payload["bytes"], files) if payload else None,
+            nodes=int(data.get("nodes", 1)),
+            processes_per_node=int(data.get("processes_per_node", 1)),
         )
 
     @property
@@ -166,14 +178,16 @@ class RunSpec:
         self, item: SpecItem, runtime: str, places: Mapping[str, str], image_digest: str, **how: Any
     ) -> list[str]:
         """The words that run `item` in `runtime` (orchestrate.container_command), each mount at the folder its
-        place has on this host; `how`: the engine, user, extra labels (the machine) a mode adds."""
+        place has on this host; `how`: the engine, user, extra labels (the machine), extra environment and another
+        name (a process of a job of several nodes) a mode adds."""
         labels = {**self.labels, **how.pop("labels", {})}
         mounts = [(places[m.place], m.target, m.read_only) for m in self.mounts]
-        name = item.container_name(self.run_id or RUN_ID_TOKEN)
-        env = self.runner_env(image_digest)
+        name = how.pop("name", None) or item.container_name(self.run_id or RUN_ID_TOKEN)
+        env = {**self.runner_env(image_digest), **how.pop("env", {})}
         return container_argv(
-            runtime, self.image, item.argv, mounts=mounts, env=env, labels=labels, name=name, gpus=self.gpus, **how
-        )
+            runtime, self.image, item.argv, mounts=mounts, env=env, labels=labels, name=name, gpus=self.gpus,
+            processes=self.processes > 1, **how,
+        )  # fmt: skip
 
 
 def runner_options(options: Any) -> dict[str, Any]:
@@ -183,28 +197,37 @@ def runner_options(options: Any) -> dict[str, Any]:
     return {name: value for name, value in given.items() if value is not None}
 
 
-def check_runner_options(runner: Mapping[str, Any], profile: Profile, backends: Sequence[str], exact: bool) -> None:
+def check_runner_options(
+    runner: Mapping[str, Any], profile: Profile, backends: Sequence[str], exact: bool, nodes: int = 1
+) -> None:
     """Runner options a machine or a backend cannot honour fail here, not on a machine already paid for. A rented
-    profile's GPU count is its shape (`exact`); an SSH profile's only what its catalog entry says of the box."""
+    profile's GPU count is its shape (`exact`); an SSH profile's only what its catalog entry says of the box. On
+    several `nodes` a batch policy splits over their processes, CPUs' too."""
     gpus, policy = runner.get("gpus"), runner.get("batch_policy")
-    if (gpus is not None or policy is not None) and not profile.has_gpu:
-        flag = "--gpus" if gpus is not None else "--batch-policy"
-        raise SpecError(f"{flag} applies to GPU profiles; {profile.name} has no accelerator")
+    if gpus is not None and not profile.has_gpu:
+        raise SpecError(f"--gpus applies to GPU profiles; {profile.name} has no accelerator")
+    if policy is not None and not profile.has_gpu and nodes == 1:
+        raise SpecError(f"--batch-policy applies to GPU profiles and --nodes N; {profile.name} has no accelerator")
     if gpus is None:
         return
     known = profile.accelerator_count if exact else None
     if known is not None and gpus != "all" and int(gpus) > known:
-        raise SpecError(f"--gpus {gpus}: {profile.name} has {known} GPU(s)")
+        raise SpecError(f"--gpus {gpus}: {profile.name} has {known} GPU(s)" + (" per node" if nodes > 1 else ""))
+    if nodes > 1:  # one process per GPU: the backends are those that train across processes (checked with --nodes)
+        return
     devices = known if gpus == "all" else int(gpus)
     if SINGLE_DEVICE_BACKENDS & set(backends) and devices is not None and devices > 1:
         raise SpecError(f"--gpus {gpus}: {TORCH_SINGLE_DEVICE}; choose --backends jax,tensorflow")
 
 
-def estimate_shape(runner: Mapping[str, Any], profile: Profile) -> Shape:
-    """The runner options that change a run's time: epochs, sample cap, devices and batch policy."""
+def estimate_shape(runner: Mapping[str, Any], profile: Profile, nodes: int = 1, processes_per_node: int = 1) -> Shape:
+    """The runner options that change a run's time: epochs, sample cap, devices and batch policy; on several
+    `nodes`, the devices per node (one process each)."""
     gpus = runner.get("gpus")
     devices = profile.accelerator_count if gpus == "all" else int(gpus or 1)
     per_device = runner.get("batch_policy") == "per-device"
+    if nodes > 1:
+        return Shape(runner.get("epochs"), runner.get("train_limit"), processes_per_node, per_device, nodes)
     return Shape(runner.get("epochs"), runner.get("train_limit"), max(devices, 1), per_device)
 
 
@@ -219,9 +242,11 @@ def plan_spec(
     runner: Mapping[str, Any] | None = None,
     workloads: Workloads | None = None,
     data_dir: DataDir | None = None,
+    nodes: int = 1,
+    processes_per_node: int = 1,
 ) -> RunSpec:
     """The spec of a run: each item's runner arguments from the run's runner options, and its payload (the files of
-    `workloads`, the user's workload files, and the data folder)."""
+    `workloads`, the user's workload files, and the data folder); on several nodes, the job's shape."""
     files = workloads.files if workloads is not None else ()
     shared = RunnerCommand(
         ("-",), "-", platform=platform, suite=suite, run_id=run_id or RUN_ID_TOKEN, out=LOGS_IN_CONTAINER,
@@ -239,7 +264,7 @@ def plan_spec(
         run_id, platform, suite, image, gpus, planned, tuple(mounts),
         env={"HOME": "/tmp", "KERAS_HOME": KERAS_HOME},  # HOME: the container's user has none in the image
         labels={"project": PROJECT_TAG, "run-id": run_id or RUN_ID_TOKEN},
-        payload=make_payload(files, data_dir),
+        payload=make_payload(files, data_dir), nodes=nodes, processes_per_node=processes_per_node,
     )  # fmt: skip
 
 

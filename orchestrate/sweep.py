@@ -145,7 +145,8 @@ class SweepContext:
     this_host: str
     dry_run: bool
     now: float
-    profile_of: Callable[[str], Profile | None]  # catalog lookup for billing; None when unknown
+    # catalog lookup for billing: (profile name, a batch job's nodes per task) -> the profile; None when unknown
+    profile_of: Callable[[str, int], Profile | None]
     # Before a dead run's machine is deleted: pull what its containers wrote (orchestrate.recover); what was done.
     salvage: Callable[[RunRecord], str] | None = None
     # A dead run whose machine is gone: the logs the machine saved before it ended itself (orchestrate.keepsafe),
@@ -396,7 +397,7 @@ def finalise(run: RunRecord | None, context: SweepContext, why: str, billable: b
         run.message = f"orchestrator (pid {run.pid}) gone; {why}" + (f"; was: {run.message}" if run.message else "")
     run.recovered_by = "sweep"
     run.ended_at = run.ended_at or context.now
-    close_accounts(run, context.profile_of(run.profile), billable)
+    close_accounts(run, context.profile_of(run.profile, run.nodes), billable)
     context.ledger.append(run)
 
 

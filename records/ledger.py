@@ -124,6 +124,7 @@ class RunRecord:
     recovered_by: str | None = None  # "sweep" when the sweep finalised a run whose orchestrator died
     # How many container runs the plan holds: the sweep calls a dead run complete only when that many completed.
     planned_items: int | None = None
+    nodes: int = 1  # a batch job's nodes per task: each task's allocation is billed as that many machines
     # Where the run's containers and files are on a persistent host (ssh, local), for the sweep to recover a dead
     # run: host, user, port, key (a path), ssh_config (a path), root (the remote dir), docker (its command).
     host: dict[str, str] = field(default_factory=dict)

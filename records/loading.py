@@ -6,6 +6,7 @@ read is skipped with a one-line reason naming it; the other files are still repo
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 from collections import defaultdict
@@ -84,6 +85,27 @@ class Measured:
 
 
 @dataclass(frozen=True)
+class Cluster:
+    """A run trained across the processes of a job of several nodes (`orchestrate run --nodes N`): what the job
+    recorded beside its logs before the clock started, `orchestrate/<stem>.allreduce.json` (the all-reduce check,
+    benchmarks.allreduce) and `orchestrate/<stem>.setup.json` (when the image was present on every node)."""
+
+    nodes: int
+    processes: int
+    per_node: int
+    hosts: tuple[str, ...]
+    backend: str  # the check's process group: gloo or nccl
+    bus_gbps: float | None  # nccl-tests' bus bandwidth of the check's all-reduce
+    interconnect: str  # what the processes saw of the network, e.g. "eth0 (25 Gb/s)", "NCCL network IB"
+    setup_s: float | None = None  # the image made present on every node
+    check_s: float | None = None  # the all-reduce check
+
+    @property
+    def shape(self) -> str:
+        return f"{self.nodes} nodes x {self.per_node} process{'es' if self.per_node > 1 else ''}"
+
+
+@dataclass(frozen=True)
 class Run:
     workload: str
     config: Configuration
@@ -96,6 +118,7 @@ class Run:
     compile_settings: str | None = None  # jit, steps per execution and LSTM kernel: each changes the times
     process_variant: str = ""  # not trained alone in a fresh process: how (process_variant)
     measured: Measured = field(default_factory=Measured)
+    cluster: Cluster | None = None  # trained across nodes: the job's check and set-up
 
     @property
     def metadata(self) -> RunMetadata:
@@ -237,6 +260,10 @@ def _run_from_metadata(log: EpochLog, meta: RunMetadata) -> Run:
     source = meta.data.source or "unknown"
     if source not in (*DATA_SOURCES, "unknown"):
         raise LogFormatError(f"{where}: field 'data.source' is {source!r}; expected real or synthetic")
+    cluster = read_cluster(log.path)
+    settings = _compile_settings(meta)
+    if cluster is not None:  # never pooled with one node's runs, nor with another shape's
+        settings = ", ".join(part for part in (settings, cluster.shape) if part)
     return Run(
         workload=meta.workload,
         config=Configuration(platform=meta.platform, backend=meta.backend, synthetic=source == "synthetic"),
@@ -246,10 +273,53 @@ def _run_from_metadata(log: EpochLog, meta: RunMetadata) -> Run:
         epochs_planned=meta.epochs_planned,
         image=_short_image_name(meta.container.image if meta.container else None),
         precision=meta.settings.dtype_policy,
-        compile_settings=_compile_settings(meta),
+        compile_settings=settings,
         process_variant=process_variant(meta),
         measured=_measured(meta),
+        cluster=cluster,
     )
+
+
+def read_cluster(csv: Path) -> Cluster | None:
+    """The job's record of a run across nodes, beside the run's CSV (None: one node, or none recorded); a record
+    that cannot be read is left out (it changes no time the run measured)."""
+    stem = REPEAT_SUFFIX.sub("", csv.stem).removesuffix(SYNTHETIC_SUFFIX) + "".join(REPEAT_SUFFIX.findall(csv.stem))
+    folder = csv.parent / "orchestrate"
+    try:
+        check = json.loads((folder / f"{stem}.allreduce.json").read_text())
+        hosts = tuple(str(host) for host in check["hosts"])
+        cluster = Cluster(
+            nodes=int(check["nodes"]),
+            processes=int(check["processes"]),
+            per_node=int(check["processes_per_node"]),
+            hosts=hosts,
+            backend=str(check["backend"]),
+            bus_gbps=float(check["bus_gbps"]) if check.get("bus_gbps") is not None else None,
+            interconnect=_interconnect(check.get("interconnect") or {}),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        setup = json.loads((folder / f"{stem}.setup.json").read_text())
+        image, checked = setup["image"], setup["check"]
+        return replace(
+            cluster, setup_s=float(image[1]) - float(image[0]), check_s=float(checked[1]) - float(checked[0])
+        )
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return cluster
+
+
+def _interconnect(seen: dict[str, object]) -> str:
+    parts = []
+    if seen.get("interface"):
+        speed = seen.get("link_mbps")
+        parts.append(f"{seen['interface']}" + (f" ({float(str(speed)) / 1000:g} Gb/s)" if speed else ""))
+    if seen.get("nccl_network"):
+        parts.append(f"NCCL network {seen['nccl_network']}")
+    infiniband = seen.get("infiniband")
+    if isinstance(infiniband, list) and infiniband:
+        parts.append("InfiniBand " + ", ".join(str(device) for device in infiniband))
+    return "; ".join(parts) or "unknown"
 
 
 def _measured(meta: RunMetadata) -> Measured:

@@ -34,7 +34,7 @@ from report.reproducibility import (
     machine_spread_table,
     reproducibility_table,
 )
-from report.scaling import PUBLISHED_STUDY, ScalingSection
+from report.scaling import PUBLISHED_STUDY, ScalingSection, node_table
 from report.scaling import draw_chart as draw_scaling_chart
 from report.scaling import section as scaling_section
 from report.studies import Published, Study, compare, get_study, measured_setups, published_results
@@ -115,6 +115,7 @@ class Report:
     machines: pd.DataFrame = field(default_factory=pd.DataFrame)  # billed time per machine session
     ledger_note: str | None = None  # why no ledger figures, if none
     scaling: ScalingSection | None = None  # where some run trained on several devices
+    nodes: pd.DataFrame = field(default_factory=pd.DataFrame)  # where some run trained across nodes: against one
     gpu_compare: gpu_compare.Section | None = None  # where two GPUs trained a workload and backend alike
     native_compare: native_compare.Section | None = None  # Keras backends against the native PyTorch twin
     roofline: roofline.Section | None = None  # where some run trained on a GPU with a datasheet and a model cost
@@ -214,6 +215,7 @@ def build(request: Request) -> Report:
             **buyable_against(results, request.prices, request.logdir, request.usd_per_kwh, request.owned),
         },
         scaling=scaling_section(loaded.complete_runs, get_study(PUBLISHED_STUDY), request.prices.profiles),
+        nodes=node_table(loaded.complete_runs, request.prices.profiles),
         gpu_compare=gpu_compare.section(loaded.complete_runs, request.prices.profiles),
         native_compare=native_compare.section(loaded.complete_runs),
         roofline=roofline.section(loaded.complete_runs, load_costs(), roofline.load_datasheets()),

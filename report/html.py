@@ -17,6 +17,7 @@ from report.build import Report, draw_charts, safe_name
 from report.buyable import catalog_table
 from report.claims import report_claims
 from report.owned import break_even_table, load_owned, machines_table
+from report.scaling import NODES_NOTE, NODES_TITLE
 from report.summary import BEFORE_RENTING, ESTIMATE_COMMAND, bullet, leaders
 
 # How to add a price, as the header says it when the report has none (both spellings run as printed).
@@ -69,6 +70,8 @@ def write_tables(report: Report, out: Path) -> list[str]:
         tables["scaling.csv"] = report.scaling.measured
         tables["scaling_published.csv"] = report.scaling.published
         tables["scaling_prices.csv"] = report.scaling.prices
+    if not report.nodes.empty:
+        tables["scaling_nodes.csv"] = report.nodes
     if not report.partial.empty:
         tables["partial_runs.csv"] = report.partial
     if report.skipped:
@@ -152,6 +155,9 @@ def render_page(report: Report, files: list[str]) -> str:
         "machine_spread": _or_none(report.machine_spread),
         "trends": report.trends,
         "scaling": report.scaling,
+        "nodes": _or_none(report.nodes),
+        "nodes_note": NODES_NOTE,
+        "nodes_title": NODES_TITLE,
         "gpu_compare": report.gpu_compare,
         "gpu_compare_title": gpu_compare.TITLE,
         "gpu_compare_note": gpu_compare.NOTE,

@@ -14,6 +14,7 @@ from report.claims import CLAIMS_NOTE, report_claims
 from report.format import markdown_table
 from report.html import PRICE_HINT
 from report.owned import break_even_table, load_owned, machines_table
+from report.scaling import NODES_NOTE, NODES_TITLE
 from report.summary import BEFORE_RENTING, ESTIMATE_COMMAND, bullet, leaders
 
 
@@ -69,6 +70,8 @@ def render_markdown(report: Report) -> str:
         parts += [_image(section.time_chart), _image(section.cost_chart), ""]
     if report.scaling is not None:
         parts += _scaling_markdown(report)
+    if not report.nodes.empty:
+        parts += [f"## {NODES_TITLE}", "", NODES_NOTE, "", markdown_table(report.nodes), ""]
     if report.gpu_compare is not None:
         parts += _gpu_compare_markdown(report.gpu_compare)
     if report.native_compare is not None:

@@ -28,6 +28,7 @@ from report.charts import Bar, relative_chart
 
 PUBLISHED_STUDY = "gpu-providers-2018"
 ONE_DEVICE = "one device"  # the base's batch policy: with one device the policies coincide
+SAME_GLOBAL = "same-global"  # the runner's default policy
 
 
 @dataclass(frozen=True)
@@ -80,10 +81,10 @@ def _final(runs: Sequence[Run]) -> str:
 
 
 def _groups(runs: Sequence[Run]) -> dict[Group, list[Run]]:
-    """The complete runs with a steady epoch, by configuration."""
+    """The complete runs of one machine with a steady epoch, by configuration (runs across nodes: `node_table`)."""
     groups: dict[Group, list[Run]] = defaultdict(list)
     for run in runs:
-        if run.complete and _seconds_per_sample(run) is not None:
+        if run.complete and run.cluster is None and _seconds_per_sample(run) is not None:
             groups[_group(run)].append(run)
     return groups
 
@@ -380,3 +381,155 @@ def published_scaling(pairs: Sequence[PublishedPair], study: Study) -> pd.DataFr
             for p in pairs
         ]
     )
+
+
+# ---- several nodes: one job of N nodes (`orchestrate run --nodes N`) against one node ----------------------------
+
+NODES_TITLE = "Several nodes: scaling and cost per epoch against one node"
+NODES_NOTE = (
+    "One job of N nodes trains each run across all of them (one process per GPU, per node on CPUs), after the image "
+    "was made present on every node (set-up, not timed) and an all-reduce across the processes checked the network "
+    "(its bus bandwidth and the interface it went over are shown). Speed-up is of throughput against the one-node "
+    "runs of the same workload, backend, platform and batch policy; efficiency is speed-up / nodes. Cost per epoch is "
+    "a node's catalog price x the nodes x the steady epoch; against one node it is nodes / speed-up: above 1.00x the "
+    "extra nodes buy time, not money."
+)
+NODE_COLUMNS = [
+    "workload",
+    "backend",
+    "platform",
+    "nodes",
+    "processes",
+    "batch policy",
+    "global batch",
+    "steady epoch s",
+    "interval",
+    "samples/s",
+    "speed-up vs 1 node",
+    "speed-up interval",
+    "verdict",
+    "efficiency",
+    "cost per epoch",
+    "cost per epoch vs 1 node",
+    "each process's steady epoch s",
+    "all-reduce bus GB/s",
+    "interconnect",
+    "set-up s",
+    "final",
+    "final, 1 node",
+]
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """The repeats of one configuration across nodes, or of its one-node base (nodes 1)."""
+
+    workload: str
+    backend: str
+    platform: str
+    synthetic: bool
+    per_node: int  # devices (processes) per node
+    nodes: int
+    batch_policy: str
+
+    @property
+    def base(self) -> NodeGroup:
+        """One node with as many devices: with one, the batch policies coincide."""
+        policy = ONE_DEVICE if self.per_node == 1 else self.batch_policy
+        return NodeGroup(self.workload, self.backend, self.platform, self.synthetic, self.per_node, 1, policy)
+
+
+def _node_group(run: Run) -> NodeGroup:
+    cluster = run.cluster
+    per_node, nodes = (cluster.per_node, cluster.nodes) if cluster else (devices(run), 1)
+    processes = per_node * nodes
+    policy = str(_distribution(run).get("batch_policy") or SAME_GLOBAL) if processes > 1 else ONE_DEVICE
+    config = run.config
+    return NodeGroup(run.workload, config.backend, config.platform, config.synthetic, per_node, nodes, policy)
+
+
+def node_table(runs: Sequence[Run], profiles: Mapping[str, Profile] | None = None) -> pd.DataFrame:
+    """One row per configuration across nodes, each after its one-node base where there is one: the speed-up and
+    the cost per epoch against one node (a node's catalog price per hour x the nodes x the epoch's seconds)."""
+    groups: dict[NodeGroup, list[Run]] = defaultdict(list)
+    for run in runs:
+        if run.complete and _seconds_per_sample(run) is not None:
+            groups[_node_group(run)].append(run)
+    multi = sorted((g for g in groups if g.nodes > 1), key=lambda g: (g.workload, g.backend, g.platform, g.nodes))
+    rows: list[dict[str, Any]] = []
+    shown: set[NodeGroup] = set()
+    for g in multi:
+        if g.base in groups and g.base not in shown:
+            shown.add(g.base)
+            rows.append(_node_row(g.base, groups[g.base], [], profiles or {}))
+        rows.append(_node_row(g, groups[g], groups.get(g.base, []), profiles or {}))
+    return pd.DataFrame(rows, columns=NODE_COLUMNS)
+
+
+def node_price(profile: Profile | None) -> float | None:
+    """A node's on-demand price per hour: a GPU-hour price (a Slurm profile's `price_unit`) times its GPUs."""
+    if profile is None or profile.on_demand is None:
+        return None
+    per_gpu = profile.extra.get("price_unit") == "gpu-hour"
+    return profile.on_demand.usd_per_hour * (profile.accelerator_count if per_gpu else 1)
+
+
+def _process_spread(runs: Sequence[Run]) -> str:
+    """The fastest and the slowest process's steady-epoch median (`distribution.process_epoch_s`, which rank 0
+    gathers from every process), median over the repeats: how far one process held the others back."""
+    spreads = []
+    for run in runs:
+        times = _distribution(run).get("process_epoch_s") or []
+        steady = [statistics.median(epochs[1:]) for epochs in times if len(epochs) > 1]
+        if steady:
+            spreads.append((min(steady), max(steady)))
+    if not spreads:
+        return ""
+    return f"{statistics.median(low for low, _ in spreads):.3f}–{statistics.median(high for _, high in spreads):.3f}"
+
+
+def _node_row(group: NodeGroup, runs: list[Run], base: list[Run], profiles: Mapping[str, Profile]) -> dict[str, Any]:
+    timed = [r for r in runs if r.steady_median_s]
+    steady = median_estimate([float(r.steady_median_s or 0) for r in timed], [r.machine for r in timed])
+    batch = _distribution(runs[0]).get("global_batch_size") or _hyperparameters(runs[0]).get("batch_size")
+    price = node_price(profiles.get(group.platform))
+    cost = price * group.nodes * steady.value / 3600 if price is not None else None
+    clusters = [r.cluster for r in runs if r.cluster is not None]
+    bandwidths = [c.bus_gbps for c in clusters if c.bus_gbps is not None]
+    setups = [c.setup_s for c in clusters if c.setup_s is not None]
+    row: dict[str, Any] = {
+        "workload": group.workload,
+        "backend": group.backend,
+        "platform": group.platform + (" (synthetic)" if group.synthetic else ""),
+        "nodes": group.nodes,
+        "processes": group.nodes * group.per_node,
+        "batch policy": group.batch_policy,
+        "global batch": batch if batch is not None else fmt.NA,
+        "steady epoch s": f"{steady.value:.3f}",
+        "interval": steady.interval_text("{:.3f}"),
+        "samples/s": f"{1 / statistics.median(_per_sample(runs)):,.0f}",
+        "cost per epoch": f"${cost:.5f}" if cost is not None else fmt.NA,
+        "each process's steady epoch s": _process_spread(runs),
+        "all-reduce bus GB/s": f"{statistics.median(bandwidths):.3g}" if bandwidths else "",
+        "interconnect": clusters[0].interconnect if clusters else "",
+        "set-up s": f"{statistics.median(setups):.1f}" if setups else "",
+        "final": _final(runs),
+        "final, 1 node": _final(base) if base else fmt.NA,
+    }
+    no_comparison = {"speed-up interval": "", "verdict": "", "efficiency": ""}
+    if group.nodes == 1:
+        return {**row, **no_comparison, "speed-up vs 1 node": "1.00x (base)", "cost per epoch vs 1 node": ""}
+    if not base:
+        return {**row, **no_comparison, "speed-up vs 1 node": "no 1-node run", "cost per epoch vs 1 node": fmt.NA}
+    comparison = _compare(runs, base)
+    speedup = 1 / comparison.ratio.value
+    # cost per sample on N nodes over one: N nodes' price for 1/speed-up of the time
+    cost_ratio = group.nodes / speedup if price is not None else None
+    return {
+        **row,
+        "speed-up vs 1 node": fmt.ratio(speedup),
+        "speed-up interval": _speedup_interval(comparison.ratio),
+        "verdict": comparison.text(candidate=f"the {group.nodes}-node run", base="the 1-node run"),
+        "efficiency": f"{speedup / group.nodes:.0%}",
+        "cost per epoch vs 1 node": fmt.ratio(cost_ratio) if cost_ratio is not None else fmt.NA,
+    }

@@ -3,7 +3,9 @@
 Every device holds a full copy of the model, takes an equal share of each batch, and the gradients are summed
 before every update, so one step is the published step on a batch split N ways:
 
-- JAX: `keras.distribution.DataParallel` over the first N devices, set before the model is built;
+- JAX: `keras.distribution.DataParallel` over the first N devices, set before the model is built; in a job of
+  several processes (a launcher's variables, benchmarks.harness.processes) over every device of the job, each
+  process feeding its share of every batch (benchmarks.harness.jax_processes);
 - TensorFlow: a `tf.distribute.MirroredStrategy` scope around build and compile (the model keeps it for fit);
 - PyTorch: none. Keras 3.15's torch backend has no distribution library (`keras/src/backend/__init__.py` sets
   `distribution_lib = None` for torch), so `fit` cannot split a batch over GPUs; see docs/distribution.md.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -88,6 +91,7 @@ class Devices:
     names: tuple[str, ...]  # as the framework names them, e.g. "gpu:0" (JAX) or "/gpu:0" (TensorFlow)
     device_type: str  # "gpu" or "cpu"
     device_kind: str  # the model, e.g. "NVIDIA H200"; "cpu" for (logical) CPU devices
+    processes: int = 1  # the job's processes these devices belong to (JAX across processes; torch-native: one each)
 
     @property
     def count(self) -> int:
@@ -95,16 +99,24 @@ class Devices:
 
     @property
     def strategy(self) -> str | None:
-        return STRATEGIES[self.backend] if self.count > 1 else None
+        if self.count == 1:
+            return None
+        if self.backend == "jax" and self.processes > 1:
+            return f"{STRATEGIES['jax']} across {self.processes} processes (jax.distributed)"
+        return STRATEGIES[self.backend]
 
 
 @functools.cache
 def resolve_devices(backend: str, gpus: int | str, place: Place | None = None) -> Devices:
     """The first `gpus` devices of this machine (all of them for "all"); once per process, because TensorFlow's
     logical devices can be configured only before its runtime starts. torch-native: the devices of the job's
-    processes, one each (`place`: where this process stands among them)."""
+    processes, one each (`place`: where this process stands among them); JAX in a job of several processes: every
+    device of the job, once this process has joined it."""
+    place = place or Place()
     if backend == NATIVE:
-        return _native_devices(gpus, place or Place())
+        return _native_devices(gpus, place)
+    if backend == "jax" and place.several:
+        return _jax_job_devices(gpus, place)
     if backend == "tensorflow":
         found = _tensorflow_devices(gpus)
     else:
@@ -131,6 +143,26 @@ def _jax_devices() -> Devices:
     devices = jax.devices()  # the default platform's: GPUs where there are any, else the (logical) CPU devices
     names = tuple(keras.distribution.list_devices(devices[0].platform))
     return Devices("jax", names, devices[0].platform, devices[0].device_kind)
+
+
+def _jax_job_devices(gpus: int | str, place: Place) -> Devices:
+    """Every device of the job's processes: a model replicated over only some of them would leave a process
+    without a share of the batch, so `--gpus` counts them all (or is "all")."""
+    from benchmarks.harness import jax_processes
+
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        raise DistributionError(
+            "--backend jax under torchrun: its agent holds MASTER_PORT, where JAX's coordinator would listen; "
+            "start each process with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT, or with srun"
+        )
+    jax_processes.join(place)
+    found = replace(_jax_devices(), processes=place.world)
+    if gpus != ALL and int(gpus) != found.count:
+        raise DistributionError(
+            f"--gpus {gpus}: this process is one of {place.world} (its launcher's environment), whose devices "
+            f"number {found.count}; give --gpus {found.count} or all"
+        )
+    return found
 
 
 def _tensorflow_devices(gpus: int | str) -> Devices:
@@ -160,8 +192,8 @@ def _native_devices(gpus: int | str, place: Place) -> Devices:
         )
     if torch.cuda.is_available():
         names = tuple(f"cuda:{rank}" for rank in range(place.world))
-        return Devices(NATIVE, names, "gpu", torch.cuda.get_device_name(place.local_rank))
-    return Devices(NATIVE, tuple(f"cpu:{rank}" for rank in range(place.world)), "cpu", "cpu")
+        return Devices(NATIVE, names, "gpu", torch.cuda.get_device_name(place.local_rank), place.world)
+    return Devices(NATIVE, tuple(f"cpu:{rank}" for rank in range(place.world)), "cpu", "cpu", place.world)
 
 
 def _torch_devices() -> Devices:
@@ -214,6 +246,7 @@ class Distribution:
             "device_type": self.devices.device_type,
             "device_kind": self.devices.device_kind,
             "strategy": self.devices.strategy,
+            "processes": self.devices.processes,
             "batch_policy": self.batch_policy,
             "published_batch_size": self.published_batch_size,
             "global_batch_size": self.global_batch_size,
@@ -252,7 +285,12 @@ def activate(dist: Distribution) -> contextlib.AbstractContextManager[None]:
     if dist.devices.backend == "jax":
         import keras
 
-        keras.distribution.set_distribution(keras.distribution.DataParallel(devices=list(dist.devices.names)))
+        # across processes each feeds its own share of every batch (benchmarks.harness.jax_processes)
+        keras.distribution.set_distribution(
+            keras.distribution.DataParallel(
+                devices=list(dist.devices.names), auto_shard_dataset=dist.devices.processes == 1
+            )
+        )
         return contextlib.nullcontext()
     scope: contextlib.AbstractContextManager[None] = _mirrored_strategy(dist.devices.names).scope()
     return scope

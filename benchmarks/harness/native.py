@@ -25,7 +25,7 @@ import torch
 from benchmarks.data.types import Data
 from benchmarks.harness.backends import Settings, dtype_policy
 from benchmarks.harness.distribution import Distribution
-from benchmarks.harness.processes import Place
+from benchmarks.harness.processes import Place, node_name
 from benchmarks.harness.trainee import Trainee
 from benchmarks.plugins import BadWorkload, step, trial_data
 from benchmarks.workloads import WorkloadSpec
@@ -54,6 +54,18 @@ def start_process_group(place: Place, device: torch.device) -> None:
         world_size=place.world,
         device_id=device if device.type == "cuda" else None,
     )
+
+
+def job_record(place: Place, device: torch.device) -> dict[str, Any] | None:
+    """The job's processes, nodes (each process's, in rank order) and collectives; None for one process."""
+    if not place.several:
+        return None
+    import torch.distributed as dist
+
+    nodes: list[str] = [""] * place.world
+    dist.all_gather_object(nodes, node_name())
+    collectives = "nccl" if device.type == "cuda" else "gloo"
+    return {"processes": place.world, "nodes": len(set(nodes)), "process_nodes": nodes, "collectives": collectives}
 
 
 def end_process_group() -> None:
@@ -315,6 +327,7 @@ def trainee(
         gather=gather,
         close=end_process_group,
         cudnn_benchmark=True if device.type == "cuda" else None,
+        job=job_record(place, device),
     )
     return found, replace(spread, replicas=place.world)
 

@@ -1,8 +1,8 @@
 """Where this process stands in a data-parallel job of several processes: its rank, the world size, its rank on
 its host (which device it takes) and the coordinator's address, read from the environment its launcher set.
 
-- torchrun (and this runner's own launcher for `--gpus N` on the torch-native backend): RANK, WORLD_SIZE,
-  LOCAL_RANK, MASTER_ADDR, MASTER_PORT;
+- torchrun's variables (set by this runner's own launcher for `--gpus N` on torch-native, or by a job script):
+  RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT;
 - Slurm's `srun` (one task per GPU, or per node on CPUs), where those are unset: SLURM_PROCID, SLURM_NTASKS,
   SLURM_LOCALID, and the coordinator is the first host of SLURM_JOB_NODELIST (SLURM_NODELIST) at MASTER_PORT or
   DEFAULT_PORT.
@@ -20,6 +20,11 @@ from dataclasses import dataclass
 
 DEFAULT_PORT = 29500
 LOCALHOST = "127.0.0.1"
+# The backends whose runner reads its place in a job from this environment and trains across the job's processes
+# (benchmarks.harness.runner): torch-native with DistributedDataParallel (benchmarks.harness.native), Keras on JAX
+# with jax.distributed and DataParallel (benchmarks.harness.jax_processes). A job of several nodes (orchestrate's
+# `--nodes N`) runs only these.
+MULTI_PROCESS_BACKENDS = frozenset({"torch-native", "jax"})
 
 
 class ProcessEnvironmentError(ValueError):
@@ -112,6 +117,11 @@ def first_host(nodelist: str) -> str:
         raise ProcessEnvironmentError(f"SLURM_JOB_NODELIST={nodelist!r}: no host in it")
     prefix, ranges = match.group(1), match.group(2)
     return prefix + ranges.split("-")[0] if ranges else prefix
+
+
+def node_name() -> str:
+    """The node as the scheduler names it (several Slurm nodes may share one host name), else the host's name."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 def free_port() -> int:

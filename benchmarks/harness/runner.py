@@ -153,7 +153,8 @@ def run_workload(workload: Workload, module: ModuleType, options: RunOptions, no
     native = backends.is_native(options.backend)
     check_kind(module, name, options.backend)
     spec: workloads.WorkloadSpec = module.SPEC
-    place = processes.from_environment() if native else processes.Place()
+    several = options.backend in processes.MULTI_PROCESS_BACKENDS
+    place = processes.from_environment() if several else processes.Place()
     run_plan = plan(spec, options, place)
     cache = compile_cache.activate(options.backend)
     backends.reset_compiled_state(options.backend)
@@ -172,7 +173,7 @@ def run_workload(workload: Workload, module: ModuleType, options: RunOptions, no
 
         trainee, spread = native_harness.trainee(module, data, spread, settings, spec, options.seed, place)
     else:
-        trainee, spread = keras_trainee(module, data, spread, settings, spec)
+        trainee, spread = keras_trainee(module, data, spread, settings, spec, place)
     run_plan = replace(run_plan, distribution=spread)
     setup.lap("build_s")
     if not place.writes_logs:
@@ -243,8 +244,11 @@ def keras_trainee(
     spread: distribution.Distribution,
     settings: backends.Settings,
     spec: workloads.WorkloadSpec,
+    place: processes.Place | None = None,
 ) -> tuple[Trainee, distribution.Distribution]:
-    """The workload's Keras model, built and compiled as the run's settings say."""
+    """The workload's Keras model, built and compiled as the run's settings say; in a job of several processes
+    (Keras on JAX: benchmarks.harness.jax_processes), trained on this process's share of every batch."""
+    place = place or processes.Place()
     backend = spread.devices.backend
     with distribution.activate(spread):
         model = backends.build_model(module, data, settings.precision)
@@ -272,7 +276,49 @@ def keras_trainee(
         train=train,
         after_training=after,
     )
+    if place.several:
+        trainee = _across_processes(trainee, module, model, data, spec, batch_size, place, spread.devices.device_type)
     return trainee, distribution.observe(model, spread)
+
+
+def _across_processes(
+    trainee: Trainee,
+    module: Any,
+    model: keras.Model,
+    data: Data,
+    spec: workloads.WorkloadSpec,
+    batch_size: int,
+    place: processes.Place,
+    device_type: str,
+) -> Trainee:
+    """`trainee` as one process of a JAX job: `fit` on this process's shares of the batches; every process's epoch
+    times and node gathered for rank 0. A workload's `after_training` is left out: its predictions would be
+    programs of the whole job, which rank 0 alone cannot run."""
+    from benchmarks.harness import jax_processes
+
+    train_shares, val_shares, shuffle = jax_processes.process_shares(data, batch_size, place)
+
+    def train(epochs: int, callbacks: list[Any]) -> None:
+        validation = val_shares if spec.validates else None
+        model.fit(
+            train_shares, epochs=epochs, validation_data=validation, callbacks=callbacks, shuffle=shuffle, verbose=0
+        )
+
+    nodes = jax_processes.job_nodes()
+    job = {
+        "processes": place.world,
+        "nodes": len(set(nodes)),
+        "process_nodes": nodes,
+        "collectives": jax_processes.collectives(device_type),
+    }
+    left_out = {"left_out": f"after_training runs in one-process jobs only; this job had {place.world} processes"}
+    return replace(
+        trainee,
+        train=train,
+        gather=jax_processes.gather_times,
+        after_training=lambda: left_out if hasattr(module, "after_training") else None,
+        job=job,
+    )
 
 
 def fit(
@@ -324,7 +370,7 @@ def run_metadata(
         git_commit=sysinfo.git_commit(),
         plugin=source,
         hyperparameters={"epochs": run_plan.epochs, **spec.hyperparameters, **run_plan.distribution.trained()},
-        distribution=run_plan.distribution.as_dict(),
+        distribution={**run_plan.distribution.as_dict(), **(trainee.job or {})},
         cut=options.cut,
         cut_down=bool(run_plan.request.train_limit or run_plan.request.val_limit) or run_plan.epochs != spec.epochs,
         reference=spec.reference,

@@ -28,3 +28,5 @@ class Trainee:
     gather: Callable[[list[float]], list[list[float]] | None] = _one_process
     close: Callable[[], None] = _nothing
     cudnn_benchmark: bool | None = None  # PyTorch's cuDNN autotuning, where the trainer set it
+    # a job of several processes: its processes, nodes (and each process's) and what carries its collectives
+    job: dict[str, Any] | None = None

@@ -6,11 +6,13 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from benchmarks.cli import new_run_id
-from benchmarks.harness.backends import BACKENDS
+from benchmarks.harness.backends import ALL_BACKENDS
+from benchmarks.harness.processes import MULTI_PROCESS_BACKENDS
 from benchmarks.repeats import planned_rounds
 from benchmarks.suites import get_suite
 from benchmarks.work import WorkItem
@@ -26,12 +28,12 @@ from orchestrate.data_dir import read_data_dir
 from orchestrate.fanout import estimate_plan, estimate_shape
 from orchestrate.images import default_build_spec, default_image_ref
 from orchestrate.plan import RunPlan
-from orchestrate.provider import Capability, Provider
+from orchestrate.provider import Capability, Provider, ProviderError
 from orchestrate.providers.ssh import SSHProvider
 from orchestrate.registry import load_provider_class
 from orchestrate.remote import SSHHost
 from orchestrate.runspec import check_runner_options, runner_options
-from orchestrate.workload_files import check_workload_files, measure_step_costs, suite_workloads
+from orchestrate.workload_files import check_workload_files, measure_step_costs, run_workloads, suite_workloads
 from records.catalog import Profile, load_catalogs, retired_notice, runs_as
 from records.ledger import STATUS_COMPLETE, Ledger
 
@@ -71,10 +73,10 @@ def make_provider(profile: Profile, options: RunOptions) -> Provider:
     return provider
 
 
-def priced_per_task(profile: Profile, provider: Provider) -> Profile:
-    """A batch provider's profile priced per task allocation (a GPU-hour price x the task's GPUs), so that the plan,
-    the estimate and the bill all price one task as one machine."""
-    return provider.allocation_price(profile) if isinstance(provider, BatchQueue) else profile
+def priced_per_task(profile: Profile, provider: Provider, nodes: int = 1) -> Profile:
+    """A batch provider's profile priced per task allocation (a GPU-hour price x the task's GPUs x its nodes), so
+    that the plan, the estimate and the bill all price one task as one machine."""
+    return provider.allocation_price(profile, nodes) if isinstance(provider, BatchQueue) else profile
 
 
 def make_plan(options: RunOptions, profile: Profile, provider: Provider, workloads: Workloads) -> RunPlan:
@@ -94,14 +96,17 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider, workloa
     check_name("--platform", platform)
     check_name("--run-id", options.run_id)
     _check_limits(options)
+    nodes, per_node = _nodes(options, profile, provider, backends)
     runner = runner_options(options)
-    check_runner_options(runner, profile, backends, exact=provider.has(Capability.BILLABLE))
+    check_runner_options(runner, profile, backends, exact=provider.has(Capability.BILLABLE), nodes=nodes)
+    if nodes > 1:  # each process trains on one device, and the runner counts the job's processes
+        runner = {**runner, "gpus": str(nodes * per_node)}
     data = read_data_dir(options.data_dir) if options.data_dir is not None else None
     owned_machines(options.owned)  # checked before anything starts; read again where the estimate is printed
     image = options.image or default_image_ref(profile.docker_image)
     return RunPlan(
         run_id=options.run_id or new_run_id(),
-        profile=priced_per_task(profile, provider),
+        profile=priced_per_task(profile, provider, nodes),
         platform=platform,
         suite=suite.name,
         # round robin: repeat 1 of every item, then repeat 2..., so a slow drift does not favour one item
@@ -114,6 +119,8 @@ def make_plan(options: RunOptions, profile: Profile, provider: Provider, workloa
         owner=owner_id(),
         remote_dir=options.remote_dir,
         runner=runner,
+        nodes=nodes,
+        processes_per_node=per_node,
         repeats=options.repeats,
         ssh_config=options.ssh_config,
         ssh_timeout_s=options.ssh_timeout,
@@ -147,12 +154,41 @@ def _check_limits(options: RunOptions) -> None:
         raise UsageError(f"--remote-dir {remote!r}: '..' is not allowed")
 
 
+def _nodes(options: RunOptions, profile: Profile, provider: Provider, backends: Sequence[str]) -> tuple[int, int]:
+    """`--nodes` and the processes per node (one per GPU: `--gpus`, else the profile's; one per node on CPUs),
+    checked against what needs no cluster: a batch scheduler's profile, backends that train across processes. The
+    cluster's own limits are asked by `readiness`."""
+    if options.nodes is None:
+        return 1, 1
+    if not offered(provider, Capability.BATCH):
+        raise UsageError(
+            f"--nodes applies to batch schedulers ({offering(Capability.BATCH)}); {profile.name} is {profile.provider}"
+        )
+    if options.nodes == 1:
+        return 1, 1
+    single = [backend for backend in backends if backend not in MULTI_PROCESS_BACKENDS]
+    if single:
+        raise UsageError(
+            f"--nodes {options.nodes}: backend {', '.join(single)} cannot train across processes; "
+            f"choose --backends {','.join(sorted(MULTI_PROCESS_BACKENDS))}"
+        )
+    if not profile.has_gpu:
+        return options.nodes, 1
+    gpus = options.gpus
+    return options.nodes, profile.accelerator_count if gpus is None or gpus == "all" else int(gpus)
+
+
 def readiness(plan: RunPlan, provider: Provider) -> str:
     """ "ok", or why a real run would not start (a dry run shows it): the credentials, and for a host the user
     names, that its name resolves: a typo fails here, not after the SSH wait (`--ssh-timeout`)."""
     status = credentials(provider)
     if status == "ok" and isinstance(provider, SSHProvider):
         return SSHHost(provider.target, ssh_config=plan.ssh_config).unresolvable() or "ok"
+    if status == "ok" and isinstance(provider, BatchQueue):
+        try:
+            provider.check_nodes(plan.profile, plan.nodes)
+        except ProviderError as exc:
+            return str(exc)
     return status
 
 
@@ -168,6 +204,18 @@ def with_validation_time(plan: RunPlan, started: float) -> RunPlan:
     return replace(plan, validated_at=(started, time.time()))
 
 
+def checked_plan(options: RunOptions, profile: Profile, provider: Provider, started: float) -> tuple[RunPlan, str]:
+    """An attached run's or a batch job's plan after every check made before anything starts, printed, and the
+    readiness of its credentials ("ok", or why not)."""
+    plan = make_plan(options, profile, provider, run_workloads(options.workload_file))
+    refuse_existing_run(plan, Ledger(options.ledger))
+    check_workloads(plan)
+    status = readiness(plan, provider)
+    plan = with_validation_time(plan, started)
+    print_plan(plan, provider, status, Ledger(options.ledger), dry_run=options.dry_run)
+    return plan, status
+
+
 def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledger, dry_run: bool) -> None:
     profile = plan.profile
     head = "Plan (dry run: nothing is launched)" if dry_run else "Plan"
@@ -181,7 +229,7 @@ def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledg
         row("machine", f"{profile.name}: {provider.describe()}")
     gpus = "--gpus all, " if profile.has_gpu else ""
     row("image", f"{plan.image_ref} ({gpus}source: {plan.image_source})")
-    backends = sorted({i.backend for i in plan.items}, key=BACKENDS.index)
+    backends = sorted({i.backend for i in plan.items}, key=ALL_BACKENDS.index)
     workloads = list(dict.fromkeys(i.workload for i in plan.items))
     repeats = f" x {plan.repeats} repeats" if plan.repeats > 1 else ""
     row(
@@ -193,6 +241,13 @@ def print_plan(plan: RunPlan, provider: Provider, credentials: str, ledger: Ledg
     for workload in workloads:
         cells = "  ".join(f"{'x':<{len(b)}}" for b in backends)
         print(f"    {workload:<{width}}  {cells}")
+    if plan.nodes > 1:
+        each = "GPU" if profile.has_gpu else "node"
+        row(
+            "nodes",
+            f"{plan.nodes} nodes x {plan.processes_per_node} process(es) per run (one per {each}); before the clock: "
+            "the image on every node, an all-reduce check across the processes",
+        )
     if plan.data_dir is not None:  # carried at the prepare stage (the estimate: with the image's transfer)
         row("data", f"{plan.data_dir.describe()}, read-only at {DATA_IN_CONTAINER} in every container")
     if plan.spec.payload is not None:

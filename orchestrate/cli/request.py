@@ -62,6 +62,7 @@ class RunOptions:
     repeats: int = 1
     gpus: str | None = None
     batch_policy: str | None = None
+    nodes: int | None = None  # None: one node
     logs: Path = Path("logs")
     ledger: Path | None = None
     run_id: str | None = None
@@ -200,7 +201,9 @@ def add_runner_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--val-limit", type=positive_int, help="runner --val-limit: first N validation samples")
     parser.add_argument("--strict-data", action="store_true", help="fail instead of using labelled synthetic data")
     parser.add_argument("--gpus", type=gpus, help="runner --gpus: how many GPUs each run uses, N or all (GPU profiles)")
-    parser.add_argument("--batch-policy", choices=BATCH_POLICIES, help="runner --batch-policy on several GPUs")
+    parser.add_argument(
+        "--batch-policy", choices=BATCH_POLICIES, help="runner --batch-policy on several GPUs or several nodes"
+    )
 
 
 def add_run_options(run: argparse.ArgumentParser) -> None:
@@ -250,6 +253,11 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=1,
         help=f"run every workload x backend N times (1-{MAX_REPEATS}), interleaved, each in a fresh container",
+    )
+    run.add_argument(
+        "--nodes",
+        type=positive_int,
+        help="slurm profiles: train each run across N nodes, one process per GPU (per node on CPUs); docs/slurm.md",
     )
     run.add_argument("--logs", type=Path, default=Path("logs"), help="local log root (default: logs)")
     ledger_option(run)

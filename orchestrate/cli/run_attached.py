@@ -9,20 +9,14 @@ import time
 from orchestrate.batch import lifecycle_for
 from orchestrate.cli.common import UsageError, silence_stdout
 from orchestrate.cli.planning import (
-    check_workloads,
-    make_plan,
+    checked_plan,
     make_provider,
     print_estimate,
-    print_plan,
     profile_to_run,
-    readiness,
-    refuse_existing_run,
-    with_validation_time,
 )
 from orchestrate.cli.request import AttachedRun
 from orchestrate.lifecycle import Interrupted, Outcome, raise_interrupted
 from orchestrate.progress import make_reporter
-from orchestrate.workload_files import run_workloads
 from records.ledger import STATUS_COMPLETE, Ledger, RunRecord
 
 ORCHESTRATION_STAGES = ("launch", "connect", "prepare", "image", "pull_logs", "teardown")
@@ -33,12 +27,7 @@ def run(request: AttachedRun) -> int:
     started = time.time()
     profile = profile_to_run(request.profile, options)
     provider = make_provider(profile, options)
-    plan = make_plan(options, profile, provider, run_workloads(options.workload_file))
-    refuse_existing_run(plan, Ledger(options.ledger))
-    check_workloads(plan)
-    status = readiness(plan, provider)
-    plan = with_validation_time(plan, started)
-    print_plan(plan, provider, status, Ledger(options.ledger), dry_run=options.dry_run)
+    plan, status = checked_plan(options, profile, provider, started)
     if options.dry_run:
         print_estimate(plan, options.owned)
         return 0

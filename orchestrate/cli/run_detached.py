@@ -12,12 +12,12 @@ from orchestrate.capabilities import offered, offering
 from orchestrate.cli.common import UsageError, credentials, row
 from orchestrate.cli.planning import (
     check_workloads,
+    checked_plan,
     make_plan,
     make_provider,
     print_estimate,
     print_plan,
     profile_to_run,
-    readiness,
     refuse_existing_run,
     with_validation_time,
 )
@@ -130,12 +130,7 @@ def _submit_and_return(request: DetachedRun, profile: Profile, provider: Provide
     """`run --detach` on a batch scheduler: every check of an attached run, then the job is submitted and left to
     run (orchestrate.batch.detached_lifecycle)."""
     options = request.options
-    plan = make_plan(options, profile, provider, run_workloads(options.workload_file))
-    refuse_existing_run(plan, Ledger(options.ledger))
-    check_workloads(plan)
-    status = readiness(plan, provider)
-    plan = with_validation_time(plan, started)
-    print_plan(plan, provider, status, Ledger(options.ledger), dry_run=options.dry_run)
+    plan, status = checked_plan(options, profile, provider, started)
     row("detached", "the job is submitted and left to run; `status` follows it, `collect` finalises it")
     if options.dry_run:
         print_estimate(plan)

@@ -142,15 +142,16 @@ def _sweep_settings(texts: Sequence[str], names: Sequence[str]) -> dict[str, dic
     return settings
 
 
-def _billing_profile(catalog: Mapping[str, Profile], name: str) -> Profile | None:
-    """The profile a swept machine is billed under: a batch provider's priced per task allocation, as its run was."""
+def _billing_profile(catalog: Mapping[str, Profile], name: str, nodes: int = 1) -> Profile | None:
+    """The profile a swept machine is billed under: a batch provider's priced per task allocation (of `nodes`
+    nodes), as its run was."""
     profile = catalog.get(name)
     if profile is None:
         return None
     try:
         cls = load_provider_class(profile.provider)
         if issubclass(cls, BatchQueue):
-            return cls.from_settings({}).allocation_price(profile)
+            return cls.from_settings({}).allocation_price(profile, nodes)
     except ProviderError:
         pass  # a provider that cannot load, or a profile it refuses: the catalog's price as written
     return profile

@@ -105,6 +105,7 @@ def test_two_gloo_processes_train_the_one_process_steps_of_the_same_global_batch
     assert (dist["devices"], dist["replicas"], dist["per_device_batch_size"], dist["device_type"]) == (2, 2, 32, "cpu")
     assert dist["strategy"].startswith("torch.nn.parallel.DistributedDataParallel")
     assert [len(times) for times in dist["process_epoch_s"]] == [3, 3]  # every process's epochs, on rank 0's log
+    assert (dist["processes"], dist["collectives"], dist["nodes"], len(dist["process_nodes"])) == (2, "gloo", 1, 2)
 
 
 def test_a_failing_process_stops_the_job_with_its_status(keras_home: Path, tmp_path: Path) -> None:

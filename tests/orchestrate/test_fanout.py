@@ -219,7 +219,7 @@ EVERY_OPTION = {
     "--host": "me@box", "--port": "2222", "--identity": "key", "--ssh-config": "cfg",
     "--provider-setting": "identity_file=k2", "--spot": None, "--image": "img:1", "--image-source": "pull",
     "--epochs": "2", "--train-limit": "9", "--val-limit": "8", "--strict-data": None, "--repeats": "3",
-    "--gpus": "2", "--batch-policy": "per-device", "--logs": "L", "--ledger": "led.jsonl",
+    "--gpus": "2", "--batch-policy": "per-device", "--nodes": "2", "--logs": "L", "--ledger": "led.jsonl",
     "--remote-dir": "/w", "--ssh-timeout": "5.0", "--boot-timeout": "6.0", "--max-lifetime": "7",
     "--max-preemptions": "1", "--install-host-software": None, "--plain": None,
 }  # fmt: skip

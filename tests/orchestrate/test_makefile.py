@@ -101,6 +101,11 @@ def test_repeats_gpus_and_batch_policy_reach_the_cli() -> None:
     assert words[words.index("--batch-policy") + 1] == "per-device"
 
 
+def test_nodes_reach_the_cli() -> None:
+    words = shlex.split(make_dry("bench-ssh-gpu", "HOST=me@box", "NODES=2").stdout)
+    assert words[words.index("--nodes") + 1] == "2"
+
+
 def test_ssh_target_passes_host_and_port() -> None:
     done = make_dry("bench-ssh", "HOST=bench@gpu-box", "PORT=2222", "VENV=/opt/venv")
     words = shlex.split(done.stdout)

@@ -168,6 +168,7 @@ class SlurmProvider(Provider, BatchQueue):
         settings = settings_of(request.profile)
         self.validate_profile(request.profile)
         self.check_partition(request.profile)
+        self.check_nodes(request.profile, request.batch.nodes)
         cluster = self._cluster(settings.cluster, settings.slurm_conf)
         folder = run_folder(settings, request.run_id)
         # Slurm opens each task's output file before the script runs: its folder must exist
@@ -360,13 +361,31 @@ class SlurmProvider(Provider, BatchQueue):
         )
         return instance, [labels[str(index)] for index in range(len(labels))]
 
-    def allocation_price(self, profile: Profile) -> Profile:
+    def allocation_price(self, profile: Profile, nodes: int = 1) -> Profile:
+        """A node-hour price times the task's nodes; a GPU-hour price times its GPUs per node and its nodes."""
         settings = settings_of(profile)
-        if settings.price_unit != "gpu-hour" or profile.on_demand is None:
+        factor = nodes * (settings.gpus if settings.price_unit == "gpu-hour" else 1)
+        if factor == 1 or profile.on_demand is None:
             return profile
         price = profile.on_demand
-        per_task = Price(price.usd_per_hour * settings.gpus, price.date, f"{price.source} (x{settings.gpus} GPUs)")
+        parts = ([f"{settings.gpus} GPUs"] if settings.price_unit == "gpu-hour" else []) + (
+            [f"{nodes} nodes"] if nodes > 1 else []
+        )
+        per_task = Price(price.usd_per_hour * factor, price.date, f"{price.source} (x{' x '.join(parts)})")
         return replace(profile, on_demand=per_task)
+
+    def check_nodes(self, profile: Profile, nodes: int) -> None:
+        """The partition must hold `nodes` nodes and let one job have them (its MaxNodes)."""
+        if nodes == 1:
+            return
+        settings = settings_of(profile)
+        cluster = self._cluster(settings.cluster, settings.slurm_conf)
+        total, most = cluster.partition_nodes(settings.partition)
+        where = f"partition {settings.partition!r} of {settings.login.display()}"
+        if total < nodes:
+            raise ProviderError(f"--nodes {nodes}: {where} has {total} node{'s' if total != 1 else ''}")
+        if most is not None and most < nodes:
+            raise ProviderError(f"--nodes {nodes}: {where} gives one job at most {most} nodes (MaxNodes)")
 
 
 def _private(settings: SlurmSettings, job_id: str, platform: str, size: int) -> dict[str, str]:

@@ -121,6 +121,17 @@ class Cluster:
     def partitions(self) -> list[str]:
         return [line.strip().rstrip("*") for line in self.run("sinfo -h -o %P").splitlines() if line.strip()]
 
+    def partition_nodes(self, partition: str) -> tuple[int, int | None]:
+        """(the nodes partition holds, the most one job may have: its MaxNodes, None when unlimited)."""
+        out = self.run(f"scontrol -o show partition {shlex.quote(partition)} 2>&1", check=False)
+        fields = dict(RECORD_FIELD.findall(out))
+        if "TotalNodes" not in fields:
+            raise ProviderError(
+                f"{self.login.display()}: scontrol shows no partition {partition!r}: {out.strip()[:200]}"
+            )
+        most = fields.get("MaxNodes", "UNLIMITED")
+        return int(fields["TotalNodes"]), int(most) if most.isdigit() else None
+
     def submit(self, flags: list[str], script: str) -> str:
         """`sbatch --parsable`: the job id."""
         out = self.run(f"sbatch {' '.join(shlex.quote(flag) for flag in flags)} {shlex.quote(script)}")

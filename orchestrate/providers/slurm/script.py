@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 
 from orchestrate.container_command import ENGINES, seed_argv, seed_marker
 from orchestrate.containers import places
+from orchestrate.providers.slurm import nodes
 from orchestrate.providers.slurm.settings import SlurmSettings
 from orchestrate.runspec import LOGS_IN_CONTAINER, RunSpec, SpecItem
 
@@ -40,6 +41,8 @@ VARIABLES = {
     "@DIGEST@": "$DIGEST",
     "@USER@": "$(id -u):$(id -g)",
     "@TASK@": "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}",  # the ledger's name of the task's machine
+    "@PROCESS@": "${STEP}${SLURM_PROCID}",  # a process of a job of several nodes: its step and rank
+    **{f"@{variable}@": f"${variable}" for variable in nodes.PROCESS_VARIABLES},
 }
 PLACES = places("@RUN@", "@LOGS@", "@CACHE@")
 
@@ -72,10 +75,9 @@ def sbatch_flags(
         f"--job-name={job_name(run_id)}",
         f"--comment={job_comment(tags)}",
         f"--array=0-{len(spec.items) - 1}",
-        *settings.sbatch_resources(),
+        *settings.sbatch_resources(spec.nodes),
         f"--time={settings.time or time_limit}",
-        "--nodes=1",
-        "--ntasks=1",
+        *nodes.sbatch_shape(spec),
         "--requeue",  # a preempted task goes back in the queue, and resumes (see the module docstring)
         "--open-mode=append",  # a requeued task's Slurm log keeps the first attempt's lines
         f"--output={console_dir}/slurm-%A_%a.out",
@@ -87,8 +89,9 @@ def batch_script(settings: SlurmSettings, run_id: str, spec: RunSpec) -> str:
     folder = run_folder(settings, run_id)
     items_dir = f"{LOGS_IN_CONTAINER}/{spec.platform}/{run_id}"
     cases = "\n".join(_case(settings, spec, index, item) for index, item in enumerate(spec.items))
+    guard = nodes.exit_record_guard(spec, EXIT_RECORD_GUARD.rstrip("\n"))
     return f"""#!/bin/bash
-# keras-cloud-bench run {run_id}: one array task per work item ({len(spec.items)} items)
+# keras-cloud-bench run {run_id}: one array task per work item ({len(spec.items)} items{_shape(spec)})
 set -u
 umask 077  # the run's files are the user's alone (sbatch passes the login shell's, which may be wider)
 RUN={shlex.quote(folder)}
@@ -97,13 +100,8 @@ LOGS="$RUN/logs"
 ITEMS="$LOGS/{spec.platform}/{run_id}"
 TASK=$SLURM_ARRAY_TASK_ID
 ATTEMPT=$(( ${{SLURM_RESTART_COUNT:-0}} + 1 ))
-mkdir -p "$RUN/tasks" "$ITEMS/orchestrate" "$CACHE"
-if [ -e "$RUN/tasks/$TASK.exit" ]; then
-  code=$(cat "$RUN/tasks/$TASK.exit")
-  echo "task $TASK ended before (exit $code): not run again (attempt $ATTEMPT)"
-  exit "$code"
-fi
-echo "task $TASK attempt $ATTEMPT on $(hostname) at $(date -u +%FT%TZ)"
+{nodes.header_lines(spec)}mkdir -p "$RUN/tasks" "$ITEMS/orchestrate" "$CACHE"
+{guard}
 
 # A requeued item starts over: its partial files go aside, as the lifecycle keeps a preempted machine's.
 keep_partial() {{
@@ -128,7 +126,7 @@ interrupted() {{
   echo "task $TASK stopped by a signal (attempt $ATTEMPT)"
   exit 143
 }}
-
+{nodes.step_functions(spec)}
 case $TASK in
 {cases}
   *) echo "no work item for task $TASK"; exit 2 ;;
@@ -137,15 +135,62 @@ esac
 """
 
 
+EXIT_RECORD_GUARD = """if [ -e "$RUN/tasks/$TASK.exit" ]; then
+  code=$(cat "$RUN/tasks/$TASK.exit")
+  echo "task $TASK ended before (exit $code): not run again (attempt $ATTEMPT)"
+  exit "$code"
+fi
+echo "task $TASK attempt $ATTEMPT on $(hostname) at $(date -u +%FT%TZ)"
+"""
+
+
+def _shape(spec: RunSpec) -> str:
+    return f", each on {spec.nodes} nodes x {spec.processes_per_node} processes" if nodes.several(spec) else ""
+
+
 def _case(settings: SlurmSettings, spec: RunSpec, index: int, item: SpecItem) -> str:
     stem = item.stem
     partial = " ".join(shlex.quote(name) for name in item.to_json()["files"])
     console = f'"$ITEMS/orchestrate/"{shlex.quote(stem + ".console.log")}'
-    body = runtime_lines(settings, spec, item, console)
+    if not nodes.several(spec):
+        body = f"""[ "$ATTEMPT" -gt 1 ] && keep_partial {partial}
+{runtime_lines(settings, spec, item, console)}"""
+    elif settings.runtime == "pyxis":
+        body = nodes.pyxis_case_body(spec, index, item, console, partial, _pyxis_start(spec))
+    else:
+        mine = nodes.process_console(item)
+        steps = {
+            "pull": _pull_lines(settings, spec, mine),
+            "check": runtime_lines(settings, spec, nodes.check_item(spec, item), mine, process=True),
+            "train": runtime_lines(settings, spec, item, mine, process=True),
+        }
+        body = nodes.case_body(spec, item, console, partial, steps)
     return f"""  {index})  # {item.label}
-    [ "$ATTEMPT" -gt 1 ] && keep_partial {partial}
 {_indent(body, 4)}
     ;;"""
+
+
+def _pull_lines(settings: SlurmSettings, spec: RunSpec, console: str) -> str:
+    """One process per node, before anything is timed: the image present on this node (pulled, converted into the
+    node's cache, or the venv built once on the shared file system)."""
+    runtime, image = settings.runtime, shlex.quote(spec.image)
+    if runtime in ENGINES:
+        pull = f"{runtime} image inspect {image} >/dev/null 2>&1 || {runtime} pull -q {image} >> {console} 2>&1"
+    elif runtime in ("apptainer", "singularity"):
+        registry = spec.image if "://" in spec.image else f"docker://{spec.image}"
+        pull = f"{runtime} exec {shlex.quote(registry)} true >> {console} 2>&1"
+    else:
+        pull = _venv_setup(settings, spec, console)  # a step's finish is its exit
+    return f"""echo "$(hostname) $SLURMD_NODENAME: making the image present" >> {console}
+{pull}"""
+
+
+def _pyxis_start(spec: RunSpec) -> str:
+    """pyxis's options that start a process's container: the spec's mounts where they are on the node, its
+    environment and the process's variables passed in."""
+    mounts = ",".join(f"{PLACES[m.place]}:{m.target}" + (":ro" if m.read_only else "") for m in spec.mounts)
+    names = ",".join([*spec.runner_env(spec.image), *nodes.PROCESS_VARIABLES])
+    return f"--container-mounts={_shell([mounts])} --no-container-mount-home --container-env={names}"
 
 
 def _indent(text: str, spaces: int) -> str:
@@ -164,16 +209,20 @@ def _shell(words: Sequence[str]) -> str:
     return " ".join(line)
 
 
-def runtime_lines(settings: SlurmSettings, spec: RunSpec, item: SpecItem, console: str) -> str:
+def runtime_lines(settings: SlurmSettings, spec: RunSpec, item: SpecItem, console: str, process: bool = False) -> str:
     """The shell lines that run one item in the profile's runtime, its output appended to `console`, ending in
-    `finish <exit code>`."""
+    `finish <exit code>`; with `process`, as one process of a step of a job of several nodes (its container named
+    for the step and rank, its place in the job in its environment)."""
     if settings.runtime == "venv":
         return _venv_lines(settings, spec, item, console)
     runtime, image = settings.runtime, spec.image
     engine = runtime in ENGINES
+    container = item.container_name(spec.run_id or "") + ("-@PROCESS@" if process else "")
+    extra = {variable: f"@{variable}@" for variable in nodes.PROCESS_VARIABLES} if process else {}
     run = spec.container(
-        item, runtime, PLACES, "@DIGEST@" if engine else image, user="@USER@", labels={"machine": "@TASK@"}
-    )
+        item, runtime, PLACES, "@DIGEST@" if engine else image, user="@USER@", labels={"machine": "@TASK@"},
+        name=container, env=extra,
+    )  # fmt: skip
     marker = seed_marker(image)
     seed = seed_argv(runtime, image, "@CACHE@", marker, user="@USER@")
     lines = [
@@ -186,7 +235,7 @@ def runtime_lines(settings: SlurmSettings, spec: RunSpec, item: SpecItem, consol
     ]
     if not engine:
         return "\n".join(["trap 'kill -TERM $! 2>/dev/null; wait $!; interrupted' TERM INT", *lines])
-    name, quoted = shlex.quote(item.container_name(spec.run_id or "")), shlex.quote(image)
+    name, quoted = _shell([container]), shlex.quote(image)
     stop = f"{runtime} stop -t {STOP_GRACE_S} {name} >/dev/null 2>&1"
     return "\n".join([
         f"{runtime} rm -f {name} >/dev/null 2>&1  # a killed attempt's container (SIGKILL skips the trap)",
@@ -202,19 +251,25 @@ def _venv_lines(settings: SlurmSettings, spec: RunSpec, item: SpecItem, console:
     """No container allowed: the project's source and a virtual environment made from its lock file, both on the
     shared file system; the runner reads the mounts' folders where they are on the node (`--out` the run's logs)."""
     assert settings.venv and settings.source_dir  # settings_of checks them for this runtime
-    variant = "gpu" if spec.gpus else "cpu"
     venv, source = shlex.quote(settings.venv), shlex.quote(settings.source_dir)
     words = " ".join(_on_node(arg, spec) for arg in item.argv)
-    return f"""if [ ! -x {venv}/bin/python ]; then  # made once, from the lock file, under a lock shared by the tasks
-  ( flock 9; [ -x {venv}/bin/python ] || {{ python3 -m venv {venv}.new && {venv}.new/bin/pip install -q \\
-      -r {source}/requirements/bench-{variant}.lock && mv {venv}.new {venv}; }} ) 9> {venv}.lock >> {console} 2>&1 \\
-    || finish 125
-fi
+    return f"""{_venv_setup(settings, spec, console)}
 export KERAS_HOME="$CACHE" BENCH_IMAGE_DIGEST=venv BENCH_RUN_SPEC={shlex.quote(spec.runner_env("")["BENCH_RUN_SPEC"])}
 trap 'kill -TERM $! 2>/dev/null; wait $!; interrupted' TERM INT
 ( cd {source} && exec {venv}/bin/python -m benchmarks {words} ) >> {console} 2>&1 &
 wait $!
 finish $?"""
+
+
+def _venv_setup(settings: SlurmSettings, spec: RunSpec, console: str) -> str:
+    """The virtual environment, made once from the lock file under a lock shared by the tasks."""
+    variant = "gpu" if spec.gpus else "cpu"
+    venv, source = shlex.quote(settings.venv or ""), shlex.quote(settings.source_dir or "")
+    return f"""if [ ! -x {venv}/bin/python ]; then  # made once, from the lock file, under a lock shared by the tasks
+  ( flock 9; [ -x {venv}/bin/python ] || {{ python3 -m venv {venv}.new && {venv}.new/bin/pip install -q \\
+      -r {source}/requirements/bench-{variant}.lock && mv {venv}.new {venv}; }} ) 9> {venv}.lock >> {console} 2>&1 \\
+    || finish 125
+fi"""
 
 
 def _on_node(arg: str, spec: RunSpec) -> str:

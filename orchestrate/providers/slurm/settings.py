@@ -80,12 +80,16 @@ class SlurmSettings:
         """The login node as written: names the cluster in instance ids and messages."""
         return self.login.display()
 
-    def sbatch_resources(self) -> list[str]:
-        """The job's resource flags, one `--key=value` word each."""
+    def sbatch_resources(self, nodes: int = 1) -> list[str]:
+        """The job's resource flags, one `--key=value` word each: the GPUs are per node (`--gres` counts per node;
+        `--gpus` per job, so several nodes take `--gpus-per-node`), the CPUs per process."""
         flags = [f"--partition={self.partition}"]
         if self.gpus:
             kind = f"{self.gpu_type}:" if self.gpu_type else ""
-            flags.append(f"--gres=gpu:{kind}{self.gpus}" if self.gpu_flag == "gres" else f"--gpus={kind}{self.gpus}")
+            if self.gpu_flag == "gres":
+                flags.append(f"--gres=gpu:{kind}{self.gpus}")
+            else:
+                flags.append(f"--gpus{'-per-node' if nodes > 1 else ''}={kind}{self.gpus}")
         flags += [f"--cpus-per-task={self.cpus}"] if self.cpus else []
         flags += [f"--mem={self.mem}"] if self.mem else []
         flags += [f"--account={self.account}"] if self.account else []
