@@ -1,7 +1,8 @@
 """Runs across the two nodes of the real test cluster (tests/slurm/cluster.py: two slurmd on loopback), in the CPU
 image with docker: the image made present on each node, the all-reduce check over gloo, the training across both
-nodes against one process of the same global batch, a node set DOWN mid-job (one shared run), a job wider than
-its partition refused before sbatch, and kill -9 of the orchestrator then collect and sweep."""
+nodes against one process of the same global batch (native PyTorch, and Keras on JAX), a node set DOWN mid-job
+(one shared run), a job wider than its partition refused before sbatch, and kill -9 of the orchestrator then collect
+and sweep."""
 
 from __future__ import annotations
 
@@ -150,6 +151,40 @@ def test_a_node_set_down_mid_job_requeues_it_with_nothing_left_behind(
     assert len(record.instances) == 2 and record.instances[0].preempted
     assert slurm_site.queue() == [] and containers_of_run(TWO_NODES) == [] and processes_of(slurm_site, TWO_NODES) == []
     assert not run_folder(slurm_site, TWO_NODES).exists()
+
+
+KERAS_FILE = ROOT / "examples" / "workloads" / "tiny_mlp.py"  # a Keras model of one's own, on its synthetic data
+JAX_NODES = "20260101T000000Z-slnj"
+
+
+def test_keras_on_jax_trains_across_the_two_nodes_as_one_process_of_the_same_global_batch(
+    slurm_site: SlurmSite, image: str, tmp_path
+) -> None:
+    """Each node's process joins JAX's distributed runtime at the first node's address (gloo between them), and the
+    job trains the steps one process takes on the same global batch."""
+    ws = Workspace(tmp_path)
+    args = run_args(slurm_site, ws, JAX_NODES, "--workload-file", str(KERAS_FILE), "--backends", "jax")
+    try:
+        done = orchestrate(slurm_site, *args, "--nodes", "2", "--epochs", "2", "--image", image)
+    finally:
+        remove_containers_of_run(JAX_NODES)
+    assert done.returncode == 0, done.stdout + done.stderr
+    two = read_epoch_log(ws.run_logs(PROFILE, JAX_NODES) / "tiny_mlp_jax_synthetic.csv")
+    job = (two.metadata.distribution or {}) if two.metadata else {}
+    assert (job["processes"], job["nodes"], job["collectives"]) == (2, NODES, "gloo")
+    assert sorted(job["process_nodes"]) == slurm_site.cluster.nodes
+    one = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "run", "--workload-file", str(KERAS_FILE), "--backend", "jax",
+         "--suite", "quick", "--epochs", "2", "--allow-synthetic", "--platform", "one", "--run-id",
+         "20260101T000000Z-onej", "--out", str(tmp_path / "one")],
+        cwd=ROOT, env=slurm_env(slurm_site), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert one.returncode == 0, one.stdout + one.stderr
+    alone = read_epoch_log(tmp_path / "one" / "one" / "20260101T000000Z-onej" / "tiny_mlp_jax_synthetic.csv")
+    assert len(two.epochs) == len(alone.epochs) == 2
+    for together, single in zip(two.epochs, alone.epochs, strict=True):
+        assert together.loss == pytest.approx(single.loss, rel=LOSS_TOLERANCE), (two.epochs, alone.epochs)
+    assert slurm_site.queue() == [] and containers_of_run(JAX_NODES) == []
 
 
 def test_a_job_wider_than_its_partition_is_refused_before_sbatch(slurm_site: SlurmSite, tmp_path) -> None:
