@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.orchestrate.orchestrate_helpers import ROOT, Workspace
@@ -35,3 +37,15 @@ def run_args(site: SlurmSite, ws: Workspace, run_id: str, *extra: str) -> list[s
 
 def run_folder(site: SlurmSite, run_id: str) -> Path:
     return site.shared_dir / "runs" / run_id
+
+
+def orchestrate(site: SlurmSite, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`python -m orchestrate ARGS` against the test cluster, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrate", *args],
+        cwd=ROOT,
+        env=slurm_env(site),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -19,22 +19,11 @@ from records.ledger import read_runs
 from tests.orchestrate.orchestrate_helpers import ROOT, Workspace, wait_for
 from tests.slurm.cluster import NODES
 from tests.slurm.conftest import PRICE_PER_NODE_HOUR, PROFILE, SECOND_PROFILE, SlurmSite
-from tests.slurm.helpers import run_args, run_folder, slurm_env
+from tests.slurm.helpers import orchestrate, run_args, run_folder, slurm_env
 from tests.support.datasets import prefill_keras_cache
 from tests.support.docker import build_cpu_image, containers_of_run, remove_containers_of_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.sshd]
-
-
-def orchestrate(site: SlurmSite, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrate", *args],
-        cwd=ROOT,
-        env=slurm_env(site),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 IMAGE = "keras-cloud-bench-nodes-test:cpu"  # its own tag: this checkout's runner, whoever builds the shared one
