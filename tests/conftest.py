@@ -12,6 +12,7 @@ each test's node id, which pytest 9 no longer lets a plugin change, so the marke
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -23,6 +24,27 @@ except ImportError:  # pytest-xdist not installed: tests run in one process, not
     LoadScopeScheduling = None
 
 ONE_WORKER_FOLDERS = ("slurm", "images")  # their files share one fixture instance per session or package
+# The units that take two minutes or more (test time on 2 cores, 2026-11-29), longest first: handed out before the
+# others, so that no worker is left finishing a long unit alone while the other has nothing left. xdist otherwise
+# orders units by their number of tests, which put the documented-commands file (3 tests, 4 minutes) last.
+LONGEST_FIRST = (
+    "tests/clouds/test_cloud_runs.py",
+    "tests/benchmarks/test_reference_workloads.py",
+    "tests/slurm",
+    "tests/test_readme_commands.py",
+    "tests/orchestrate/test_faults.py",
+    "tests/clouds/test_detached.py",
+    "tests/benchmarks/test_bench_runner.py",
+    "tests/benchmarks/test_bench_distribution.py",
+    "tests/benchmarks/test_native.py",
+    "tests/images",
+)
+
+
+def longest_first(queue: OrderedDict[str, Any]) -> None:
+    """Move the LONGEST_FIRST units still queued to the front of xdist's work queue, in that order."""
+    for scope in reversed([scope for scope in LONGEST_FIRST if scope in queue]):
+        queue.move_to_end(scope, last=False)
 
 
 def worker_group(nodeid: str) -> str:
@@ -40,6 +62,10 @@ if LoadScopeScheduling is not None:
 
         def _split_scope(self, nodeid: str) -> str:
             return worker_group(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            longest_first(self.workqueue)
+            super()._assign_work_unit(node)
 
     def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return FileOrFolderScheduling(config, log) if config.getvalue("dist") == "loadfile" else None

@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import OrderedDict
 from pathlib import Path
 
-from tests.conftest import worker_group
+from tests.conftest import LONGEST_FIRST, longest_first, worker_group
 
 CONFTEST = Path(__file__).with_name("conftest.py")
 # Each test records which worker ran it; the sleep keeps both workers busy so that the scheduler must share out.
@@ -25,6 +26,13 @@ def test_a_file_is_its_own_group_and_the_shared_fixture_folders_are_one() -> Non
     assert worker_group("tests/test_readme_commands.py::test_y") == "tests/test_readme_commands.py"
     assert worker_group("tests/slurm/test_slurm_script.py::test_z") == "tests/slurm"
     assert worker_group("tests/images/test_images_cpu.py::TestA::test_b") == "tests/images"
+
+
+def test_the_longest_units_are_handed_out_first_in_their_order() -> None:
+    queue = OrderedDict.fromkeys(["tests/a.py", LONGEST_FIRST[2], "tests/b.py", LONGEST_FIRST[0]], {})
+    longest_first(queue)
+    assert list(queue) == [LONGEST_FIRST[0], LONGEST_FIRST[2], "tests/a.py", "tests/b.py"]
+    assert all((CONFTEST.parent.parent / unit).exists() for unit in LONGEST_FIRST)  # none stale
 
 
 def test_two_workers_keep_each_file_and_the_slurm_folder_together(tmp_path: Path) -> None:
