@@ -165,9 +165,14 @@ def built_train_step(module: Any, data: Any) -> tuple[Any, tuple[Any, ...], tupl
         if isinstance(layer, keras.layers.RNN):
             layer.unroll = True  # every time step its own operations, as the GPU runs them one after another
     model._symbolic_build(data_batch=batch)
+    return model, train_state(model), batch
+
+
+def train_state(model: Any) -> tuple[list[Any], ...]:
+    """The state a built Keras model's JAX `train_step` takes: the values of its trainable, non-trainable,
+    optimizer and metrics variables, in that order."""
     groups = (model.trainable_variables, model.non_trainable_variables, model.optimizer.variables)
-    state = tuple([v.value for v in group] for group in (*groups, model.metrics_variables))
-    return model, state, batch
+    return tuple([v.value for v in group] for group in (*groups, model.metrics_variables))
 
 
 def _first_batch(data: Any, size: int) -> tuple[Any, Any]:

@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks import workloads
+from benchmarks import step_costs, workloads
 
 SUPPORTED = ("mnist_mlp", "mnist_cnn", "imdb_fasttext", "cifar10_cnn")
 HOW = (
@@ -139,15 +139,7 @@ def train(
 
     x_dev, y_dev = jax.device_put(np.asarray(x_host)), jax.device_put(np.asarray(y_host))
     xv_dev, yv_dev = (jax.device_put(np.asarray(a)) for a in (x_val, y_val)) if val_steps else (x_dev, y_dev)
-    state = tuple(
-        [v.value for v in group]
-        for group in (
-            model.trainable_variables,
-            model.non_trainable_variables,
-            optimizer.variables,
-            model.metrics_variables,
-        )
-    )
+    state = step_costs.train_state(model)
     key = jax.random.key(request.seed)
     records = []
     for number in range(epochs):

@@ -25,7 +25,7 @@ import torch
 from benchmarks.data.types import Data
 from benchmarks.harness.backends import Settings, dtype_policy
 from benchmarks.harness.distribution import Distribution
-from benchmarks.harness.processes import Place, node_name
+from benchmarks.harness.processes import Place, job_fields, node_name
 from benchmarks.harness.trainee import Trainee
 from benchmarks.plugins import BadWorkload, step, trial_data
 from benchmarks.workloads import WorkloadSpec
@@ -64,8 +64,7 @@ def job_record(place: Place, device: torch.device) -> dict[str, Any] | None:
 
     nodes: list[str] = [""] * place.world
     dist.all_gather_object(nodes, node_name())
-    collectives = "nccl" if device.type == "cuda" else "gloo"
-    return {"processes": place.world, "nodes": len(set(nodes)), "process_nodes": nodes, "collectives": collectives}
+    return job_fields(nodes, "nccl" if device.type == "cuda" else "gloo")
 
 
 def end_process_group() -> None:

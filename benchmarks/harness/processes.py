@@ -17,6 +17,7 @@ import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 DEFAULT_PORT = 29500
 LOCALHOST = "127.0.0.1"
@@ -117,6 +118,17 @@ def first_host(nodelist: str) -> str:
         raise ProcessEnvironmentError(f"SLURM_JOB_NODELIST={nodelist!r}: no host in it")
     prefix, ranges = match.group(1), match.group(2)
     return prefix + ranges.split("-")[0] if ranges else prefix
+
+
+def job_fields(process_nodes: list[str], collectives: str) -> dict[str, Any]:
+    """What a run of several processes records beside its distribution: the processes, how many nodes they ran
+    on, each process's node (in rank order) and what carried the collectives (gloo or nccl)."""
+    return {
+        "processes": len(process_nodes),
+        "nodes": len(set(process_nodes)),
+        "process_nodes": process_nodes,
+        "collectives": collectives,
+    }
 
 
 def node_name() -> str:

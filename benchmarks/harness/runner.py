@@ -304,13 +304,7 @@ def _across_processes(
             train_shares, epochs=epochs, validation_data=validation, callbacks=callbacks, shuffle=shuffle, verbose=0
         )
 
-    nodes = jax_processes.job_nodes()
-    job = {
-        "processes": place.world,
-        "nodes": len(set(nodes)),
-        "process_nodes": nodes,
-        "collectives": jax_processes.collectives(device_type),
-    }
+    job = processes.job_fields(jax_processes.job_nodes(), jax_processes.collectives(device_type))
     left_out = {"left_out": f"after_training runs in one-process jobs only; this job had {place.world} processes"}
     return replace(
         trainee,

@@ -21,6 +21,7 @@ from benchmarks.data.types import DataRequest
 from benchmarks.harness import backends
 from benchmarks.harness.backends import BACKENDS
 from benchmarks.logs import metadata_path, read_epoch_log
+from benchmarks.step_costs import train_state
 from benchmarks.suites import KERAS_2017, SUITES
 from benchmarks.workloads import WORKLOADS, spec
 from tests.benchmarks.conftest import run_benchmarks
@@ -190,8 +191,7 @@ def _scatter_types(model: Any, data: Any) -> list[str]:
 
     model.compile(**gpt_nietzsche.compile_args())
     model.optimizer.build(model.trainable_variables)
-    groups = (model.trainable_variables, model.non_trainable_variables, model.optimizer.variables)
-    state = (*([v.value for v in group] for group in groups), [v.value for v in model.metrics_variables])
+    state = train_state(model)
     text = jax.jit(model.train_step).lower(state, (data.x_train, data.y_train)).as_text()
     return sorted(set(re.findall(r"stablehlo.scatter.*?\) -> tensor<\d+x\d+x(\w+)>", text, re.DOTALL)))
 
